@@ -1,0 +1,32 @@
+/**
+ * `npm run generate`: spec → spec/dist/openapi.json → SDK and contract (server) types.
+ * Deterministic: running it twice, or on an unchanged spec, changes no file.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { createClient } from '@hey-api/openapi-ts';
+import { bundleSpec } from './bundle.ts';
+import { writeOperationTable } from './operation-table.ts';
+
+const BUNDLE = 'spec/dist/openapi.json';
+
+const started = performance.now();
+const doc = bundleSpec('spec/openapi.yaml');
+mkdirSync('spec/dist', { recursive: true });
+writeFileSync(BUNDLE, `${JSON.stringify(doc, null, 2)}\n`);
+
+await createClient([
+  {
+    input: `./${BUNDLE}`,
+    output: { path: './packages/sdk/src/generated', clean: true },
+    plugins: ['@hey-api/client-fetch', '@hey-api/typescript', '@hey-api/sdk'],
+    logs: { level: 'silent' },
+  },
+  {
+    input: `./${BUNDLE}`,
+    output: { path: './packages/contract/src/generated', clean: true },
+    plugins: ['@hey-api/typescript'],
+    logs: { level: 'silent' },
+  },
+]);
+writeOperationTable(doc, 'packages/contract/src/generated/operations.gen.ts');
+console.log(`generated in ${Math.round(performance.now() - started)} ms`);
