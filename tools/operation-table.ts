@@ -28,8 +28,8 @@ export function writeOperationTable(doc: Record<string, any>, file: string): voi
       const name = pascal(op.operationId);
       const authenticated = !(Array.isArray(op.security) && op.security.length === 0);
       const agentKey = JSON.stringify(op.security ?? []).includes('agentKey');
-      imports.push(`${name}Data`, `${name}Responses`);
-      types.push(`  ${op.operationId}: { data: ${name}Data; responses: ${name}Responses };`);
+      imports.push(`${name}Data`, `${name}Errors`, `${name}Responses`);
+      types.push(`  ${op.operationId}: { data: ${name}Data; responses: ${name}Responses; errors: ${name}Errors };`);
       rows.push(
         `  { operationId: '${op.operationId}', method: '${method}', path: '${path}', authenticated: ${authenticated}, ` +
           `agentKey: ${agentKey}, permission: ${JSON.stringify(op['x-required-permission'] ?? null)}, ` +
@@ -42,7 +42,7 @@ import type {
 ${imports.map((name) => `  ${name},`).join('\n')}
 } from './types.gen.js';
 
-/** operationId → hey-api's request (\`data\`) and response (\`responses\`) types. */
+/** operationId → hey-api's request (\`data\`), success (\`responses\`) and error (\`errors\`) types. */
 export interface Operations {
 ${types.join('\n')}
 }

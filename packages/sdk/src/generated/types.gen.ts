@@ -628,11 +628,15 @@ export type McpExecution = {
 
 export type ExecutionRequest = {
     input: EvaluationInput;
-    execution: ({
-        mode: 'http_proxy';
-    } & HttpExecution) | ({
-        mode: 'mcp_proxy';
-    } & McpExecution);
+    /**
+     * How to execute. The mode is checked first, so an unknown mode answers 400
+     * `invalid_execution_mode`; then the fields of that mode (400 `invalid_execution_url` for a
+     * `url` that is not an absolute http(s) URL, 400 `invalid_execution` for the rest).
+     *
+     */
+    execution: {
+        mode: 'http_proxy' | 'mcp_proxy';
+    } & (HttpExecution | McpExecution);
     approval_id?: Uuid;
 };
 

@@ -1,0 +1,51 @@
+/**
+ * Only one process may open an embedded data directory: PGlite has no locking of its own and
+ * two writers would corrupt it. The lock is a file holding the owner's pid; a lock left by a
+ * process that no longer exists is taken over.
+ */
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+export class DataDirLockedError extends Error {
+  constructor(
+    readonly dataDir: string,
+    readonly pid: number,
+  ) {
+    super(`the embedded database in ${dataDir} is open in process ${pid}`);
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export function lockHolder(dataDir: string): number | null {
+  try {
+    const pid = Number(readFileSync(join(dataDir, 'warden.lock'), 'utf8'));
+    return Number.isInteger(pid) && pid !== process.pid && isAlive(pid) ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+export function acquireDataDirLock(dataDir: string): () => void {
+  mkdirSync(dataDir, { recursive: true });
+  const file = join(dataDir, 'warden.lock');
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' }); // atomic: fails if it exists
+      return () => rmSync(file, { force: true });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = lockHolder(dataDir);
+      if (holder !== null) throw new DataDirLockedError(dataDir, holder);
+      rmSync(file, { force: true }); // stale: its process is gone
+    }
+  }
+  throw new Error(`could not lock ${dataDir}`);
+}

@@ -1,0 +1,71 @@
+/**
+ * The one way to paginate: keyset pagination, newest first, on (timestamp column, id). The
+ * cursor is opaque to clients (base64url of the last item's timestamp and id), stable under
+ * concurrent inserts, and costs one index range scan whatever the page number.
+ */
+import { type SelectQueryBuilder, sql } from 'kysely';
+import { ApiError } from '../http/errors.ts';
+
+export interface PageRequest {
+  limit?: number;
+  cursor?: string;
+}
+
+export interface Page<T> {
+  data: T[];
+  has_more: boolean;
+  next_cursor: string | null;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function decodeCursor(cursor: string): { at: string; id: string } {
+  try {
+    const [at, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as [string, string];
+    if (typeof at === 'string' && !Number.isNaN(Date.parse(at)) && typeof id === 'string' && UUID.test(id)) return { at, id };
+  } catch {
+    // fall through
+  }
+  throw new ApiError('invalid_request', 'query/cursor is not a cursor returned by this API');
+}
+
+const encodeCursor = (at: Date, id: string) => Buffer.from(JSON.stringify([at.toISOString(), id])).toString('base64url');
+
+/**
+ * Runs `query` (already filtered and scoped to one workspace) one page at a time.
+ * `column` is the timestamp column that, with `id`, orders the rows.
+ */
+export async function paginate<Row extends { id: string }, T>(
+  // biome-ignore lint/suspicious/noExplicitAny: the query's tables vary; the row type is what matters.
+  query: SelectQueryBuilder<any, any, Row>,
+  column: string,
+  request: PageRequest,
+  toItem: (row: Row) => T,
+): Promise<Page<T>> {
+  const limit = request.limit ?? 20;
+  let q = query;
+  if (request.cursor) {
+    const { at, id } = decodeCursor(request.cursor);
+    q = q.where(sql<boolean>`(${sql.ref(column)}, ${sql.ref('id')}) < (${at}::timestamptz, ${id}::uuid)`);
+  }
+  const rows = await q
+    .orderBy(sql.ref(column), 'desc')
+    .orderBy(sql.ref('id'), 'desc')
+    .limit(limit + 1)
+    .execute();
+  const hasMore = rows.length > limit;
+  const items = hasMore ? rows.slice(0, limit) : rows;
+  const last = items.at(-1) as (Row & Record<string, unknown>) | undefined;
+  return {
+    data: items.map(toItem),
+    has_more: hasMore,
+    next_cursor: hasMore && last ? encodeCursor(new Date(last[column] as Date), last.id) : null,
+  };
+}
+
+export const iso = (value: Date | string) => new Date(value).toISOString();
+export const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
+export const isUuid = (value: string) => UUID.test(value);
+
+/** Postgres unique_violation, from pg and PGlite alike. */
+export const isUniqueViolation = (error: unknown) => (error as { code?: string })?.code === '23505';

@@ -1,0 +1,145 @@
+/** Row types of the tables (db/migrations). Rows never leave the repositories as such. */
+import type { ColumnType, Generated } from 'kysely';
+
+/** A timestamptz with a default: optional on insert. */
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+/** A nullable timestamptz. */
+type NullableTimestamp = ColumnType<Date | null, Date | string | null | undefined, Date | string | null>;
+type Json = ColumnType<unknown, string, string>;
+
+export interface WorkspacesTable {
+  id: string;
+  slug: string;
+  name: string;
+  rate_limit_per_minute: number | null;
+  plan: Generated<string>;
+  billing_status: Generated<string>;
+  created_at: Timestamp;
+}
+
+export interface ApiKeysTable {
+  workspace_id: string;
+  id: string;
+  name: string;
+  prefix: string;
+  key_hash: string;
+  permissions: string[];
+  created_at: Timestamp;
+  revoked_at: NullableTimestamp;
+}
+
+export interface AgentsTable {
+  workspace_id: string;
+  id: string;
+  slug: string;
+  name: string;
+  provider: string;
+  status: string;
+  environment: string;
+  risk_level: string | null;
+  description: string | null;
+  model: string | null;
+  tags: string[];
+  allowed_tools: string[];
+  allowed_resources: string[];
+  api_key_hash: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface PoliciesTable {
+  workspace_id: string;
+  id: string;
+  name: string;
+  description: string | null;
+  enabled: boolean;
+  mode: string;
+  priority: number;
+  rules: Json;
+  version: Generated<number>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface McpServersTable {
+  workspace_id: string;
+  id: string;
+  slug: string;
+  name: string;
+  transport_url: string;
+  transport: string;
+  description: string | null;
+  enabled: boolean;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface ApprovalsTable {
+  workspace_id: string;
+  id: string;
+  title: string;
+  description: string | null;
+  priority: string;
+  type: string;
+  status: string;
+  agent_id: string | null;
+  agent_slug: string | null;
+  policy_name: string | null;
+  action: string | null;
+  resource: string | null;
+  context: Json;
+  requested_by: string | null;
+  decision_note: string | null;
+  decided_by: string | null;
+  decided_at: NullableTimestamp;
+  expires_at: Timestamp;
+  consumed_at: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface AuditEventsTable {
+  workspace_id: string;
+  id: string;
+  event_timestamp: Timestamp;
+  source: string;
+  agent: string | null;
+  agent_id: string | null;
+  action: string;
+  resource: string | null;
+  tool: string | null;
+  environment: string | null;
+  user_name: string | null;
+  policy: string | null;
+  result: string;
+  severity: string;
+  message: string | null;
+  approval_id: string | null;
+  request_id: string | null;
+  context: Json;
+}
+
+export interface OutboxEventsTable {
+  workspace_id: string;
+  id: string;
+  type: string;
+  data: Json;
+  created_at: Timestamp;
+}
+
+export interface SchemaMigrationsTable {
+  name: string;
+  applied_at: Timestamp;
+}
+
+export interface DB {
+  workspaces: WorkspacesTable;
+  api_keys: ApiKeysTable;
+  agents: AgentsTable;
+  policies: PoliciesTable;
+  mcp_servers: McpServersTable;
+  approvals: ApprovalsTable;
+  audit_events: AuditEventsTable;
+  outbox_events: OutboxEventsTable;
+  schema_migrations: SchemaMigrationsTable;
+}

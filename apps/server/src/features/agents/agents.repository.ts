@@ -1,0 +1,39 @@
+import type { Insertable, Kysely, Updateable } from 'kysely';
+import type { AgentsTable, DB } from '../../db/schema.ts';
+import { isUuid } from '../../db/paginate.ts';
+
+export type AgentRow = Awaited<ReturnType<typeof findAgent>> & {};
+
+/** By UUID or by slug. */
+export const findAgent = (db: Kysely<DB>, workspaceId: string, idOrSlug: string) =>
+  db
+    .selectFrom('agents')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where(isUuid(idOrSlug) ? 'id' : 'slug', '=', idOrSlug)
+    .executeTakeFirst();
+
+export const findAgentByKeyHash = (db: Kysely<DB>, workspaceId: string, keyHash: string) =>
+  db.selectFrom('agents').selectAll().where('workspace_id', '=', workspaceId).where('api_key_hash', '=', keyHash).executeTakeFirst();
+
+export const agentsQuery = (db: Kysely<DB>, workspaceId: string, filters: { status?: string; provider?: string; environment?: string }) => {
+  let q = db.selectFrom('agents').selectAll().where('workspace_id', '=', workspaceId);
+  if (filters.status) q = q.where('status', '=', filters.status);
+  if (filters.provider) q = q.where('provider', '=', filters.provider);
+  if (filters.environment) q = q.where('environment', '=', filters.environment);
+  return q;
+};
+
+export const insertAgent = (db: Kysely<DB>, row: Insertable<AgentsTable>) => db.insertInto('agents').values(row).returningAll().executeTakeFirstOrThrow();
+
+export const updateAgent = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<AgentsTable>) =>
+  db
+    .updateTable('agents')
+    .set({ ...changes, updated_at: new Date() })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirst();
+
+export const deleteAgent = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db.deleteFrom('agents').where('workspace_id', '=', workspaceId).where('id', '=', id).returning(['id']).executeTakeFirst();

@@ -1,0 +1,37 @@
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+
+export const findWorkspaceBySlug = (db: Kysely<DB>, slug: string) =>
+  db.selectFrom('workspaces').selectAll().where('slug', '=', slug).executeTakeFirst();
+
+export const insertWorkspace = (db: Kysely<DB>, row: { id: string; slug: string; name: string }) =>
+  db.insertInto('workspaces').values(row).returningAll().executeTakeFirstOrThrow();
+
+export const setWorkspacePlan = (db: Kysely<DB>, id: string, plan: string) =>
+  db.updateTable('workspaces').set({ plan }).where('id', '=', id).returningAll().executeTakeFirst();
+
+/** The active key with this hash, with what authentication needs of its workspace. */
+export const findActiveKeyByHash = (db: Kysely<DB>, keyHash: string) =>
+  db
+    .selectFrom('api_keys')
+    .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
+    .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.name', 'api_keys.permissions', 'workspaces.rate_limit_per_minute'])
+    .where('api_keys.key_hash', '=', keyHash)
+    .where('api_keys.revoked_at', 'is', null)
+    .executeTakeFirst();
+
+export const insertApiKey = (
+  db: Kysely<DB>,
+  row: { workspace_id: string; id: string; name: string; prefix: string; key_hash: string; permissions: string[] },
+) => db.insertInto('api_keys').values(row).returningAll().executeTakeFirstOrThrow();
+
+export const revokeApiKey = (db: Kysely<DB>, id: string) =>
+  db.updateTable('api_keys').set({ revoked_at: new Date() }).where('id', '=', id).where('revoked_at', 'is', null).returning(['id']).executeTakeFirst();
+
+export const listApiKeys = (db: Kysely<DB>, workspaceId: string) =>
+  db
+    .selectFrom('api_keys')
+    .select(['id', 'name', 'prefix', 'permissions', 'created_at', 'revoked_at'])
+    .where('workspace_id', '=', workspaceId)
+    .orderBy('created_at')
+    .execute();

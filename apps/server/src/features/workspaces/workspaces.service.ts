@@ -1,0 +1,113 @@
+/**
+ * Workspaces and their API keys. Keys are `wk_` + 32 random bytes (base64url): high entropy,
+ * readable prefix. Only their SHA-256 is stored; a key is shown once, when created.
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import type { Permission } from '@warden/contract';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import * as repo from './workspaces.repository.ts';
+
+export const ALL_PERMISSIONS: readonly Permission[] = [
+  'agents:read',
+  'agents:write',
+  'policies:read',
+  'policies:write',
+  'approvals:read',
+  'approvals:write',
+  'approvals:decide',
+  'audit:read',
+  'audit:write',
+  'compliance:read',
+  'mcp_servers:read',
+  'mcp_servers:write',
+  'runtime:evaluate',
+  'runtime:execute',
+  'admin',
+];
+
+export class AdminError extends Error {}
+
+export const hashSecret = (secret: string) => createHash('sha256').update(secret).digest('hex');
+
+export const generateApiKey = () => `wk_${randomBytes(32).toString('base64url')}`;
+
+export function parsePermissions(list: string): Permission[] {
+  const names = list
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+  if (names.length === 1 && names[0] === '*') return [...ALL_PERMISSIONS];
+  for (const name of names) {
+    if (!ALL_PERMISSIONS.includes(name as Permission)) {
+      throw new AdminError(`unknown permission '${name}' (known: ${ALL_PERMISSIONS.join(', ')}, or *)`);
+    }
+  }
+  if (names.length === 0) throw new AdminError('at least one permission is required');
+  return [...new Set(names)] as Permission[];
+}
+
+const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$/;
+
+export async function createWorkspace(db: Kysely<DB>, slug: string, name?: string) {
+  if (!SLUG.test(slug)) throw new AdminError(`invalid workspace slug '${slug}': lower-case letters, digits and inner hyphens`);
+  if (await repo.findWorkspaceBySlug(db, slug)) throw new AdminError(`workspace '${slug}' already exists`);
+  const row = await repo.insertWorkspace(db, { id: randomUUID(), slug, name: name ?? slug });
+  return { id: row.id, slug: row.slug, name: row.name };
+}
+
+async function requireWorkspace(db: Kysely<DB>, slug: string) {
+  const workspace = await repo.findWorkspaceBySlug(db, slug);
+  if (!workspace) throw new AdminError(`workspace '${slug}' does not exist`);
+  return workspace;
+}
+
+export async function createApiKey(db: Kysely<DB>, input: { workspace: string; permissions: Permission[]; name?: string; key?: string }) {
+  const workspace = await requireWorkspace(db, input.workspace);
+  const key = input.key ?? generateApiKey();
+  const row = await repo.insertApiKey(db, {
+    workspace_id: workspace.id,
+    id: randomUUID(),
+    name: input.name ?? 'api key',
+    prefix: key.slice(0, 11),
+    key_hash: hashSecret(key),
+    permissions: input.permissions,
+  });
+  return { key, id: row.id, workspace: workspace.slug, name: row.name, permissions: row.permissions };
+}
+
+export async function revokeApiKey(db: Kysely<DB>, id: string) {
+  if (!/^[0-9a-f-]{36}$/i.test(id) || !(await repo.revokeApiKey(db, id))) throw new AdminError(`no active key with id '${id}'`);
+  return { id, revoked: true };
+}
+
+export async function listApiKeys(db: Kysely<DB>, workspace: string) {
+  const ws = await requireWorkspace(db, workspace);
+  return (await repo.listApiKeys(db, ws.id)).map((row) => ({
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    permissions: row.permissions,
+    created_at: new Date(row.created_at).toISOString(),
+    revoked_at: row.revoked_at ? new Date(row.revoked_at).toISOString() : null,
+  }));
+}
+
+/**
+ * WARDEN_BOOTSTRAP_KEY: make sure workspace `default` and a key of exactly this value with
+ * every permission exist. Idempotent, so every start may run it.
+ */
+export async function ensureBootstrapKey(db: Kysely<DB>, key: string) {
+  const workspace = (await repo.findWorkspaceBySlug(db, 'default')) ?? (await createWorkspace(db, 'default', 'Default workspace'));
+  const hash = hashSecret(key);
+  const existing = await db.selectFrom('api_keys').select(['id', 'revoked_at']).where('key_hash', '=', hash).executeTakeFirst();
+  if (existing) {
+    await db
+      .updateTable('api_keys')
+      .set({ revoked_at: null, permissions: [...ALL_PERMISSIONS] })
+      .where('id', '=', existing.id)
+      .execute();
+    return;
+  }
+  await createApiKey(db, { workspace: workspace.slug, permissions: [...ALL_PERMISSIONS], name: 'bootstrap', key });
+}

@@ -1,0 +1,35 @@
+/** What a request carries once the HTTP layer has authenticated it. */
+import type { Permission } from '@warden/contract';
+
+export interface AuthContext {
+  workspaceId: string;
+  keyId: string;
+  keyName: string;
+  permissions: ReadonlySet<Permission>;
+  rateLimitPerMinute: number;
+}
+
+export interface RequestContext {
+  requestId: string;
+  /** The caller's key. For the one public operation (health) it holds no workspace and no permission. */
+  auth: AuthContext;
+  /** X-Warden-Agent-Key, on operations that accept it. */
+  agentKey: string | undefined;
+}
+
+export const ANONYMOUS: AuthContext = {
+  workspaceId: '00000000-0000-0000-0000-000000000000',
+  keyId: '',
+  keyName: 'anonymous',
+  permissions: new Set(),
+  rateLimitPerMinute: 0,
+};
+
+declare global {
+  namespace Express {
+    interface Request {
+      requestId: string;
+      auth?: AuthContext;
+    }
+  }
+}
