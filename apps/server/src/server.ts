@@ -28,7 +28,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     http.once('listening', resolve);
     http.once('error', reject);
   });
-  const admin = database.kind === 'pglite' ? await startAdminChannel(config.dataDir, database, logger) : undefined;
+  const admin = database.kind === 'pglite' && !config.dataDir.startsWith('memory://') ? await startAdminChannel(config.dataDir, database, logger) : undefined;
   const { port } = http.address() as AddressInfo;
   const url = `http://${config.host}:${port}/api/v1`;
   logger.info('warden listening', { url, database: database.kind });

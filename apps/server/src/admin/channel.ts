@@ -31,7 +31,10 @@ export async function startAdminChannel(dataDir: string, database: Database, log
       }
     });
   });
-  await new Promise<void>((done) => server.listen(path, done));
+  await new Promise<void>((done, fail) => {
+    server.once('error', fail);
+    server.listen(path, done);
+  });
   chmodSync(path, 0o600);
   return {
     close: () =>

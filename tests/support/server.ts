@@ -1,0 +1,111 @@
+/**
+ * A real Warden for one test file: real HTTP on a loopback port, on a fresh database —
+ * embedded PGlite in memory, or, when DATABASE_URL is set, a uniquely named database on
+ * that PostgreSQL server, dropped afterwards.
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
+import { createLogger } from '../../apps/server/src/logger.ts';
+import type { Config } from '../../apps/server/src/config.ts';
+
+export interface TestServer extends RunningServer {
+  /** A key of workspace `default` with every permission. */
+  key: string;
+  /** Calls the API with the bootstrap key unless another key (or null for none) is given. */
+  api: (method: string, path: string, options?: RequestOptions) => Promise<ApiResponse>;
+  /** Runs `warden` admin commands in-process against this server's database. */
+  admin: (command: string, args: Record<string, string | undefined>) => Promise<any>;
+}
+
+export interface RequestOptions {
+  body?: unknown;
+  key?: string | null;
+  headers?: Record<string, string>;
+  /** A raw body, sent as is (with its own content type in headers). */
+  raw?: string;
+}
+
+export interface ApiResponse {
+  status: number;
+  body: any;
+  headers: Headers;
+}
+
+async function freshPostgresDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
+  const name = `warden_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: baseUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+export async function startTestServer(overrides: Partial<Config> = {}): Promise<TestServer> {
+  const key = `wk_test_${randomBytes(24).toString('base64url')}`;
+  const baseUrl = process.env.DATABASE_URL;
+  const pgdb = baseUrl ? await freshPostgresDatabase(baseUrl) : undefined;
+  const server = await startServer(
+    {
+      port: 0,
+      host: '127.0.0.1',
+      databaseUrl: pgdb?.url,
+      dataDir: 'memory://',
+      bootstrapKey: key,
+      validateResponses: true,
+      ...overrides,
+    },
+    createLogger(process.env.WARDEN_TEST_LOGS !== 'true'),
+  );
+  const { runAdminCommand } = await import('../../apps/server/src/admin/commands.ts');
+  return {
+    ...server,
+    key,
+    api: (method, path, options = {}) => request(server.url, key, method, path, options),
+    admin: (command, args) => runAdminCommand(server.database, command, args),
+    close: async () => {
+      await server.close();
+      await pgdb?.drop();
+    },
+  };
+}
+
+export async function request(baseUrl: string, defaultKey: string, method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse> {
+  const headers: Record<string, string> = { ...options.headers };
+  const key = options.key === undefined ? defaultKey : options.key;
+  if (key !== null) headers.authorization = `Bearer ${key}`;
+  let body: string | undefined;
+  if (options.raw !== undefined) body = options.raw;
+  else if (options.body !== undefined) {
+    body = JSON.stringify(options.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON: keep the text, tests assert on it
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** A key of a (new) workspace with the given permissions. */
+export async function keyFor(server: TestServer, permissions: string, workspace = 'default'): Promise<string> {
+  if (workspace !== 'default') {
+    await server.admin('workspaces.create', { slug: workspace }).catch(() => undefined);
+  }
+  const created = await server.admin('keys.create', { workspace, permissions });
+  return created.key;
+}
