@@ -7,7 +7,10 @@ import express, { type Express } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
-import { createHandlers } from './handlers.ts';
+import { checkRules, createHandlers } from './handlers.ts';
+import type { AuditSealer } from './features/audit/chain.ts';
+import { PolicyCache } from './features/policies/policy-cache.ts';
+import { DecisionService } from './features/runtime/decisions.ts';
 import { authenticate } from './http/authenticate.ts';
 import { ApiError } from './http/errors.ts';
 import { errorMapper } from './http/error-mapper.ts';
@@ -24,10 +27,12 @@ export interface AppDeps {
   config: Config;
   database: Database;
   logger: Logger;
+  sealer: AuditSealer;
 }
 
 export function createApp(deps: AppDeps): Express {
-  const { config, database, logger } = deps;
+  const { config, database, logger, sealer } = deps;
+  const decisions = new DecisionService(database.db, new PolicyCache(database.db), sealer);
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);
@@ -60,7 +65,7 @@ export function createApp(deps: AppDeps): Express {
       ignorePaths: (path: string) => !path.startsWith(`${BASE_PATH}/`),
     }),
   );
-  app.use(BASE_PATH, createRouter(createHandlers({ database, config, logger })));
+  app.use(BASE_PATH, createRouter(createHandlers({ database, config, logger, sealer, decisions, checkRules })));
   app.use((req, _res, next) => next(new ApiError('route_not_found', `No operation at ${req.method} ${req.path}`)));
   app.use(errorMapper(logger));
   return app;

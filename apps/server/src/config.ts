@@ -10,6 +10,8 @@ export interface Config {
   validateResponses: boolean;
   egressAllowlist: string[];
   logRequests: boolean;
+  /** How often new audit events are sealed into the hash chain. */
+  auditSealIntervalMs: number;
 }
 
 function integer(name: string, fallback: number): number {
@@ -34,5 +36,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((entry) => entry.trim())
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
+    auditSealIntervalMs: integer('WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
   };
 }

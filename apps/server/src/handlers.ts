@@ -6,10 +6,18 @@
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
 import { agentHandlers } from './features/agents/agents.handlers.ts';
+import { approvalHandlers } from './features/approvals/approvals.handlers.ts';
+import { auditHandlers } from './features/audit/audit.handlers.ts';
+import type { AuditSealer } from './features/audit/chain.ts';
+import { complianceHandlers } from './features/compliance/compliance.handlers.ts';
 import { healthHandlers } from './features/health.handlers.ts';
 import { mcpServerHandlers } from './features/mcp-servers/mcp-servers.handlers.ts';
+import { checkConditions } from './features/policies/engine.ts';
 import { policyHandlers } from './features/policies/policies.handlers.ts';
 import type { RuleChecker } from './features/policies/policies.service.ts';
+import type { DecisionService } from './features/runtime/decisions.ts';
+import { evaluateHandlers } from './features/runtime/evaluate.handlers.ts';
+import { ApiError } from './http/errors.ts';
 import { type Handlers, notImplemented } from './http/router.ts';
 import type { Logger } from './logger.ts';
 
@@ -17,29 +25,30 @@ export interface HandlerDeps {
   database: Database;
   config: Config;
   logger: Logger;
+  decisions: DecisionService;
+  sealer: AuditSealer;
   checkRules: RuleChecker;
 }
 
-export function createHandlers(deps: Omit<HandlerDeps, 'checkRules'>): Handlers {
-  const full: HandlerDeps = { ...deps, checkRules: () => {} };
+/** CEL conditions are compiled when a policy is saved, so a broken one never reaches evaluation. */
+export const checkRules: RuleChecker = (rules) => {
+  const failure = checkConditions(rules);
+  if (failure) {
+    const at = failure.position === null ? '' : ` at position ${failure.position}`;
+    throw new ApiError('invalid_policy', `rules[${failure.index}].condition: ${failure.message}${at}`);
+  }
+};
+
+export function createHandlers(deps: HandlerDeps): Handlers {
   return {
-    ...healthHandlers(full),
-    ...agentHandlers(full),
-    ...policyHandlers(full),
-    ...mcpServerHandlers(full),
-    listApprovals: notImplemented,
-    createApproval: notImplemented,
-    listApprovalRequests: notImplemented,
-    createApprovalRequest: notImplemented,
-    getApproval: notImplemented,
-    decideApproval: notImplemented,
-    createAuditEvent: notImplemented,
-    createAuditEventAlias: notImplemented,
-    listAuditLogs: notImplemented,
-    listEvents: notImplemented,
-    verifyAuditChain: notImplemented,
-    getComplianceStatus: notImplemented,
-    evaluatePolicy: notImplemented,
+    ...healthHandlers(deps),
+    ...agentHandlers(deps),
+    ...policyHandlers(deps),
+    ...mcpServerHandlers(deps),
+    ...approvalHandlers(deps),
+    ...auditHandlers(deps),
+    ...complianceHandlers(deps),
+    ...evaluateHandlers(deps),
     executeRuntime: notImplemented,
     discoverMcpTools: notImplemented,
     callMcpTool: notImplemented,

@@ -8,6 +8,8 @@ import { startAdminChannel } from './admin/channel.ts';
 import { type Config, loadConfig } from './config.ts';
 import { type Database, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { ensureAuditPartitions } from './db/partitions.ts';
+import { AuditSealer } from './features/audit/chain.ts';
 import { ensureBootstrapKey } from './features/workspaces/workspaces.service.ts';
 import { createLogger, type Logger } from './logger.ts';
 
@@ -21,8 +23,12 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   const config = { ...loadConfig(), ...overrides };
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   await migrate(database);
+  await ensureAuditPartitions(database);
+  const partitionTimer = setInterval(() => void ensureAuditPartitions(database), 24 * 3600 * 1000).unref();
   if (config.bootstrapKey) await ensureBootstrapKey(database.db, config.bootstrapKey);
-  const app = createApp({ config, database, logger });
+  const sealer = new AuditSealer(database.db, logger, config.auditSealIntervalMs);
+  await sealer.start();
+  const app = createApp({ config, database, logger, sealer });
   const http = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
@@ -36,11 +42,13 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     url,
     database,
     close: async () => {
+      clearInterval(partitionTimer);
       await admin?.close();
       await new Promise<void>((resolve) => {
         http.close(() => resolve());
         http.closeAllConnections();
       });
+      await sealer.stop();
       await database.close();
     },
   };

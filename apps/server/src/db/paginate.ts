@@ -33,7 +33,7 @@ const encodeCursor = (at: Date, id: string) => Buffer.from(JSON.stringify([at.to
 
 /**
  * Runs `query` (already filtered and scoped to one workspace) one page at a time.
- * `column` is the timestamp column that, with `id`, orders the rows.
+ * `column` is the timestamp column (qualified if the query joins) that, with `id`, orders the rows.
  */
 export async function paginate<Row extends { id: string }, T>(
   // biome-ignore lint/suspicious/noExplicitAny: the query's tables vary; the row type is what matters.
@@ -56,10 +56,11 @@ export async function paginate<Row extends { id: string }, T>(
   const hasMore = rows.length > limit;
   const items = hasMore ? rows.slice(0, limit) : rows;
   const last = items.at(-1) as (Row & Record<string, unknown>) | undefined;
+  const key = column.slice(column.lastIndexOf('.') + 1); // 'audit_events.event_timestamp' → 'event_timestamp'
   return {
     data: items.map(toItem),
     has_more: hasMore,
-    next_cursor: hasMore && last ? encodeCursor(new Date(last[column] as Date), last.id) : null,
+    next_cursor: hasMore && last ? encodeCursor(new Date(last[key] as Date), last.id) : null,
   };
 }
 

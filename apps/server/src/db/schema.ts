@@ -14,6 +14,7 @@ export interface WorkspacesTable {
   rate_limit_per_minute: number | null;
   plan: Generated<string>;
   billing_status: Generated<string>;
+  policy_version: Generated<number>;
   created_at: Timestamp;
 }
 
@@ -127,6 +128,21 @@ export interface OutboxEventsTable {
   created_at: Timestamp;
 }
 
+export interface AuditChainHeadsTable {
+  workspace_id: string;
+  last_sequence: number;
+  last_hash: string;
+}
+
+export interface AuditSealsTable {
+  workspace_id: string;
+  sequence: number;
+  event_id: string;
+  event_timestamp: Timestamp;
+  hash: string;
+  sealed_at: Timestamp;
+}
+
 export interface SchemaMigrationsTable {
   name: string;
   applied_at: Timestamp;
@@ -141,5 +157,7 @@ export interface DB {
   approvals: ApprovalsTable;
   audit_events: AuditEventsTable;
   outbox_events: OutboxEventsTable;
+  audit_chain_heads: AuditChainHeadsTable;
+  audit_seals: AuditSealsTable;
   schema_migrations: SchemaMigrationsTable;
 }

@@ -29,6 +29,7 @@ export function authenticate(db: Kysely<DB>, defaultRateLimit: number) {
             keyName: key.name,
             permissions: new Set(key.permissions as Permission[]),
             rateLimitPerMinute: key.rate_limit_per_minute ?? defaultRateLimit,
+            policyVersion: key.policy_version,
           };
         }
       }

@@ -7,6 +7,8 @@ export interface AuthContext {
   keyName: string;
   permissions: ReadonlySet<Permission>;
   rateLimitPerMinute: number;
+  /** The workspace's policy-set version, read with the key: compiled policy sets are cached by it. */
+  policyVersion: number;
 }
 
 export interface RequestContext {
@@ -23,6 +25,7 @@ export const ANONYMOUS: AuthContext = {
   keyName: 'anonymous',
   permissions: new Set(),
   rateLimitPerMinute: 0,
+  policyVersion: 0,
 };
 
 declare global {

@@ -537,14 +537,19 @@ export type ComplianceStatus = {
  * What the agent proposes to do.
  */
 export type EvaluationInput = {
-    action?: string;
+    action: string;
     resource?: string;
     /**
      * Slug or name of the acting agent. May be omitted when `X-Warden-Agent-Key` identifies it; must name the same agent when both are given (400 `agent_identity_mismatch`).
      */
     agent?: string;
     /**
-     * Where the action runs. Defaults to the agent's environment; when given it must equal the agent's (400 `environment_mismatch`).
+     * Where the action runs. When given it must equal the agent's registered environment
+     * (400 `environment_mismatch`). When an enforcing rule of the workspace matches on
+     * environment, it must be given (400 `environment_context_required`): an
+     * environment-scoped decision needs the caller to say where it acts, and Warden checks
+     * that against the registry. Otherwise it defaults to the agent's environment.
+     *
      */
     environment?: string;
     tool?: string;

@@ -302,22 +302,27 @@ export const getComplianceStatus = <ThrowOnError extends boolean = false>(option
  * - 403 `agent_not_found`: `input.agent` names no agent of the workspace.
  * - 403 `agent_inactive`: the agent's status is not `active`.
  *
- * **Environment.** `input.environment` defaults to the agent's environment.
- * - 400 `environment_context_required`: a rule of an enabled policy matches on environment and
- * neither the input nor the agent gives one (never happens with registered agents, which
- * always have one; kept for rules written against unregistered contexts).
+ * **Environment.** `input.environment`, when given, must equal the agent's registered
+ * environment.
+ * - 400 `environment_context_required`: an enforcing rule of the workspace matches on
+ * environment and `input.environment` is absent (it then defaults to nothing, so that an
+ * environment-scoped decision is always stated by the caller and checked by Warden).
  * - 400 `environment_mismatch`: `input.environment` differs from the agent's environment.
+ * Without environment rules, an absent `input.environment` defaults to the agent's.
  *
  * **Decision.** Block beats require_approval beats allow; with no matching rule the action
  * is allowed (`matched: false`). `monitor` policies are recorded but never enforced.
  * - `require_approval` creates a pending approval and returns its id (`result`
- * `approval_required`). Sending that `approval_id` again once it is approved allows the
- * action once, for the same agent, action and resource, before it expires; otherwise 400
- * `approval_invalid`.
+ * `approval_required`). Sending that `approval_id` again: while pending, the same answer
+ * (no new approval); once approved, the action is allowed once (the approval is consumed);
+ * once rejected, `blocked`. An approval that does not exist in the workspace, was created
+ * for another agent, action or resource, has expired or was already used is 400
+ * `approval_invalid`. A blocking rule still blocks whatever the approval.
  * - 403 `execution_proxy_required`: the deciding rule allows only through Warden's execution
  * proxy (`/runtime/execute`, `/runtime/mcp*`).
  * - 400 `evaluation_failed`: a rule's CEL condition failed at run time (e.g. a missing
- * context field); the failure is audited as blocked.
+ * context field); the failure is audited as blocked (fail closed).
+ * - Refusals before a decision (identity and environment errors) are not audit events.
  * - 400 `invalid_request`: the body does not match the schema.
  *
  */

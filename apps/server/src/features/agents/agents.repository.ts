@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Updateable } from 'kysely';
+import { type Insertable, type Kysely, sql, type Updateable } from 'kysely';
 import type { AgentsTable, DB } from '../../db/schema.ts';
 import { isUuid } from '../../db/paginate.ts';
 
@@ -37,3 +37,13 @@ export const updateAgent = (db: Kysely<DB>, workspaceId: string, id: string, cha
 
 export const deleteAgent = (db: Kysely<DB>, workspaceId: string, id: string) =>
   db.deleteFrom('agents').where('workspace_id', '=', workspaceId).where('id', '=', id).returning(['id']).executeTakeFirst();
+
+/** By slug or by name (evaluation inputs and approvals name agents either way). */
+export const findAgentBySlugOrName = (db: Kysely<DB>, workspaceId: string, slugOrName: string) =>
+  db
+    .selectFrom('agents')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where((eb) => eb.or([eb('slug', '=', slugOrName), eb('name', '=', slugOrName)]))
+    .orderBy(sql`slug = ${slugOrName}`, 'desc')
+    .executeTakeFirst();

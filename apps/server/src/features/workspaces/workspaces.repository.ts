@@ -15,7 +15,7 @@ export const findActiveKeyByHash = (db: Kysely<DB>, keyHash: string) =>
   db
     .selectFrom('api_keys')
     .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
-    .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.name', 'api_keys.permissions', 'workspaces.rate_limit_per_minute'])
+    .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.name', 'api_keys.permissions', 'workspaces.rate_limit_per_minute', 'workspaces.policy_version'])
     .where('api_keys.key_hash', '=', keyHash)
     .where('api_keys.revoked_at', 'is', null)
     .executeTakeFirst();

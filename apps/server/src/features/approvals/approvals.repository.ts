@@ -1,0 +1,51 @@
+import { type Insertable, type Kysely, sql } from 'kysely';
+import type { ApprovalsTable, DB } from '../../db/schema.ts';
+
+export type ApprovalRow = Awaited<ReturnType<typeof findApproval>> & {};
+
+export const findApproval = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db.selectFrom('approvals').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
+
+export const findApprovalForUpdate = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db.selectFrom('approvals').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).forUpdate().executeTakeFirst();
+
+/** `expired` is derived: a pending approval past its expiry. */
+export function approvalsQuery(db: Kysely<DB>, workspaceId: string, filters: { status?: string; agent?: string }) {
+  let q = db.selectFrom('approvals').selectAll().where('workspace_id', '=', workspaceId);
+  if (filters.status === 'pending') q = q.where('status', '=', 'pending').where('expires_at', '>', sql<Date>`now()`);
+  else if (filters.status === 'expired') {
+    q = q.where((eb) => eb.or([eb('status', '=', 'expired'), eb.and([eb('status', '=', 'pending'), eb('expires_at', '<=', sql<Date>`now()`)])]));
+  } else if (filters.status) q = q.where('status', '=', filters.status);
+  if (filters.agent) q = q.where('agent_slug', '=', filters.agent);
+  return q;
+}
+
+export const insertApproval = (db: Kysely<DB>, row: Insertable<ApprovalsTable>) => db.insertInto('approvals').values(row).returningAll().executeTakeFirstOrThrow();
+
+export const decideApproval = (
+  db: Kysely<DB>,
+  workspaceId: string,
+  id: string,
+  decision: { status: string; decision_note: string | null; decided_by: string },
+) =>
+  db
+    .updateTable('approvals')
+    .set({ ...decision, decided_at: new Date(), updated_at: new Date() })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+
+/** Marks an approved approval used; false if it was already (a concurrent request won). */
+export const consumeApproval = async (db: Kysely<DB>, workspaceId: string, id: string) =>
+  (
+    await db
+      .updateTable('approvals')
+      .set({ consumed_at: new Date(), updated_at: new Date() })
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', id)
+      .where('status', '=', 'approved')
+      .where('consumed_at', 'is', null)
+      .returning('id')
+      .executeTakeFirst()
+  ) !== undefined;

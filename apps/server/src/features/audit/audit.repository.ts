@@ -1,0 +1,73 @@
+import type { Insertable, Kysely } from 'kysely';
+import type { AuditEventsTable, DB } from '../../db/schema.ts';
+
+export type AuditEventRow = Insertable<AuditEventsTable>;
+
+export const insertAuditEvent = (db: Kysely<DB>, row: AuditEventRow) => db.insertInto('audit_events').values(row).execute();
+
+export interface AuditFilters {
+  agent?: string;
+  action?: string;
+  result?: string;
+  severity?: string;
+  from?: string;
+  to?: string;
+}
+
+/** Events of a workspace with their seal (sequence, hash) when sealed. */
+export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: AuditFilters) {
+  let q = db
+    .selectFrom('audit_events as e')
+    .leftJoin('audit_seals as s', (join) => join.onRef('s.workspace_id', '=', 'e.workspace_id').onRef('s.event_id', '=', 'e.id'))
+    .selectAll('e')
+    .select(['s.sequence', 's.hash'])
+    .where('e.workspace_id', '=', workspaceId);
+  if (filters.agent) q = q.where('e.agent', '=', filters.agent);
+  if (filters.action) q = q.where('e.action', '=', filters.action);
+  if (filters.result) q = q.where('e.result', '=', filters.result);
+  if (filters.severity) q = q.where('e.severity', '=', filters.severity);
+  if (filters.from) q = q.where('e.event_timestamp', '>=', new Date(filters.from));
+  if (filters.to) q = q.where('e.event_timestamp', '<', new Date(filters.to));
+  return q;
+}
+
+export type AuditEventWithSeal = Awaited<ReturnType<ReturnType<typeof auditEventsQuery>['executeTakeFirstOrThrow']>>;
+
+/** Unsealed events of a workspace, oldest first. */
+export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number) =>
+  db
+    .selectFrom('audit_events as e')
+    .leftJoin('audit_seals as s', (join) => join.onRef('s.workspace_id', '=', 'e.workspace_id').onRef('s.event_id', '=', 'e.id'))
+    .selectAll('e')
+    .where('e.workspace_id', '=', workspaceId)
+    .where('s.event_id', 'is', null)
+    .orderBy('e.event_timestamp')
+    .orderBy('e.id')
+    .limit(limit)
+    .execute();
+
+export const countUnsealed = async (db: Kysely<DB>, workspaceId: string) =>
+  Number(
+    (
+      await db
+        .selectFrom('audit_events as e')
+        .leftJoin('audit_seals as s', (join) => join.onRef('s.workspace_id', '=', 'e.workspace_id').onRef('s.event_id', '=', 'e.id'))
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('e.workspace_id', '=', workspaceId)
+        .where('s.event_id', 'is', null)
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
+
+/** Seals with their events (null when the event row is gone), in chain order. */
+export const sealsWithEvents = (db: Kysely<DB>, workspaceId: string, afterSequence: number, limit: number) =>
+  db
+    .selectFrom('audit_seals as s')
+    .leftJoin('audit_events as e', (join) => join.onRef('e.workspace_id', '=', 's.workspace_id').onRef('e.id', '=', 's.event_id'))
+    .selectAll('e')
+    .select(['s.sequence', 's.hash as seal_hash', 's.event_id as sealed_event_id'])
+    .where('s.workspace_id', '=', workspaceId)
+    .where('s.sequence', '>', afterSequence)
+    .orderBy('s.sequence')
+    .limit(limit)
+    .execute();

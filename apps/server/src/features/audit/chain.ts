@@ -1,0 +1,182 @@
+/**
+ * The tamper-evident chain over a workspace's audit events.
+ *
+ * Requests only INSERT their event (one row, no lock, no read of a previous hash), so the
+ * chain never serialises the hot path. A sealer in every server process seals new events in
+ * batches shortly after: holding the workspace's chain head row lock, it appends one seal per
+ * event with hash = sha256(previous hash + "\n" + canonical event). Several processes may
+ * seal; the row lock makes each batch extend the chain exactly once. Events and seals are
+ * immutable (triggers), so changing or removing an event after sealing breaks verification at
+ * that event's sequence.
+ */
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import type { Logger } from '../../logger.ts';
+import { countUnsealed, sealsWithEvents, unsealedEvents } from './audit.repository.ts';
+
+const BATCH = 1000;
+
+type EventFields = {
+  workspace_id: string;
+  id: string;
+  event_timestamp: Date | string;
+  source: string;
+  agent: string | null;
+  agent_id: string | null;
+  action: string;
+  resource: string | null;
+  tool: string | null;
+  environment: string | null;
+  user_name: string | null;
+  policy: string | null;
+  result: string;
+  severity: string;
+  message: string | null;
+  approval_id: string | null;
+  request_id: string | null;
+  context: unknown;
+};
+
+/** JSON with object keys sorted, so equal values always serialise alike. */
+function stableJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+export function chainHash(previousHash: string, e: EventFields): string {
+  const canonical = stableJson([
+    e.workspace_id,
+    e.id,
+    new Date(e.event_timestamp).toISOString(),
+    e.source,
+    e.agent,
+    e.agent_id,
+    e.action,
+    e.resource,
+    e.tool,
+    e.environment,
+    e.user_name,
+    e.policy,
+    e.result,
+    e.severity,
+    e.message,
+    e.approval_id,
+    e.request_id,
+    e.context,
+  ]);
+  return createHash('sha256').update(`${previousHash}\n${canonical}`).digest('hex');
+}
+
+/** Seals up to one batch of a workspace's unsealed events; returns how many. */
+export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    await trx.insertInto('audit_chain_heads').values({ workspace_id: workspaceId, last_sequence: 0, last_hash: '' }).onConflict((oc) => oc.doNothing()).execute();
+    const head = await trx.selectFrom('audit_chain_heads').selectAll().where('workspace_id', '=', workspaceId).forUpdate().executeTakeFirstOrThrow();
+    const events = await unsealedEvents(trx, workspaceId, BATCH);
+    if (events.length === 0) return 0;
+    let sequence = Number(head.last_sequence);
+    let hash = head.last_hash;
+    const seals = events.map((event) => {
+      hash = chainHash(hash, event);
+      sequence += 1;
+      return { workspace_id: workspaceId, sequence, event_id: event.id, event_timestamp: event.event_timestamp, hash };
+    });
+    await trx.insertInto('audit_seals').values(seals).execute();
+    await trx.updateTable('audit_chain_heads').set({ last_sequence: sequence, last_hash: hash }).where('workspace_id', '=', workspaceId).execute();
+    return events.length;
+  });
+}
+
+export interface Verification {
+  valid: boolean;
+  checked: number;
+  unsealed: number;
+  first_invalid_sequence: number | null;
+  verified_at: string;
+}
+
+export async function verifyChain(db: Kysely<DB>, workspaceId: string): Promise<Verification> {
+  let previous = '';
+  let checked = 0;
+  let after = 0;
+  let firstInvalid: number | null = null;
+  for (;;) {
+    const rows = await sealsWithEvents(db, workspaceId, after, BATCH);
+    for (const row of rows) {
+      const sequence = Number(row.sequence);
+      checked += 1;
+      const intact = row.id !== null && sequence === after + 1 && chainHash(previous, row as EventFields) === row.seal_hash;
+      if (!intact && firstInvalid === null) firstInvalid = sequence;
+      previous = row.seal_hash;
+      after = sequence;
+    }
+    if (rows.length < BATCH || firstInvalid !== null) break;
+  }
+  return {
+    valid: firstInvalid === null,
+    checked,
+    unsealed: await countUnsealed(db, workspaceId),
+    first_invalid_sequence: firstInvalid,
+    verified_at: new Date().toISOString(),
+  };
+}
+
+/**
+ * Seals the workspaces this process wrote events for, every `intervalMs`. At start it also
+ * seals every workspace with unsealed events (events written just before a crash).
+ */
+export class AuditSealer {
+  private readonly dirty = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly logger: Logger,
+    private readonly intervalMs: number,
+  ) {}
+
+  markDirty(workspaceId: string): void {
+    this.dirty.add(workspaceId);
+  }
+
+  async start(): Promise<void> {
+    const pending = await this.db
+      .selectFrom('audit_events as e')
+      .leftJoin('audit_seals as s', (join) => join.onRef('s.workspace_id', '=', 'e.workspace_id').onRef('s.event_id', '=', 'e.id'))
+      .select('e.workspace_id')
+      .distinct()
+      .where('s.event_id', 'is', null)
+      .execute();
+    for (const row of pending) this.dirty.add(row.workspace_id);
+    this.timer = setInterval(() => {
+      this.running = this.running.then(() => this.sealDirty());
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  async sealDirty(): Promise<void> {
+    const workspaces = [...this.dirty];
+    this.dirty.clear();
+    for (const workspaceId of workspaces) {
+      try {
+        // A full batch means more may wait: keep it dirty for the next round.
+        if ((await sealWorkspace(this.db, workspaceId)) === BATCH) this.dirty.add(workspaceId);
+      } catch (error) {
+        this.dirty.add(workspaceId);
+        this.logger.error('audit sealing failed', { workspaceId, cause: error });
+      }
+    }
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+    await this.sealDirty().catch(() => undefined);
+  }
+}

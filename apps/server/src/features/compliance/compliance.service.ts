@@ -1,0 +1,116 @@
+/**
+ * The compliance score, computed from the workspace's current state when asked for (the
+ * spec's ComplianceStatus says how each number is computed). Each control has subjects
+ * (e.g. the active agents) and scores the share of them that satisfy it; a control without
+ * subjects is not applicable.
+ */
+import type { ComplianceStatus, PolicyRule } from '@warden/contract';
+import { type Kysely, sql } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import { verifyChain } from '../audit/chain.ts';
+import { compileGlobs } from '../policies/glob.ts';
+
+type Control = ComplianceStatus['data']['controls'][number];
+
+interface ControlDefinition {
+  id: string;
+  name: string;
+  description: string;
+  weight: number;
+  frameworks: string[];
+}
+
+export const CONTROLS: Record<string, ControlDefinition> = {
+  riskAssessed: {
+    id: 'agent-risk-assessed',
+    name: 'Every agent has a risk level',
+    description: 'Share of agents not retired whose risk_level is set.',
+    weight: 20,
+    frameworks: ['EU-AI-ACT:Art.9', 'NIST-AI-RMF:MAP-4.1', 'ISO-42001:A.5.2'],
+  },
+  productionEnforced: {
+    id: 'production-enforced',
+    name: 'Production agents are covered by an enforcing policy',
+    description: 'Share of active production agents matched (by agent and environment) by a rule of an enabled enforcing policy.',
+    weight: 25,
+    frameworks: ['EU-AI-ACT:Art.14', 'NIST-AI-RMF:MANAGE-2.2', 'ISO-42001:A.9.2'],
+  },
+  highRiskApproval: {
+    id: 'high-risk-approval',
+    name: 'High-risk agents need human approval',
+    description: 'Share of active high- or critical-risk agents matched by a require_approval rule of an enabled enforcing policy.',
+    weight: 20,
+    frameworks: ['EU-AI-ACT:Art.14', 'NIST-AI-RMF:MANAGE-1.3', 'ISO-42001:A.9.3'],
+  },
+  agentKeys: {
+    id: 'agent-keys',
+    name: 'Agents carry their own keys',
+    description: 'Share of active agents with an agent key registered.',
+    weight: 15,
+    frameworks: ['EU-AI-ACT:Art.15', 'NIST-AI-RMF:GOVERN-1.6', 'ISO-42001:A.6.2.6'],
+  },
+  auditChain: {
+    id: 'audit-chain',
+    name: 'The audit chain verifies',
+    description: '100 when every sealed audit event verifies against the hash chain, else 0; not applicable before the first sealed event.',
+    weight: 20,
+    frameworks: ['EU-AI-ACT:Art.12', 'NIST-AI-RMF:MEASURE-2.8', 'ISO-42001:A.6.2.8'],
+  },
+};
+
+const round = (value: number) => Math.round(value * 10) / 10;
+const share = (satisfied: number, total: number) => (total === 0 ? 0 : (100 * satisfied) / total);
+
+function control(definition: ControlDefinition, satisfied: number, subjects: number): Control {
+  const score = round(share(satisfied, subjects));
+  return { ...definition, frameworks: [...definition.frameworks], score, status: subjects === 0 ? 'not_applicable' : score === 100 ? 'pass' : 'fail' };
+}
+
+export async function computeCompliance(db: Kysely<DB>, workspaceId: string): Promise<ComplianceStatus['data']> {
+  const [agents, policies, decisions, chain] = await Promise.all([
+    db.selectFrom('agents').select(['slug', 'name', 'status', 'environment', 'risk_level', 'api_key_hash']).where('workspace_id', '=', workspaceId).execute(),
+    db.selectFrom('policies').select(['rules']).where('workspace_id', '=', workspaceId).where('enabled', '=', true).where('mode', '=', 'enforce').execute(),
+    db
+      .selectFrom('audit_events')
+      .select((eb) => [eb.fn.countAll<number>().as('total'), eb.fn.count<number>(sql`CASE WHEN result = 'blocked' THEN 1 END`).as('blocked')])
+      .where('workspace_id', '=', workspaceId)
+      .where('source', '!=', 'manual')
+      .where('event_timestamp', '>', sql<Date>`now() - interval '24 hours'`)
+      .executeTakeFirstOrThrow(),
+    verifyChain(db, workspaceId),
+  ]);
+  const rules = policies.flatMap((p) => p.rules as PolicyRule[]);
+  const covers = (rule: PolicyRule, agent: { slug: string; name: string; environment: string }) =>
+    (!rule.match?.agent?.length || [agent.slug, agent.name].some(compileGlobs(rule.match.agent))) &&
+    (!rule.match?.environment?.length || compileGlobs(rule.match.environment)(agent.environment));
+
+  const current = agents.filter((a) => a.status !== 'retired');
+  const active = agents.filter((a) => a.status === 'active');
+  const production = active.filter((a) => a.environment === 'production');
+  const highRisk = active.filter((a) => a.risk_level === 'high' || a.risk_level === 'critical');
+  const controls = [
+    control(CONTROLS.riskAssessed as ControlDefinition, current.filter((a) => a.risk_level !== null).length, current.length),
+    control(CONTROLS.productionEnforced as ControlDefinition, production.filter((a) => rules.some((r) => covers(r, a))).length, production.length),
+    control(
+      CONTROLS.highRiskApproval as ControlDefinition,
+      highRisk.filter((a) => rules.some((r) => r.effect === 'require_approval' && covers(r, a))).length,
+      highRisk.length,
+    ),
+    control(CONTROLS.agentKeys as ControlDefinition, active.filter((a) => a.api_key_hash !== null).length, active.length),
+    control(CONTROLS.auditChain as ControlDefinition, chain.checked > 0 && chain.valid ? 1 : 0, chain.checked > 0 ? 1 : 0),
+  ];
+
+  const applicable = controls.filter((c) => c.status !== 'not_applicable');
+  const weight = applicable.reduce((sum, c) => sum + c.weight, 0);
+  const requirements = new Map<string, boolean>();
+  for (const c of applicable) for (const f of c.frameworks) requirements.set(f, (requirements.get(f) ?? true) && c.status === 'pass');
+  const risky = active.filter((a) => a.risk_level === null || a.risk_level === 'high' || a.risk_level === 'critical').length;
+  return {
+    score: round(weight === 0 ? 0 : applicable.reduce((sum, c) => sum + c.weight * c.score, 0) / weight),
+    framework_score: round(share([...requirements.values()].filter(Boolean).length, requirements.size)),
+    control_coverage: round(share(applicable.length, controls.length)),
+    risk_score: round(0.6 * share(risky, active.length) + 0.4 * share(Number(decisions.blocked), Number(decisions.total))),
+    calculated_at: new Date().toISOString(),
+    controls,
+  };
+}

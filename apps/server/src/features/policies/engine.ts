@@ -1,0 +1,242 @@
+/**
+ * The policy engine: compiles a workspace's enabled policies once per policy version and
+ * decides in memory, with no database access per rule or per decision.
+ *
+ * Precedence: an agent's own allow-lists (allowed_tools, allowed_resources) act first, as
+ * implicit block rules; then among matching rules of enforcing policies, block beats
+ * require_approval beats allow, and among equal effects the policy with the higher priority
+ * (then the earlier policy and rule) is the one reported. No match: allowed by default.
+ * Monitor policies are evaluated too, and what they would have decided is reported for the
+ * audit record, never enforced.
+ */
+import type { PolicyRule, RuleEffect, Severity } from '@warden/contract';
+import { type CompiledCondition, compileCondition, evaluateCondition } from './cel.ts';
+import { compileGlobs, type Matcher } from './glob.ts';
+
+export interface DecisionInput {
+  action: string;
+  resource?: string;
+  environment?: string;
+  tool?: string;
+  context?: Record<string, unknown>;
+}
+
+export interface AgentFacts {
+  id: string;
+  slug: string;
+  name: string;
+  status: string;
+  environment: string;
+  risk_level: string | null;
+  allowed_tools: string[];
+  allowed_resources: string[];
+}
+
+export interface PolicySource {
+  name: string;
+  mode: string;
+  priority: number;
+  rules: PolicyRule[];
+}
+
+type MatchField = 'action' | 'resource' | 'agent' | 'environment' | 'tool';
+
+interface CompiledRule {
+  policy: string;
+  monitor: boolean;
+  ruleId: string | null;
+  effect: RuleEffect;
+  severity: Severity;
+  message: string | null;
+  requireProxy: boolean;
+  matchers: Array<[MatchField, Matcher]>;
+  condition: CompiledCondition | null;
+}
+
+export interface PolicySet {
+  /** Enforcing rules, best first (priority, then policy and rule order). */
+  rules: CompiledRule[];
+  monitorRules: CompiledRule[];
+  /** Whether any enforcing rule matches on environment (then the caller must state one). */
+  usesEnvironment: boolean;
+}
+
+export interface Decision {
+  allowed: boolean;
+  effect: RuleEffect;
+  matched: boolean;
+  policy: string | null;
+  ruleId: string | null;
+  severity: Severity;
+  message: string;
+  result: 'allowed' | 'blocked' | 'approval_required';
+  requireProxy: boolean;
+  /** What monitor policies would have decided (recorded, not enforced). */
+  monitored: Array<{ policy: string; effect: RuleEffect; rule: string | null }>;
+}
+
+/** A rule's CEL condition failed at run time: the decision fails closed. */
+export class ConditionError extends Error {
+  constructor(
+    readonly policy: string,
+    readonly ruleId: string | null,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const RANK: Record<RuleEffect, number> = { allow: 0, require_approval: 1, block: 2 };
+const RESULT: Record<RuleEffect, Decision['result']> = { allow: 'allowed', require_approval: 'approval_required', block: 'blocked' };
+
+/** Compiles rules' conditions, reporting the first that does not compile (for saving policies). */
+export function checkConditions(rules: readonly PolicyRule[]): { index: number; message: string; position: number | null } | null {
+  for (const [index, rule] of rules.entries()) {
+    if (rule.condition === undefined) continue;
+    const compiled = compileCondition(rule.condition);
+    if (!compiled.ok) return { index, message: compiled.message, position: compiled.position };
+  }
+  return null;
+}
+
+function compileRule(policy: PolicySource, rule: PolicyRule, index: number): CompiledRule {
+  const matchers: Array<[MatchField, Matcher]> = [];
+  for (const field of ['action', 'resource', 'agent', 'environment', 'tool'] as const) {
+    const patterns = rule.match?.[field];
+    if (patterns?.length) matchers.push([field, compileGlobs(patterns)]);
+  }
+  let condition: CompiledCondition | null = null;
+  if (rule.condition !== undefined) {
+    const compiled = compileCondition(rule.condition);
+    // Saved policies were checked when saved; one that no longer compiles never matches silently.
+    if (!compiled.ok) throw new Error(`policy '${policy.name}' rule ${index}: ${compiled.message}`);
+    condition = compiled.condition;
+  }
+  return {
+    policy: policy.name,
+    monitor: policy.mode === 'monitor',
+    ruleId: rule.id ?? null,
+    effect: rule.effect,
+    severity: rule.severity ?? 'medium',
+    message: rule.message ?? null,
+    requireProxy: rule.require_execution_proxy ?? false,
+    matchers,
+    condition,
+  };
+}
+
+export function compilePolicySet(policies: readonly PolicySource[]): PolicySet {
+  const ordered = [...policies].sort((a, b) => b.priority - a.priority);
+  const all = ordered.flatMap((policy) => policy.rules.map((rule, index) => compileRule(policy, rule, index)));
+  const rules = all.filter((rule) => !rule.monitor);
+  return {
+    rules,
+    monitorRules: all.filter((rule) => rule.monitor),
+    usesEnvironment: rules.some((rule) => rule.matchers.some(([field]) => field === 'environment')),
+  };
+}
+
+function fieldValue(field: MatchField, input: DecisionInput, agent: AgentFacts): string[] {
+  switch (field) {
+    case 'agent':
+      return agent.slug === agent.name ? [agent.slug] : [agent.slug, agent.name];
+    case 'environment':
+      return input.environment === undefined ? [] : [input.environment];
+    default: {
+      const value = input[field];
+      return value === undefined ? [] : [value];
+    }
+  }
+}
+
+function ruleMatches(rule: CompiledRule, input: DecisionInput, agent: AgentFacts, celVars: () => Parameters<typeof evaluateCondition>[1]): boolean {
+  for (const [field, matcher] of rule.matchers) {
+    if (!fieldValue(field, input, agent).some(matcher)) return false;
+  }
+  if (!rule.condition) return true;
+  try {
+    return evaluateCondition(rule.condition, celVars());
+  } catch (error) {
+    throw new ConditionError(rule.policy, rule.ruleId, (error as Error).message);
+  }
+}
+
+function agentAllowListBlock(input: DecisionInput, agent: AgentFacts): Decision | null {
+  const check = (field: 'tool' | 'resource', list: string[]) => {
+    const value = input[field];
+    if (value === undefined || list.length === 0 || compileGlobs(list)(value)) return null;
+    return `${field} '${value}' is not in the agent's allowed_${field}s`;
+  };
+  const reason = check('tool', agent.allowed_tools) ?? check('resource', agent.allowed_resources);
+  if (!reason) return null;
+  return {
+    allowed: false,
+    effect: 'block',
+    matched: true,
+    policy: `agent:${agent.slug}`,
+    ruleId: null,
+    severity: 'high',
+    message: reason,
+    result: 'blocked',
+    requireProxy: false,
+    monitored: [],
+  };
+}
+
+export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts): Decision {
+  let vars: Parameters<typeof evaluateCondition>[1] | undefined;
+  const celVars = () => {
+    vars ??= {
+      input: { ...input, agent: agent.slug } as Record<string, unknown>,
+      context: input.context ?? {},
+      agent: { ...agent } as unknown as Record<string, unknown>,
+    };
+    return vars;
+  };
+  const monitored = set.monitorRules
+    .filter((rule) => {
+      try {
+        return ruleMatches(rule, input, agent, celVars);
+      } catch {
+        return false; // a monitor policy never decides, not even by failing
+      }
+    })
+    .map((rule) => ({ policy: rule.policy, effect: rule.effect, rule: rule.ruleId }));
+
+  const implicit = agentAllowListBlock(input, agent);
+  if (implicit) return { ...implicit, monitored };
+
+  let best: CompiledRule | undefined;
+  for (const rule of set.rules) {
+    if (best && RANK[rule.effect] <= RANK[best.effect]) continue;
+    if (!ruleMatches(rule, input, agent, celVars)) continue;
+    best = rule;
+    if (rule.effect === 'block') break; // rules are ordered best first: nothing beats it
+  }
+  if (!best) {
+    return {
+      allowed: true,
+      effect: 'allow',
+      matched: false,
+      policy: null,
+      ruleId: null,
+      severity: 'info',
+      message: 'No policy matched; allowed by default',
+      result: 'allowed',
+      requireProxy: false,
+      monitored,
+    };
+  }
+  return {
+    allowed: best.effect === 'allow',
+    effect: best.effect,
+    matched: true,
+    policy: best.policy,
+    ruleId: best.ruleId,
+    severity: best.severity,
+    message: best.message ?? `${RESULT[best.effect].replace('_', ' ')} by policy '${best.policy}'`,
+    result: RESULT[best.effect],
+    requireProxy: best.requireProxy,
+    monitored,
+  };
+}

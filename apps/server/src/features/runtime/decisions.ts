@@ -1,0 +1,170 @@
+/**
+ * The decision pipeline shared by /policy/evaluate, /runtime/execute and /runtime/mcp/*:
+ *   1. resolve and check the acting agent;
+ *   2. check the environment against the registry;
+ *   3. decide in memory on the cached, compiled policy set;
+ *   4. apply an approval (use an approved one, or ask for a new one);
+ *   5. record the decision (audit event + outbox, approval changes) in one transaction
+ *      before answering; if that fails the answer is 503 and nothing is allowed.
+ */
+import type { EvaluationInput, EvaluationResult } from '@warden/contract';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import type { RequestContext } from '../../http/context.ts';
+import { ApiError } from '../../http/errors.ts';
+import type { AgentRow } from '../agents/agents.repository.ts';
+import { consumeApproval, findApproval } from '../approvals/approvals.repository.ts';
+import { insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
+import type { AuditSealer } from '../audit/chain.ts';
+import { type AuditRecord, persistOrRefuse, writeAuditEvent } from '../audit/audit.service.ts';
+import { ConditionError, type Decision, decide } from '../policies/engine.ts';
+import type { PolicyCache } from '../policies/policy-cache.ts';
+import { assertActive, resolveAgent } from './identity.ts';
+
+export interface DecisionRequest {
+  input: EvaluationInput;
+  approvalId?: string;
+  source: 'evaluation' | 'execution' | 'mcp';
+  /** True when Warden itself will perform the action (execution and MCP proxies). */
+  viaProxy: boolean;
+}
+
+export interface DecisionOutcome {
+  result: EvaluationResult;
+  agent: AgentRow;
+  environment: string;
+}
+
+type ApprovalStep = { kind: 'none' } | { kind: 'create' } | { kind: 'consume'; id: string } | { kind: 'reuse'; id: string };
+
+export class DecisionService {
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly policies: PolicyCache,
+    private readonly sealer: AuditSealer,
+  ) {}
+
+  async decide(ctx: RequestContext, request: DecisionRequest): Promise<DecisionOutcome> {
+    const workspaceId = ctx.auth.workspaceId;
+    const { input } = request;
+
+    // 1. who acts
+    const agent = await resolveAgent(this.db, workspaceId, input.agent, ctx.agentKey);
+    assertActive(agent);
+
+    // 2. where
+    const set = await this.policies.get(workspaceId, ctx.auth.policyVersion);
+    if (input.environment !== undefined && input.environment !== agent.environment) {
+      throw new ApiError('environment_mismatch', `agent '${agent.slug}' is registered for ${agent.environment}, not ${input.environment}`);
+    }
+    if (input.environment === undefined && set.usesEnvironment) {
+      throw new ApiError('environment_context_required', 'Policies of this workspace match on environment: state input.environment');
+    }
+    const environment = input.environment ?? agent.environment;
+    const record = (decision: Pick<Decision, 'result' | 'severity' | 'message' | 'policy'>, extra: Partial<AuditRecord> = {}): AuditRecord => ({
+      source: request.source,
+      agent: agent.slug,
+      agentId: agent.id,
+      action: input.action,
+      resource: input.resource,
+      tool: input.tool,
+      environment,
+      policy: decision.policy,
+      result: decision.result,
+      severity: decision.severity,
+      message: decision.message,
+      requestId: ctx.requestId,
+      ...extra,
+    });
+
+    // 3. decide
+    let decision: Decision;
+    try {
+      decision = decide(set, { ...input, environment }, agent);
+    } catch (error) {
+      if (!(error instanceof ConditionError)) throw error;
+      const message = `condition of policy '${error.policy}' failed: ${error.message}`;
+      await persistOrRefuse(this.db, (trx) =>
+        writeAuditEvent(trx, workspaceId, record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } })),
+      );
+      this.sealer.markDirty(workspaceId);
+      throw new ApiError('evaluation_failed', message);
+    }
+
+    // 4. approvals
+    let step: ApprovalStep = decision.effect === 'require_approval' ? { kind: 'create' } : { kind: 'none' };
+    if (request.approvalId !== undefined) {
+      const approval = await findApproval(this.db, workspaceId, request.approvalId);
+      const fits = approval && approval.agent_id === agent.id && approval.action === input.action && approval.resource === (input.resource ?? null);
+      if (!approval || !fits) throw new ApiError('approval_invalid', 'approval_id names no approval for this agent, action and resource');
+      const status = toApproval(approval).status;
+      if (status === 'expired' || approval.consumed_at !== null) throw new ApiError('approval_invalid', `approval '${approval.id}' is ${approval.consumed_at ? 'already used' : 'expired'}`);
+      if (decision.effect === 'require_approval') {
+        if (status === 'approved') {
+          decision = { ...decision, allowed: true, result: 'allowed', message: `Allowed by approval ${approval.id}` };
+          step = { kind: 'consume', id: approval.id };
+        } else if (status === 'rejected') {
+          decision = { ...decision, allowed: false, effect: 'block', result: 'blocked', message: `Approval ${approval.id} was rejected` };
+          step = { kind: 'none' };
+        } else {
+          step = { kind: 'reuse', id: approval.id };
+        }
+      }
+    }
+
+    // The rule allows only through Warden's proxy: a bare evaluation is refused (and recorded).
+    const proxyRefused = decision.allowed && decision.requireProxy && !request.viaProxy;
+    if (proxyRefused) decision = { ...decision, allowed: false, result: 'blocked', message: 'This action may only run through Warden\u2019s execution proxy' };
+
+    // 5. record, then answer
+    const context: Record<string, unknown> = {};
+    if (decision.ruleId) context.rule = decision.ruleId;
+    if (decision.monitored.length) context.monitored = decision.monitored;
+    if (input.context) context.input = input.context;
+    const { approvalId, eventId } = await persistOrRefuse(this.db, async (trx) => {
+      let approvalId: string | null = null;
+      if (step.kind === 'consume') {
+        if (!(await consumeApproval(trx, workspaceId, step.id))) throw new ApiError('approval_invalid', `approval '${step.id}' is already used`);
+        approvalId = step.id;
+      } else if (step.kind === 'reuse') {
+        approvalId = step.id;
+      } else if (step.kind === 'create') {
+        approvalId = (
+          await insertPendingApproval(trx, workspaceId, {
+            title: `${input.action}${input.resource ? ` on ${input.resource}` : ''} by ${agent.slug}`,
+            description: decision.message,
+            type: 'policy',
+            priority: decision.severity === 'critical' ? 'urgent' : decision.severity === 'high' ? 'high' : 'normal',
+            agent: { id: agent.id, slug: agent.slug },
+            policy: decision.policy,
+            action: input.action,
+            resource: input.resource ?? null,
+            context: input.context,
+            requestedBy: ctx.auth.keyName,
+          })
+        ).id;
+      }
+      const event = await writeAuditEvent(trx, workspaceId, record(decision, { approvalId, context }));
+      return { approvalId, eventId: event.id };
+    });
+    this.sealer.markDirty(workspaceId);
+    if (proxyRefused) throw new ApiError('execution_proxy_required', 'This action may only run through /runtime/execute or /runtime/mcp/*');
+
+    return {
+      agent,
+      environment,
+      result: {
+        allowed: decision.allowed,
+        action: decision.effect,
+        matched: decision.matched,
+        policy: decision.policy,
+        severity: decision.severity,
+        message: decision.message,
+        result: decision.result,
+        approval_id: approvalId,
+        execution_proxy_required: decision.requireProxy,
+        audit_event_id: eventId,
+      },
+    };
+  }
+}
