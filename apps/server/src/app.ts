@@ -8,7 +8,9 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
 import { checkRules, createHandlers } from './handlers.ts';
+import type { EgressGuard } from './egress/guard.ts';
 import type { AuditSealer } from './features/audit/chain.ts';
+import type { McpConnector } from './features/runtime/mcp-connector.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
 import { DecisionService } from './features/runtime/decisions.ts';
 import { authenticate } from './http/authenticate.ts';
@@ -28,10 +30,12 @@ export interface AppDeps {
   database: Database;
   logger: Logger;
   sealer: AuditSealer;
+  egress: EgressGuard;
+  mcp: McpConnector;
 }
 
 export function createApp(deps: AppDeps): Express {
-  const { config, database, logger, sealer } = deps;
+  const { config, database, logger, sealer, egress, mcp } = deps;
   const decisions = new DecisionService(database.db, new PolicyCache(database.db), sealer);
   const app = express();
   app.disable('x-powered-by');
@@ -65,7 +69,7 @@ export function createApp(deps: AppDeps): Express {
       ignorePaths: (path: string) => !path.startsWith(`${BASE_PATH}/`),
     }),
   );
-  app.use(BASE_PATH, createRouter(createHandlers({ database, config, logger, sealer, decisions, checkRules })));
+  app.use(BASE_PATH, createRouter(createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp })));
   app.use((req, _res, next) => next(new ApiError('route_not_found', `No operation at ${req.method} ${req.path}`)));
   app.use(errorMapper(logger));
   return app;

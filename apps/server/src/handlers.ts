@@ -1,7 +1,7 @@
 /**
  * The handler map: one entry per operationId of the spec. Its type comes from the generated
  * contract, so a missing operation or a handler that no longer matches the spec is a compile
- * error. Operations whose issue has not landed answer 501 `not_implemented`.
+ * error. (An operation whose behaviour has not landed yet maps to `notImplemented`: 501.)
  */
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
@@ -17,8 +17,11 @@ import { policyHandlers } from './features/policies/policies.handlers.ts';
 import type { RuleChecker } from './features/policies/policies.service.ts';
 import type { DecisionService } from './features/runtime/decisions.ts';
 import { evaluateHandlers } from './features/runtime/evaluate.handlers.ts';
+import type { McpConnector } from './features/runtime/mcp-connector.ts';
+import { runtimeHandlers } from './features/runtime/runtime.handlers.ts';
+import type { EgressGuard } from './egress/guard.ts';
 import { ApiError } from './http/errors.ts';
-import { type Handlers, notImplemented } from './http/router.ts';
+import type { Handlers } from './http/router.ts';
 import type { Logger } from './logger.ts';
 
 export interface HandlerDeps {
@@ -28,6 +31,8 @@ export interface HandlerDeps {
   decisions: DecisionService;
   sealer: AuditSealer;
   checkRules: RuleChecker;
+  egress: EgressGuard;
+  mcp: McpConnector;
 }
 
 /** CEL conditions are compiled when a policy is saved, so a broken one never reaches evaluation. */
@@ -49,9 +54,6 @@ export function createHandlers(deps: HandlerDeps): Handlers {
     ...auditHandlers(deps),
     ...complianceHandlers(deps),
     ...evaluateHandlers(deps),
-    executeRuntime: notImplemented,
-    discoverMcpTools: notImplemented,
-    callMcpTool: notImplemented,
-    openMcpSession: notImplemented,
+    ...runtimeHandlers(deps),
   };
 }

@@ -9,7 +9,9 @@ import { type Config, loadConfig } from './config.ts';
 import { type Database, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { ensureAuditPartitions } from './db/partitions.ts';
+import { createEgressGuard } from './egress/guard.ts';
 import { AuditSealer } from './features/audit/chain.ts';
+import { McpConnector } from './features/runtime/mcp-connector.ts';
 import { ensureBootstrapKey } from './features/workspaces/workspaces.service.ts';
 import { createLogger, type Logger } from './logger.ts';
 
@@ -28,7 +30,9 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   if (config.bootstrapKey) await ensureBootstrapKey(database.db, config.bootstrapKey);
   const sealer = new AuditSealer(database.db, logger, config.auditSealIntervalMs);
   await sealer.start();
-  const app = createApp({ config, database, logger, sealer });
+  const egress = createEgressGuard(config.egressAllowlist);
+  const mcp = new McpConnector(egress);
+  const app = createApp({ config, database, logger, sealer, egress, mcp });
   const http = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
@@ -48,6 +52,8 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
         http.close(() => resolve());
         http.closeAllConnections();
       });
+      await mcp.close();
+      await egress.close();
       await sealer.stop();
       await database.close();
     },

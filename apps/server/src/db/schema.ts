@@ -143,6 +143,15 @@ export interface AuditSealsTable {
   sealed_at: Timestamp;
 }
 
+export interface McpSessionsTable {
+  workspace_id: string;
+  id: string;
+  server_id: string;
+  agent_id: string;
+  expires_at: Timestamp;
+  created_at: Timestamp;
+}
+
 export interface SchemaMigrationsTable {
   name: string;
   applied_at: Timestamp;
@@ -159,5 +168,6 @@ export interface DB {
   outbox_events: OutboxEventsTable;
   audit_chain_heads: AuditChainHeadsTable;
   audit_seals: AuditSealsTable;
+  mcp_sessions: McpSessionsTable;
   schema_migrations: SchemaMigrationsTable;
 }

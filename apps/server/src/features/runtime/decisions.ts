@@ -33,9 +33,17 @@ export interface DecisionOutcome {
   result: EvaluationResult;
   agent: AgentRow;
   environment: string;
+  input: EvaluationInput;
+  source: DecisionRequest['source'];
 }
 
 type ApprovalStep = { kind: 'none' } | { kind: 'create' } | { kind: 'consume'; id: string } | { kind: 'reuse'; id: string };
+
+export interface ExecutionOutcome {
+  result: 'allowed' | 'blocked';
+  message: string;
+  context: Record<string, unknown>;
+}
 
 export class DecisionService {
   constructor(
@@ -153,6 +161,8 @@ export class DecisionService {
     return {
       agent,
       environment,
+      input,
+      source: request.source,
       result: {
         allowed: decision.allowed,
         action: decision.effect,
@@ -166,5 +176,42 @@ export class DecisionService {
         audit_event_id: eventId,
       },
     };
+  }
+
+  /**
+   * Records what an allowed execution did (a second audit event, after the decision's). If
+   * it cannot be stored, the caller answers 503 and the upstream's answer is not handed out.
+   */
+  async recordOutcome(ctx: RequestContext, decided: DecisionOutcome, outcome: ExecutionOutcome): Promise<void> {
+    const { agent, input } = decided;
+    await persistOrRefuse(this.db, (trx) =>
+      writeAuditEvent(trx, ctx.auth.workspaceId, {
+        source: decided.source,
+        agent: agent.slug,
+        agentId: agent.id,
+        action: input.action,
+        resource: input.resource,
+        tool: input.tool,
+        environment: decided.environment,
+        policy: decided.result.policy,
+        result: outcome.result,
+        severity: outcome.result === 'blocked' ? 'high' : decided.result.severity,
+        message: outcome.message,
+        approvalId: decided.result.approval_id,
+        requestId: ctx.requestId,
+        context: { ...outcome.context, decision_event_id: decided.result.audit_event_id },
+      }),
+    );
+    this.sealer.markDirty(ctx.auth.workspaceId);
+  }
+
+  /** Whether policy would let this agent use `tool` (in memory, not recorded): for tool lists. */
+  async toolAllowed(ctx: RequestContext, decided: DecisionOutcome, tool: string): Promise<boolean> {
+    const set = await this.policies.get(ctx.auth.workspaceId, ctx.auth.policyVersion);
+    try {
+      return decide(set, { ...decided.input, environment: decided.environment, tool }, decided.agent).effect !== 'block';
+    } catch {
+      return false; // a failing condition hides the tool: fail closed
+    }
   }
 }
