@@ -515,12 +515,15 @@ export type ComplianceStatus = {
     /**
      * Computed from the workspace's current state when asked for.
      * - `controls[].score`: share (0–100) of the control's subjects that satisfy it.
-     * - `score`: weighted mean of the applicable controls' scores.
+     * - `score`: mean of the applicable controls' scores weighted by `weight`.
      * - `framework_score`: share (0–100) of the distinct framework requirements whose
      * controls all pass.
      * - `control_coverage`: share (0–100) of controls that are applicable (have subjects).
-     * - `risk_score`: 0–100, higher is riskier: the share of active agents rated high or
-     * critical (or unrated), weighted with the share of blocked decisions in the last 24 hours.
+     * - `risk_score`: 0–100, higher is riskier: 0.6 × the share of active agents rated high
+     * or critical or not rated, + 0.4 × the share of blocked decisions among the last 24
+     * hours' decisions (evaluations, executions and MCP calls; `POST /audit` excluded).
+     * - Shares of an empty set count 0; with no applicable control, `score` is 0.
+     * Numbers are rounded to one decimal.
      *
      */
     data: {
@@ -599,7 +602,11 @@ export type HttpExecution = {
     mode: 'http_proxy';
     method: 'GET' | 'HEAD' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'OPTIONS';
     /**
-     * Absolute http(s) URL. Passed through the egress guard (403 `execution_target_denied`).
+     * Absolute http(s) URL without credentials (else 400 `invalid_execution_url`; send
+     * credentials in `headers`). Passed through the egress guard: loopback, private,
+     * link-local, metadata and other non-public addresses, in any encoding and after DNS
+     * resolution, answer 403 `execution_target_denied` without any byte being sent.
+     *
      */
     url: string;
     /**
@@ -645,6 +652,12 @@ export type ExecutionRequest = {
     approval_id?: Uuid;
 };
 
+/**
+ * The upstream's answer. Redirects are not followed: a 3xx comes back as is, with its
+ * `location` header, for the caller to decide (and evaluate) the next hop. Hop-by-hop
+ * headers are dropped.
+ *
+ */
 export type HttpExecutionResult = {
     mode: 'http_proxy';
     status: number;
