@@ -63,6 +63,11 @@ export async function startTestServer(overrides: Partial<Config> = {}): Promise<
       dataDir: 'memory://',
       bootstrapKey: key,
       validateResponses: true,
+      // fast background work, so tests see sealing and deliveries within milliseconds
+      auditSealIntervalMs: 100,
+      webhookPollMs: 50,
+      webhookRetrySchedule: '0,100ms,200ms',
+      webhookTimeoutMs: 2_000,
       ...overrides,
     },
     createLogger(process.env.WARDEN_TEST_LOGS !== 'true'),
@@ -72,7 +77,7 @@ export async function startTestServer(overrides: Partial<Config> = {}): Promise<
     ...server,
     key,
     api: (method, path, options = {}) => request(server.url, key, method, path, options),
-    admin: (command, args) => runAdminCommand(server.database, command, args),
+    admin: (command, args) => runAdminCommand({ database: server.database, webhooks: server.webhooks }, command, args),
     close: async () => {
       await server.close();
       await pgdb?.drop();

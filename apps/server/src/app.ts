@@ -11,6 +11,7 @@ import { checkRules, createHandlers } from './handlers.ts';
 import type { EgressGuard } from './egress/guard.ts';
 import type { AuditSealer } from './features/audit/chain.ts';
 import type { McpConnector } from './features/runtime/mcp-connector.ts';
+import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
 import { DecisionService } from './features/runtime/decisions.ts';
 import { authenticate } from './http/authenticate.ts';
@@ -32,6 +33,7 @@ export interface AppDeps {
   sealer: AuditSealer;
   egress: EgressGuard;
   mcp: McpConnector;
+  webhooks: WebhookService;
 }
 
 export function createApp(deps: AppDeps): Express {

@@ -1,3 +1,5 @@
+import { DEFAULT_RETRY_SCHEDULE } from './features/webhooks/delivery-worker.ts';
+
 /** Configuration from the environment (the operating interface of DESIGN.md). */
 export interface Config {
   port: number;
@@ -12,6 +14,11 @@ export interface Config {
   logRequests: boolean;
   /** How often new audit events are sealed into the hash chain. */
   auditSealIntervalMs: number;
+  /** WARDEN_MASTER_KEY: base64 of 32 bytes that encrypts stored secrets (see secrets.ts). */
+  masterKey: string | undefined;
+  webhookRetrySchedule: string;
+  webhookPollMs: number;
+  webhookTimeoutMs: number;
 }
 
 function integer(name: string, fallback: number): number {
@@ -37,5 +44,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
     auditSealIntervalMs: integer('WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
+    masterKey: env.WARDEN_MASTER_KEY || undefined,
+    webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
+    webhookPollMs: integer('WARDEN_WEBHOOK_POLL_MS', 1000),
+    webhookTimeoutMs: integer('WARDEN_WEBHOOK_TIMEOUT_MS', 15_000),
   };
 }

@@ -12,12 +12,16 @@ import { ensureAuditPartitions } from './db/partitions.ts';
 import { createEgressGuard } from './egress/guard.ts';
 import { AuditSealer } from './features/audit/chain.ts';
 import { McpConnector } from './features/runtime/mcp-connector.ts';
+import { DeliveryWorker, parseSchedule } from './features/webhooks/delivery-worker.ts';
+import { createSecretBox, loadMasterKey } from './features/webhooks/secrets.ts';
+import { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { ensureBootstrapKey } from './features/workspaces/workspaces.service.ts';
 import { createLogger, type Logger } from './logger.ts';
 
 export interface RunningServer {
   url: string;
   database: Database;
+  webhooks: WebhookService;
   close(): Promise<void>;
 }
 
@@ -32,19 +36,28 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   await sealer.start();
   const egress = createEgressGuard(config.egressAllowlist);
   const mcp = new McpConnector(egress);
-  const app = createApp({ config, database, logger, sealer, egress, mcp });
+  const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));
+  const webhooks = new WebhookService(database.db, box, egress);
+  const delivery = new DeliveryWorker(database.db, box, egress, logger, {
+    scheduleMs: parseSchedule(config.webhookRetrySchedule),
+    timeoutMs: config.webhookTimeoutMs,
+    pollMs: config.webhookPollMs,
+  });
+  delivery.start();
+  const app = createApp({ config, database, logger, sealer, egress, mcp, webhooks });
   const http = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
     http.once('error', reject);
   });
-  const admin = database.kind === 'pglite' && !config.dataDir.startsWith('memory://') ? await startAdminChannel(config.dataDir, database, logger) : undefined;
+  const admin = database.kind === 'pglite' && !config.dataDir.startsWith('memory://') ? await startAdminChannel(config.dataDir, { database, webhooks }, logger) : undefined;
   const { port } = http.address() as AddressInfo;
   const url = `http://${config.host}:${port}/api/v1`;
   logger.info('warden listening', { url, database: database.kind });
   return {
     url,
     database,
+    webhooks,
     close: async () => {
       clearInterval(partitionTimer);
       await admin?.close();
@@ -52,6 +65,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
         http.close(() => resolve());
         http.closeAllConnections();
       });
+      await delivery.stop();
       await mcp.close();
       await egress.close();
       await sealer.stop();

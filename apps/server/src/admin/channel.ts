@@ -6,14 +6,13 @@
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import { join, resolve } from 'node:path';
-import type { Database } from '../db/database.ts';
 import { AdminError } from '../features/workspaces/workspaces.service.ts';
 import type { Logger } from '../logger.ts';
-import { runAdminCommand } from './commands.ts';
+import { type AdminContext, runAdminCommand } from './commands.ts';
 
 export const adminSocketPath = (dataDir: string) => join(resolve(dataDir), 'admin.sock');
 
-export async function startAdminChannel(dataDir: string, database: Database, logger: Logger) {
+export async function startAdminChannel(dataDir: string, context: AdminContext, logger: Logger) {
   const path = adminSocketPath(dataDir);
   rmSync(path, { force: true });
   const server = createServer((req, res) => {
@@ -23,7 +22,7 @@ export async function startAdminChannel(dataDir: string, database: Database, log
       const reply = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       try {
         const { command, args } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { command: string; args: Record<string, string> };
-        reply(200, { result: await runAdminCommand(database, command, args ?? {}) });
+        reply(200, { result: await runAdminCommand(context, command, args ?? {}) });
       } catch (error) {
         if (error instanceof AdminError) return reply(400, { error: error.message });
         logger.error('admin command failed', { cause: error });

@@ -6,6 +6,10 @@
  *   warden keys list --workspace S [--json]
  *   warden keys revoke ID [--json]
  *   warden migrate [--json]
+ *   warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
+ *   warden webhooks list --workspace S [--json]
+ *   warden webhooks pause|resume|delete ID --workspace S [--json]
+ *   warden billing set-plan --workspace S --plan P [--json]
  * With DATABASE_URL it talks to PostgreSQL directly. On the embedded database it goes
  * through the running server's admin channel when a server holds the data directory, and
  * opens the directory itself otherwise.
@@ -18,22 +22,32 @@ import { lockHolder } from '../db/data-dir-lock.ts';
 import { openDatabase } from '../db/database.ts';
 import { migrate } from '../db/migrate.ts';
 import { AdminError } from '../features/workspaces/workspaces.service.ts';
+import { createEgressGuard } from '../egress/guard.ts';
+import { createSecretBox, loadMasterKey } from '../features/webhooks/secrets.ts';
+import { WebhookService } from '../features/webhooks/webhooks.service.ts';
 
 const USAGE = `usage:
   warden workspaces create --slug S [--name N] [--json]
   warden keys create --workspace S --permissions a,b|* [--name N] [--json]
   warden keys list --workspace S [--json]
   warden keys revoke ID [--json]
-  warden migrate [--json]`;
+  warden migrate [--json]
+  warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
+  warden webhooks list --workspace S [--json]
+  warden webhooks pause|resume|delete ID --workspace S [--json]
+  warden billing set-plan --workspace S --plan P [--json]`;
 
 async function run(command: AdminCommand, args: Record<string, string | undefined>): Promise<unknown> {
   const config = loadConfig();
   if (!config.databaseUrl && lockHolder(config.dataDir) !== null) return sendAdminCommand(config.dataDir, command, args);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 1 });
+  const egress = createEgressGuard(config.egressAllowlist);
   try {
     if (command !== 'migrate') await migrate(database);
-    return await runAdminCommand(database, command, args);
+    const webhooks = new WebhookService(database.db, createSecretBox(loadMasterKey(config.masterKey, config.dataDir)), egress);
+    return await runAdminCommand({ database, webhooks }, command, args);
   } finally {
+    await egress.close();
     await database.close();
   }
 }
@@ -50,6 +64,13 @@ function printHuman(command: AdminCommand, result: unknown): void {
       break;
     case 'keys.revoke':
       console.log(`key ${r.id} revoked`);
+      break;
+    case 'webhooks.create':
+      console.log(`webhook ${r.id} → ${r.url} (${(r.events as string[]).join(', ')})`);
+      console.log(`signing secret: ${r.secret}\n(shown once: store it now)`);
+      break;
+    case 'billing.set-plan':
+      console.log(`plan: ${r.previous_plan} → ${r.plan}`);
       break;
     case 'migrate':
       console.log((r.applied as string[]).length ? `applied: ${(r.applied as string[]).join(', ')}` : 'up to date');
@@ -69,6 +90,10 @@ async function main(argv: string[]): Promise<number> {
       name: { type: 'string' },
       workspace: { type: 'string' },
       permissions: { type: 'string' },
+      url: { type: 'string' },
+      events: { type: 'string' },
+      description: { type: 'string' },
+      plan: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -126,6 +126,40 @@ export interface OutboxEventsTable {
   type: string;
   data: Json;
   created_at: Timestamp;
+  dispatched_at: NullableTimestamp;
+}
+
+export interface WebhookEndpointsTable {
+  workspace_id: string;
+  id: string;
+  url: string;
+  description: string | null;
+  events: string[];
+  paused: Generated<boolean>;
+  disabled_at: NullableTimestamp;
+  secret_encrypted: string;
+  previous_secret_encrypted: string | null;
+  previous_secret_expires_at: NullableTimestamp;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface WebhookDeliveriesTable {
+  workspace_id: string;
+  id: string;
+  endpoint_id: string;
+  event_id: string;
+  event_type: string;
+  status: string;
+  attempts: Generated<number>;
+  next_attempt_at: Timestamp;
+  locked_until: NullableTimestamp;
+  last_attempt_at: NullableTimestamp;
+  response_status: number | null;
+  response_body: string | null;
+  last_error: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
 }
 
 export interface AuditChainHeadsTable {
@@ -169,5 +203,7 @@ export interface DB {
   audit_chain_heads: AuditChainHeadsTable;
   audit_seals: AuditSealsTable;
   mcp_sessions: McpSessionsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
   schema_migrations: SchemaMigrationsTable;
 }

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
-export type EventType = 'agent.created' | 'policy.updated' | 'audit.created' | 'approval.completed' | 'billing.updated';
+export type EventType = 'agent.created' | 'policy.updated' | 'audit.created' | 'approval.completed' | 'billing.updated' | 'webhook.test';
 
 export async function recordEvent(db: Kysely<DB>, workspaceId: string, type: EventType, data: unknown): Promise<void> {
   await db
