@@ -3,9 +3,11 @@
  * spec/dist/openapi.json, which every tool reads: the generator, the server's validator,
  * Prism, Spectral and the docs.
  *
- * Two conventions keep the source files short:
+ * Conventions that keep the source files short:
  * - A `$ref` to a relative file (no `#`) is replaced by that file's content. References
  *   inside any file that start with `#/` always mean the root document.
+ * - `{ $merge: [fileA, fileB] }` is replaced by the union of those files' mappings (the
+ *   dashboard spec reuses every v1 schema beside its own).
  * - What holds for every operation is written once and added here: the standard response
  *   headers (components/headers.yaml) on every response, `Retry-After` on 429s, and the 401,
  *   429, 500 and default responses on every operation that needs a key.
@@ -37,6 +39,19 @@ function isObject(value: Json | undefined): value is JsonObject {
 function inlineFileRefs(node: Json, baseDir: string): Json {
   if (Array.isArray(node)) return node.map((item) => inlineFileRefs(item, baseDir));
   if (!isObject(node)) return node;
+  if (Array.isArray(node.$merge)) {
+    const merged: JsonObject = {};
+    for (const part of node.$merge) {
+      const file = resolve(baseDir, String(part));
+      const content = inlineFileRefs(parse(readFileSync(file, 'utf8')) as Json, dirname(file));
+      if (!isObject(content)) throw new Error(`${file}: $merge takes files of mappings`);
+      for (const [key, value] of Object.entries(content)) {
+        if (key in merged) throw new Error(`${file}: '${key}' is defined twice in a $merge`);
+        merged[key] = value;
+      }
+    }
+    return merged;
+  }
   const ref = node.$ref;
   if (typeof ref === 'string' && !ref.startsWith('#')) {
     const file = resolve(baseDir, ref);

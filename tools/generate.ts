@@ -8,11 +8,14 @@ import { bundleSpec } from './bundle.ts';
 import { writeOperationTable } from './operation-table.ts';
 
 const BUNDLE = 'spec/dist/openapi.json';
+const DASHBOARD_BUNDLE = 'spec/dist/dashboard.json';
 
 const started = performance.now();
 const doc = bundleSpec('spec/openapi.yaml');
+const dashboard = bundleSpec('spec/dashboard/openapi.yaml');
 mkdirSync('spec/dist', { recursive: true });
 writeFileSync(BUNDLE, `${JSON.stringify(doc, null, 2)}\n`);
+writeFileSync(DASHBOARD_BUNDLE, `${JSON.stringify(dashboard, null, 2)}\n`);
 
 await createClient([
   {
@@ -23,10 +26,21 @@ await createClient([
   },
   {
     input: `./${BUNDLE}`,
-    output: { path: './packages/contract/src/generated', clean: true },
+    output: { path: './packages/contract/src/generated/v1', clean: true },
+    plugins: ['@hey-api/typescript'],
+    logs: { level: 'silent' },
+  },
+  {
+    input: `./${DASHBOARD_BUNDLE}`,
+    output: { path: './packages/contract/src/generated/dashboard', clean: true },
     plugins: ['@hey-api/typescript'],
     logs: { level: 'silent' },
   },
 ]);
-writeOperationTable(doc, 'packages/contract/src/generated/operations.gen.ts');
+writeOperationTable(doc, 'packages/contract/src/generated/v1/operations.gen.ts');
+writeOperationTable(dashboard, 'packages/contract/src/generated/dashboard/operations.gen.ts', {
+  types: 'DashboardOperations',
+  rows: 'dashboardOperations',
+  ids: 'DashboardOperationId',
+});
 console.log(`generated in ${Math.round(performance.now() - started)} ms`);

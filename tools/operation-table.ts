@@ -17,7 +17,7 @@ type Operation = {
   responses: Record<string, unknown>;
 };
 
-export function writeOperationTable(doc: Record<string, any>, file: string): void {
+export function writeOperationTable(doc: Record<string, any>, file: string, names = { types: 'Operations', rows: 'operations', ids: 'OperationId' }): void {
   const rows: string[] = [];
   const types: string[] = [];
   const imports: string[] = [];
@@ -43,14 +43,14 @@ ${imports.map((name) => `  ${name},`).join('\n')}
 } from './types.gen.js';
 
 /** operationId → hey-api's request (\`data\`), success (\`responses\`) and error (\`errors\`) types. */
-export interface Operations {
+export interface ${names.types} {
 ${types.join('\n')}
 }
 
-export type OperationId = keyof Operations;
+export type ${names.ids} = keyof ${names.types};
 
 export interface OperationRow {
-  operationId: OperationId;
+  operationId: string;
   method: 'get' | 'put' | 'post' | 'delete' | 'patch';
   /** Path relative to /api/v1, in OpenAPI template form. */
   path: string;
@@ -62,7 +62,7 @@ export interface OperationRow {
   validationErrorCodes: Readonly<Record<string, string>>;
 }
 
-export const operations: readonly OperationRow[] = [
+export const ${names.rows}: readonly OperationRow[] = [
 ${rows.join('\n')}
 ];
 `;

@@ -1,29 +1,35 @@
 /**
- * The Express application: the HTTP layer around the handlers. Order matters:
- * request id and timing → JSON body → key → rate limit → contract validation → handler →
- * the one error mapper.
+ * The Express application: the HTTP layer around the handlers. For each API (v1 under
+ * /api/v1, the dashboard's under /dashboard/api) the order is: request id and timing →
+ * JSON body → identity (bearer key, or dashboard session) → rate limit → contract
+ * validation → handler → the one error mapper.
  */
-import express, { type Express } from 'express';
+import { dashboard, operations } from '@warden/contract';
+import express, { type Express, type RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
-import { checkRules, createHandlers } from './handlers.ts';
 import type { EgressGuard } from './egress/guard.ts';
 import type { AuditSealer } from './features/audit/chain.ts';
-import type { McpConnector } from './features/runtime/mcp-connector.ts';
-import type { WebhookService } from './features/webhooks/webhooks.service.ts';
+import { createDashboardHandlers } from './features/dashboard/dashboard.handlers.ts';
+import { dashboardSession } from './features/dashboard/sessions.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
 import { DecisionService } from './features/runtime/decisions.ts';
+import type { McpConnector } from './features/runtime/mcp-connector.ts';
+import type { WebhookService } from './features/webhooks/webhooks.service.ts';
+import { checkRules, createHandlers } from './handlers.ts';
 import { authenticate } from './http/authenticate.ts';
+import { dashboardAssets } from './http/dashboard-assets.ts';
 import { ApiError } from './http/errors.ts';
 import { errorMapper } from './http/error-mapper.ts';
 import { rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter } from './http/router.ts';
 import type { Logger } from './logger.ts';
-import { loadSpec, specText } from './spec.ts';
+import { loadDashboardSpec, loadSpec, specText } from './spec.ts';
 
 export const BASE_PATH = '/api/v1';
+export const DASHBOARD_API_PATH = '/dashboard/api';
 export const BODY_LIMIT = '1mb';
 
 export interface AppDeps {
@@ -36,8 +42,28 @@ export interface AppDeps {
   webhooks: WebhookService;
 }
 
+function validator(apiSpec: Record<string, unknown>, basePath: string, validateResponses: boolean) {
+  return OpenApiValidator.middleware({
+    apiSpec: apiSpec as never,
+    validateApiSpec: false,
+    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true },
+    validateResponses: validateResponses ? { removeAdditional: false } : false,
+    validateSecurity: false,
+    ignoreUndocumented: false,
+    ignorePaths: (path: string) => !path.startsWith(`${basePath}/`),
+  });
+}
+
+/** Everything but the listed public paths needs an identity; refusing before validation tells an anonymous caller nothing about the API. */
+const requireIdentity =
+  (...publicPaths: string[]): RequestHandler =>
+  (req, _res, next) => {
+    if (!req.auth && !publicPaths.includes(req.path)) return next(new ApiError('unauthorized', 'A valid API key is required'));
+    next();
+  };
+
 export function createApp(deps: AppDeps): Express {
-  const { config, database, logger, sealer, egress, mcp } = deps;
+  const { config, database, logger, sealer, egress, mcp, webhooks } = deps;
   const decisions = new DecisionService(database.db, new PolicyCache(database.db), sealer);
   const app = express();
   app.disable('x-powered-by');
@@ -49,29 +75,21 @@ export function createApp(deps: AppDeps): Express {
     res.type('application/json').send(specText);
   });
 
-  const api = express.Router();
-  api.use(express.json({ limit: BODY_LIMIT }));
-  api.use(authenticate(database.db, config.rateLimitPerMinute));
-  api.use(rateLimit(config.rateLimitPerMinute));
-  api.use((req, _res, next) => {
-    // Everything but the health check needs a key; refusing here (before validation) means an
-    // anonymous caller learns nothing about the shape of the API.
-    if (!req.auth && req.path !== '/health') return next(new ApiError('unauthorized', 'A valid API key is required'));
-    next();
-  });
-  app.use(BASE_PATH, api);
-  app.use(
-    OpenApiValidator.middleware({
-      apiSpec: loadSpec() as never,
-      validateApiSpec: false,
-      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true },
-      validateResponses: config.validateResponses ? { removeAdditional: false } : false,
-      validateSecurity: false,
-      ignoreUndocumented: false,
-      ignorePaths: (path: string) => !path.startsWith(`${BASE_PATH}/`),
-    }),
-  );
-  app.use(BASE_PATH, createRouter(createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp })));
+  // v1
+  const v1 = express.Router();
+  v1.use(express.json({ limit: BODY_LIMIT }), authenticate(database.db, config.rateLimitPerMinute), rateLimit(config.rateLimitPerMinute), requireIdentity('/health'));
+  app.use(BASE_PATH, v1);
+  app.use(validator(loadSpec(), BASE_PATH, config.validateResponses));
+  app.use(BASE_PATH, createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp })));
+
+  // dashboard
+  const dash = express.Router();
+  dash.use(express.json({ limit: BODY_LIMIT }), dashboardSession(database.db, config.rateLimitPerMinute), rateLimit(config.rateLimitPerMinute), requireIdentity('/session'));
+  app.use(DASHBOARD_API_PATH, dash);
+  app.use(validator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses));
+  app.use(DASHBOARD_API_PATH, createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks })));
+  app.use(dashboardAssets());
+
   app.use((req, _res, next) => next(new ApiError('route_not_found', `No operation at ${req.method} ${req.path}`)));
   app.use(errorMapper(logger));
   return app;

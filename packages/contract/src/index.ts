@@ -1,2 +1,3 @@
-export * from './generated/operations.gen.js';
-export type * from './generated/types.gen.js';
+export * from './generated/v1/operations.gen.js';
+export type * from './generated/v1/types.gen.js';
+export * as dashboard from './dashboard.js';

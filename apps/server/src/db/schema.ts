@@ -186,6 +186,16 @@ export interface McpSessionsTable {
   created_at: Timestamp;
 }
 
+export interface DashboardSessionsTable {
+  workspace_id: string;
+  id: string;
+  token_hash: string;
+  key_id: string;
+  csrf_token: string;
+  expires_at: Timestamp;
+  created_at: Timestamp;
+}
+
 export interface SchemaMigrationsTable {
   name: string;
   applied_at: Timestamp;
@@ -205,5 +215,6 @@ export interface DB {
   mcp_sessions: McpSessionsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
+  dashboard_sessions: DashboardSessionsTable;
   schema_migrations: SchemaMigrationsTable;
 }

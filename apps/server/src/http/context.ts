@@ -1,5 +1,6 @@
 /** What a request carries once the HTTP layer has authenticated it. */
 import type { Permission } from '@warden/contract';
+import type { Response } from 'express';
 
 export interface AuthContext {
   workspaceId: string;
@@ -17,6 +18,8 @@ export interface RequestContext {
   auth: AuthContext;
   /** X-Warden-Agent-Key, on operations that accept it. */
   agentKey: string | undefined;
+  /** The response, for the few handlers that set cookies (dashboard login and logout). */
+  res?: Response;
 }
 
 export const ANONYMOUS: AuthContext = {

@@ -1,32 +1,41 @@
 /**
- * The typed adapter between Express and the handlers: one route per row of the generated
- * operation table, each calling the handler of its operationId. `Handlers` is derived from
- * the generated types, so a missing handler or a wrong body/response type fails to compile.
+ * The typed adapter between Express and the handlers: one route per row of a generated
+ * operation table, each calling the handler of its operationId. Handler types are derived
+ * from the generated types, so a missing handler or a wrong body/response type fails to
+ * compile. One adapter serves both contracts: v1 and the dashboard API.
  */
-import { type OperationId, type Operations, operations } from '@warden/contract';
+import { type dashboard, type OperationRow, type Operations } from '@warden/contract';
 import { type NextFunction, type Request, type Response, Router } from 'express';
 import { ANONYMOUS, type RequestContext } from './context.ts';
 import { ApiError } from './errors.ts';
 
-type Data<Op extends OperationId> = Operations[Op]['data'];
-type Responses<Op extends OperationId> = Operations[Op]['responses'];
+interface OperationTypes {
+  data: { body?: unknown; path?: unknown; query?: unknown };
+  responses: unknown;
+  errors: unknown;
+}
+
 /** Statuses other than the default error response that the spec gives a body of their own (e.g. health's 503). */
-type DeclaredErrors<Op extends OperationId> = Omit<Operations[Op]['errors'], 'default'>;
+type DeclaredErrors<T extends OperationTypes> = Omit<T['errors'], 'default'>;
 
 /** What a handler returns: a declared status with its body. Errors are thrown as ApiError. */
-export type Reply<Op extends OperationId> =
-  | { [S in keyof Responses<Op>]: { status: S; body: Responses<Op>[S] } }[keyof Responses<Op>]
-  | { [S in keyof DeclaredErrors<Op>]: { status: S; body: DeclaredErrors<Op>[S] } }[keyof DeclaredErrors<Op>];
+export type ReplyOf<T extends OperationTypes> =
+  | { [S in keyof T['responses']]: { status: S; body: T['responses'][S] } }[keyof T['responses']]
+  | { [S in keyof DeclaredErrors<T>]: { status: S; body: DeclaredErrors<T>[S] } }[keyof DeclaredErrors<T>];
 
-export interface HandlerInput<Op extends OperationId> {
-  body: Data<Op>['body'];
-  path: Data<Op>['path'];
-  query: Data<Op>['query'];
+export interface InputOf<T extends OperationTypes> {
+  body: T['data']['body'];
+  path: T['data']['path'];
+  query: T['data']['query'];
   ctx: RequestContext;
 }
 
-export type Handler<Op extends OperationId> = (input: HandlerInput<Op>) => Promise<Reply<Op>>;
-export type Handlers = { [Op in OperationId]: Handler<Op> };
+export type HandlersOf<Ops> = { [Op in keyof Ops]: Ops[Op] extends OperationTypes ? (input: InputOf<Ops[Op]>) => Promise<ReplyOf<Ops[Op]>> : never };
+
+/** The v1 handler map. */
+export type Handlers = HandlersOf<Operations>;
+/** The dashboard API's handler map. */
+export type DashboardHandlers = HandlersOf<dashboard.DashboardOperations>;
 
 /** A handler whose behaviour has not landed yet: an honest 501. */
 export const notImplemented = async (): Promise<never> => {
@@ -35,10 +44,12 @@ export const notImplemented = async (): Promise<never> => {
 
 const expressPath = (path: string) => path.replace(/\{(\w+)\}/g, ':$1');
 
-export function createRouter(handlers: Handlers): Router {
+type AnyHandler = (input: InputOf<OperationTypes>) => Promise<{ status: unknown; body: unknown }>;
+
+export function createRouter(rows: readonly OperationRow[], handlers: Record<string, unknown>): Router {
   const router = Router();
-  for (const row of operations) {
-    const handler = handlers[row.operationId] as Handler<OperationId>;
+  for (const row of rows) {
+    const handler = handlers[row.operationId] as AnyHandler;
     router[row.method](expressPath(row.path), async (req: Request, res: Response, next: NextFunction) => {
       try {
         const auth = row.authenticated ? req.auth : ANONYMOUS;
@@ -47,12 +58,7 @@ export function createRouter(handlers: Handlers): Router {
           throw new ApiError('insufficient_permission', `This key lacks the permission ${row.permission}`);
         }
         const agentKey = row.agentKey ? req.get('x-warden-agent-key') : undefined;
-        const reply: { status: unknown; body: unknown } = await handler({
-          body: req.body,
-          path: req.params as never,
-          query: req.query as never,
-          ctx: { requestId: req.requestId, auth, agentKey },
-        } as HandlerInput<OperationId>);
+        const reply = await handler({ body: req.body, path: req.params, query: req.query, ctx: { requestId: req.requestId, auth, agentKey, res } });
         res.status(Number(reply.status)).json(reply.body);
       } catch (error) {
         next(error);

@@ -3,6 +3,7 @@
  * has no webhook operations (the reference keeps them out of the versioned API).
  */
 import { randomUUID } from 'node:crypto';
+import type { dashboard } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import { type PageRequest, iso, isoOrNull, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
@@ -15,38 +16,14 @@ import * as repo from './webhooks.repository.ts';
 export const SUBSCRIBABLE_EVENTS: readonly EventType[] = ['agent.created', 'policy.updated', 'audit.created', 'approval.completed', 'billing.updated'];
 export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600;
 
-export interface WebhookEndpoint {
-  id: string;
-  url: string;
-  description: string | null;
-  events: string[];
-  paused: boolean;
-  disabled: boolean;
-  secret_rotating_until: string | null;
-  created_at: string;
-  updated_at: string;
-}
-
-export interface WebhookDelivery {
-  id: string;
-  endpoint_id: string;
-  event_id: string;
-  event_type: string;
-  status: 'pending' | 'succeeded' | 'failed' | 'skipped';
-  attempts: number;
-  next_attempt_at: string | null;
-  last_attempt_at: string | null;
-  response_status: number | null;
-  response_body: string | null;
-  last_error: string | null;
-  created_at: string;
-}
+export type WebhookEndpoint = dashboard.WebhookEndpoint;
+export type WebhookDelivery = dashboard.WebhookDelivery;
 
 export const toEndpoint = (row: repo.EndpointRow): WebhookEndpoint => ({
   id: row.id,
   url: row.url,
   description: row.description,
-  events: row.events,
+  events: row.events as WebhookEndpoint['events'],
   paused: row.paused,
   disabled: row.disabled_at !== null,
   secret_rotating_until: row.previous_secret_expires_at && new Date(row.previous_secret_expires_at) > new Date() ? iso(row.previous_secret_expires_at) : null,

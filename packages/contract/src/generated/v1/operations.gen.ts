@@ -137,7 +137,7 @@ export interface Operations {
 export type OperationId = keyof Operations;
 
 export interface OperationRow {
-  operationId: OperationId;
+  operationId: string;
   method: 'get' | 'put' | 'post' | 'delete' | 'patch';
   /** Path relative to /api/v1, in OpenAPI template form. */
   path: string;

@@ -1,0 +1,64 @@
+/** The dashboard API: webhooks and billing of its own, the rest through the v1 services. */
+import type { Request, Response } from 'express';
+import type { Database } from '../../db/database.ts';
+import type { RequestContext } from '../../http/context.ts';
+import type { DashboardHandlers } from '../../http/router.ts';
+import { listAgents } from '../agents/agents.service.ts';
+import { decideApproval, listApprovals } from '../approvals/approvals.service.ts';
+import { listAuditLogs } from '../audit/audit.service.ts';
+import { verifyChain } from '../audit/chain.ts';
+import { computeCompliance } from '../compliance/compliance.service.ts';
+import { setPlan, type WebhookService } from '../webhooks/webhooks.service.ts';
+import { closeSession, describeSession, openSession, setSessionCookie } from './sessions.ts';
+
+const http = (ctx: RequestContext) => {
+  const res = ctx.res as Response;
+  return { req: res.req as Request, res };
+};
+
+export function createDashboardHandlers({ database: { db }, webhooks }: { database: Database; webhooks: WebhookService }): DashboardHandlers {
+  const workspaceOf = (ctx: RequestContext) => ctx.auth.workspaceId;
+  const billing = async (workspaceId: string) => {
+    const row = await db.selectFrom('workspaces').select(['plan', 'billing_status']).where('id', '=', workspaceId).executeTakeFirstOrThrow();
+    return { plan: row.plan as 'free', billing_status: row.billing_status };
+  };
+  return {
+    getSession: async ({ ctx }) => ({ status: 200, body: { data: await describeSession(db, ctx.auth.workspaceId, ctx.auth.keyId, http(ctx).req.dashboardCsrf ?? '') } }),
+    login: async ({ body, ctx }) => {
+      const { req, res } = http(ctx);
+      const { token, csrf } = await openSession(db, body.api_key);
+      setSessionCookie(req, res, token);
+      const key = await db.selectFrom('dashboard_sessions').select(['workspace_id', 'key_id']).where('csrf_token', '=', csrf).executeTakeFirstOrThrow();
+      return { status: 200, body: { data: await describeSession(db, key.workspace_id, key.key_id, csrf) } };
+    },
+    logout: async ({ ctx }) => {
+      const { req, res } = http(ctx);
+      await closeSession(db, req);
+      setSessionCookie(req, res, null);
+      return { status: 200, body: { data: { id: ctx.auth.keyId, deleted: true } } };
+    },
+    listWebhookEndpoints: async ({ query, ctx }) => ({ status: 200, body: await webhooks.list(workspaceOf(ctx), query ?? {}) }),
+    createWebhookEndpoint: async ({ body, ctx }) => ({ status: 201, body: { data: await webhooks.create(workspaceOf(ctx), body) } }),
+    getWebhookEndpoint: async ({ path, ctx }) => ({ status: 200, body: { data: await webhooks.get(workspaceOf(ctx), path.id) } }),
+    updateWebhookEndpoint: async ({ path, body, ctx }) => ({ status: 200, body: { data: await webhooks.update(workspaceOf(ctx), path.id, body) } }),
+    deleteWebhookEndpoint: async ({ path, ctx }) => ({ status: 200, body: { data: await webhooks.remove(workspaceOf(ctx), path.id) } }),
+    rotateWebhookSecret: async ({ path, body, ctx }) => ({ status: 200, body: { data: await webhooks.rotateSecret(workspaceOf(ctx), path.id, body?.overlap_seconds) } }),
+    sendWebhookTest: async ({ path, ctx }) => ({ status: 202, body: { data: await webhooks.sendTest(workspaceOf(ctx), path.id) } }),
+    listWebhookDeliveries: async ({ path, query, ctx }) => ({ status: 200, body: await webhooks.deliveries(workspaceOf(ctx), path.id, query ?? {}) }),
+    replayWebhookDelivery: async ({ path, ctx }) => ({ status: 202, body: { data: await webhooks.replay(workspaceOf(ctx), path.id, path.deliveryId) } }),
+    listDashboardApprovals: async ({ query, ctx }) => ({ status: 200, body: await listApprovals(db, workspaceOf(ctx), query ?? {}) }),
+    decideDashboardApproval: async ({ path, body, ctx }) => ({
+      status: 200,
+      body: { data: await decideApproval(db, workspaceOf(ctx), path.id, body, `${ctx.auth.keyName} (dashboard)`) },
+    }),
+    listDashboardAuditLogs: async ({ query, ctx }) => ({ status: 200, body: await listAuditLogs(db, workspaceOf(ctx), query ?? {}) }),
+    verifyDashboardAuditChain: async ({ ctx }) => ({ status: 200, body: { data: await verifyChain(db, workspaceOf(ctx)) } }),
+    getDashboardCompliance: async ({ ctx }) => ({ status: 200, body: { data: await computeCompliance(db, workspaceOf(ctx)) } }),
+    listDashboardAgents: async ({ query, ctx }) => ({ status: 200, body: await listAgents(db, workspaceOf(ctx), query ?? {}) }),
+    getBilling: async ({ ctx }) => ({ status: 200, body: { data: await billing(workspaceOf(ctx)) } }),
+    setBillingPlan: async ({ body, ctx }) => {
+      await setPlan(db, workspaceOf(ctx), body.plan);
+      return { status: 200, body: { data: await billing(workspaceOf(ctx)) } };
+    },
+  };
+}

@@ -1,0 +1,34 @@
+/**
+ * Serves the dashboard's single-page app (apps/dashboard, compiled in memory by esbuild once
+ * at start) under /dashboard, with a strict Content-Security-Policy: no inline code, no
+ * other origin.
+ */
+import { type Request, type Response, Router } from 'express';
+
+type Assets = Map<string, { body: string; type: string }>;
+
+export function dashboardAssets(): Router {
+  const router = Router();
+  let assets: Promise<Assets> | undefined;
+  const load = () => {
+    // apps/dashboard is its own package; its build module is loaded on the first page request.
+    assets ??= import(new URL('../../../dashboard/build.ts', import.meta.url).href).then((m: { buildDashboard: () => Promise<Assets> }) => m.buildDashboard());
+    return assets;
+  };
+  router.get(/^\/dashboard(\/.*)?$/, async (req: Request, res: Response, next) => {
+    if (req.path.startsWith('/dashboard/api')) return next();
+    if (req.path === '/dashboard') return res.redirect(301, '/dashboard/');
+    try {
+      const files = await load();
+      const file = files.get(req.path.slice('/dashboard'.length)) ?? files.get('/');
+      if (!file) return next();
+      res.setHeader('Content-Security-Policy', "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+      res.setHeader('X-Content-Type-Options', 'nosniff');
+      res.setHeader('Referrer-Policy', 'no-referrer');
+      res.type(file.type).send(file.body);
+    } catch (error) {
+      next(error);
+    }
+  });
+  return router;
+}

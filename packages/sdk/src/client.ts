@@ -1,0 +1,244 @@
+/**
+ * `createWarden`: the resource-grouped client over the generated operations. Every method
+ * returns the unwrapped `data` of the answer (lists: the page `{data, has_more, next_cursor}`)
+ * and throws a `WardenError` for anything else.
+ */
+import { WardenError } from './errors.js';
+import { type Client, createClient, createConfig } from './generated/client/index.js';
+import * as op from './generated/sdk.gen.js';
+import type * as T from './generated/types.gen.js';
+import { paginate } from './pagination.js';
+import { DEFAULT_RETRY, type RetryOptions, type TransportSettings, createTransport } from './retry.js';
+
+export const DEFAULT_BASE_URL = 'http://127.0.0.1:8080/api/v1';
+/** Above the server's own upstream limits (30 s for proxied HTTP and MCP), so its 502 arrives first. */
+export const DEFAULT_TIMEOUT_MS = 60_000;
+export const AGENT_KEY_HEADER = 'X-Warden-Agent-Key';
+
+export interface WardenOptions {
+  /** Workspace API key (`wk_…`). Sent as `Authorization: Bearer …` on every operation but `health()`. */
+  apiKey: string;
+  /**
+   * The calling agent's own key (its `api_key` at registration), sent as `X-Warden-Agent-Key`
+   * on runtime operations (`policy.evaluate`, `runtime.*`). Override it per call with `{ agentKey }`.
+   */
+  agentKey?: string;
+  /** Up to and including `/api/v1`. Default `http://127.0.0.1:8080/api/v1`. */
+  baseUrl?: string;
+  /** Per attempt, until the whole answer is read; 0 disables. Default 60 000. */
+  timeoutMs?: number;
+  /** Retries after the first attempt (429, 503, network errors; see README). Default 2. */
+  maxRetries?: number;
+  /** Backoff tuning; `maxRetries` above wins over `retry.maxRetries`. */
+  retry?: RetryOptions;
+  /** A fetch implementation (default `globalThis.fetch`), e.g. for proxies or tests. */
+  fetch?: typeof fetch;
+  /** Headers added to every request. */
+  headers?: Record<string, string>;
+}
+
+/** Options of one call; each overrides the client's setting for that call only. */
+export interface RequestOptions {
+  signal?: AbortSignal;
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+  maxRetries?: number;
+  /** `X-Warden-Agent-Key` for this call (runtime operations). */
+  agentKey?: string;
+}
+
+type Query<TData extends { query?: unknown }> = NonNullable<TData['query']>;
+type IterateQuery<TData extends { query?: unknown }> = Omit<Query<TData>, 'cursor'> & { cursor?: string };
+
+type Result<TData> = ({ data: TData; error: undefined } | { data: undefined; error: unknown }) & { response: Response };
+
+/** The generated operation's `{data, error, response}` → its data, or a thrown `WardenError`. */
+async function unwrap<TData>(pending: Promise<Result<TData>>): Promise<TData> {
+  const result = await pending;
+  if (result.error === undefined) return result.data as TData;
+  if (result.error instanceof WardenError) throw result.error;
+  // No response: the caller aborted (the AbortError is passed on) or something unexpected.
+  if (!result.response) throw result.error;
+  throw WardenError.fromResponse(result.response, result.error);
+}
+
+export function createWarden(options: WardenOptions) {
+  if (typeof options?.apiKey !== 'string' || options.apiKey === '') {
+    throw new TypeError('createWarden: `apiKey` (a workspace API key, wk_…) is required');
+  }
+  const { apiKey, agentKey } = options;
+  const settings: TransportSettings = {
+    ...DEFAULT_RETRY,
+    ...options.retry,
+    ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
+  };
+  const transport = createTransport(settings);
+
+  const client: Client = createClient(
+    createConfig({
+      baseUrl: (options.baseUrl ?? DEFAULT_BASE_URL).replace(/\/+$/, ''),
+      headers: options.headers,
+      fetch: transport,
+      auth: (auth) => (auth.name === AGENT_KEY_HEADER ? agentKey : apiKey),
+    }),
+  );
+
+  /** What every generated call gets: our client, and per-call overrides. */
+  const call = (opts: RequestOptions = {}) => {
+    const headers: Record<string, string> = { ...opts.headers };
+    if (opts.agentKey !== undefined) headers[AGENT_KEY_HEADER] = opts.agentKey;
+    const custom = opts.timeoutMs !== undefined || opts.maxRetries !== undefined;
+    return {
+      client,
+      signal: opts.signal,
+      headers,
+      ...(custom
+        ? {
+            fetch: createTransport({
+              ...settings,
+              ...(opts.timeoutMs === undefined ? {} : { timeoutMs: opts.timeoutMs }),
+              ...(opts.maxRetries === undefined ? {} : { maxRetries: opts.maxRetries }),
+            }),
+          }
+        : {}),
+    };
+  };
+
+  const agents = {
+    /** One page of agents, newest first. */
+    list: async (query?: Query<T.ListAgentsData>, opts?: RequestOptions): Promise<T.AgentPage> =>
+      unwrap(op.listAgents({ ...call(opts), query })),
+    /** Every agent matching `query`, page after page: `for await (const agent of warden.agents.iterate())`. */
+    iterate: (query: IterateQuery<T.ListAgentsData> = {}, opts?: RequestOptions): AsyncGenerator<T.Agent, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => agents.list({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    /** Registers an agent. `api_key`, if given, becomes its agent key (stored hashed, never returned). */
+    create: async (body: T.CreateAgentData['body'], opts?: RequestOptions): Promise<T.Agent> =>
+      (await unwrap(op.createAgent({ ...call(opts), body }))).data,
+    /** By id or slug. */
+    get: async (id: string, opts?: RequestOptions): Promise<T.Agent> => (await unwrap(op.getAgent({ ...call(opts), path: { id } }))).data,
+    update: async (id: string, body: T.UpdateAgentData['body'], opts?: RequestOptions): Promise<T.Agent> =>
+      (await unwrap(op.updateAgent({ ...call(opts), path: { id }, body }))).data,
+    delete: async (id: string, opts?: RequestOptions): Promise<T.Deleted['data']> =>
+      (await unwrap(op.deleteAgent({ ...call(opts), path: { id } }))).data,
+  };
+
+  const policies = {
+    list: async (query?: Query<T.ListPoliciesData>, opts?: RequestOptions): Promise<T.PolicyPage> =>
+      unwrap(op.listPolicies({ ...call(opts), query })),
+    iterate: (query: IterateQuery<T.ListPoliciesData> = {}, opts?: RequestOptions): AsyncGenerator<T.Policy, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => policies.list({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    create: async (body: T.CreatePolicyData['body'], opts?: RequestOptions): Promise<T.Policy> =>
+      (await unwrap(op.createPolicy({ ...call(opts), body }))).data,
+    /** By id or name. */
+    get: async (id: string, opts?: RequestOptions): Promise<T.Policy> => (await unwrap(op.getPolicy({ ...call(opts), path: { id } }))).data,
+    update: async (id: string, body: T.UpdatePolicyData['body'], opts?: RequestOptions): Promise<T.Policy> =>
+      (await unwrap(op.updatePolicy({ ...call(opts), path: { id }, body }))).data,
+  };
+
+  const approvals = {
+    list: async (query?: Query<T.ListApprovalsData>, opts?: RequestOptions): Promise<T.ApprovalPage> =>
+      unwrap(op.listApprovals({ ...call(opts), query })),
+    iterate: (query: IterateQuery<T.ListApprovalsData> = {}, opts?: RequestOptions): AsyncGenerator<T.Approval, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => approvals.list({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    create: async (body: T.CreateApprovalData['body'], opts?: RequestOptions): Promise<T.Approval> =>
+      (await unwrap(op.createApproval({ ...call(opts), body }))).data,
+    get: async (id: string, opts?: RequestOptions): Promise<T.Approval> =>
+      (await unwrap(op.getApproval({ ...call(opts), path: { id } }))).data,
+    /** Approves or rejects a pending approval (needs `approvals:decide`); deciding twice is 409 `approval_already_decided`. */
+    decide: async (id: string, body: T.DecideApprovalData['body'], opts?: RequestOptions): Promise<T.Approval> =>
+      (await unwrap(op.decideApproval({ ...call(opts), path: { id }, body }))).data,
+  };
+
+  const audit = {
+    /** Records an event the caller observed itself (`POST /audit`). */
+    record: async (body: T.CreateAuditEventData['body'], opts?: RequestOptions): Promise<T.AuditEventCreated['data']> =>
+      (await unwrap(op.createAuditEvent({ ...call(opts), body }))).data,
+    /** One page of full audit events (`GET /audit-logs`). */
+    logs: async (query?: Query<T.ListAuditLogsData>, opts?: RequestOptions): Promise<T.AuditEventPage> =>
+      unwrap(op.listAuditLogs({ ...call(opts), query })),
+    iterateLogs: (query: IterateQuery<T.ListAuditLogsData> = {}, opts?: RequestOptions): AsyncGenerator<T.AuditEvent, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => audit.logs({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    /** One page of event summaries (`GET /events`). */
+    events: async (query?: Query<T.ListEventsData>, opts?: RequestOptions): Promise<T.AuditEventSummaryPage> =>
+      unwrap(op.listEvents({ ...call(opts), query })),
+    iterateEvents: (
+      query: IterateQuery<T.ListEventsData> = {},
+      opts?: RequestOptions,
+    ): AsyncGenerator<T.AuditEventSummary, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => audit.events({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    /** Checks the workspace's hash chain. */
+    verify: async (opts?: RequestOptions): Promise<T.AuditVerification['data']> => (await unwrap(op.verifyAuditChain({ ...call(opts) }))).data,
+  };
+
+  const mcpServers = {
+    list: async (query?: Query<T.ListMcpServersData>, opts?: RequestOptions): Promise<T.McpServerPage> =>
+      unwrap(op.listMcpServers({ ...call(opts), query })),
+    iterate: (query: IterateQuery<T.ListMcpServersData> = {}, opts?: RequestOptions): AsyncGenerator<T.McpServer, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => mcpServers.list({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    create: async (body: T.CreateMcpServerData['body'], opts?: RequestOptions): Promise<T.McpServer> =>
+      (await unwrap(op.createMcpServer({ ...call(opts), body }))).data,
+    get: async (id: string, opts?: RequestOptions): Promise<T.McpServer> =>
+      (await unwrap(op.getMcpServer({ ...call(opts), path: { id } }))).data,
+    update: async (id: string, body: T.UpdateMcpServerData['body'], opts?: RequestOptions): Promise<T.McpServer> =>
+      (await unwrap(op.updateMcpServer({ ...call(opts), path: { id }, body }))).data,
+    delete: async (id: string, opts?: RequestOptions): Promise<T.Deleted['data']> =>
+      (await unwrap(op.deleteMcpServer({ ...call(opts), path: { id } }))).data,
+  };
+
+  return {
+    agents,
+    policies,
+    approvals,
+    audit,
+    mcpServers,
+    compliance: {
+      /** The workspace's compliance score, computed when asked for. */
+      status: async (opts?: RequestOptions): Promise<T.ComplianceStatus['data']> =>
+        (await unwrap(op.getComplianceStatus({ ...call(opts) }))).data,
+    },
+    policy: {
+      /**
+       * Asks whether an agent may act. Not allowed is an answer, not an error: check
+       * `allowed` (and `approval_id` for `require_approval`).
+       */
+      evaluate: async (body: T.EvaluatePolicyData['body'], opts?: RequestOptions): Promise<T.EvaluationResult> =>
+        (await unwrap(op.evaluatePolicy({ ...call(opts), body }))).data,
+    },
+    runtime: {
+      /** Decides, and when allowed performs the action through Warden (HTTP or MCP). */
+      execute: async (body: T.ExecuteRuntimeData['body'], opts?: RequestOptions): Promise<T.ExecutionResponse['data']> =>
+        (await unwrap(op.executeRuntime({ ...call(opts), body }))).data,
+      mcp: {
+        discover: async (body: T.DiscoverMcpToolsData['body'], opts?: RequestOptions): Promise<T.McpDiscoverResponse['data']> =>
+          (await unwrap(op.discoverMcpTools({ ...call(opts), body }))).data,
+        call: async (body: T.CallMcpToolData['body'], opts?: RequestOptions): Promise<T.McpCallResponse['data']> =>
+          (await unwrap(op.callMcpTool({ ...call(opts), body }))).data,
+        session: async (body: T.OpenMcpSessionData['body'], opts?: RequestOptions): Promise<T.McpSessionResponse['data']> =>
+          (await unwrap(op.openMcpSession({ ...call(opts), body }))).data,
+      },
+    },
+    /** Liveness; needs no key. A degraded server (503) throws a `WardenError` whose `body` is the health report. */
+    health: async (opts?: RequestOptions): Promise<T.Health['data']> => (await unwrap(op.getHealth({ ...call(opts) }))).data,
+    /**
+     * The underlying generated client, authenticated and retrying like the methods above, for
+     * the raw `{data, error, response}` style: `operations.listAgents({ client: warden.client })`.
+     */
+    client,
+  };
+}
+
+export type Warden = ReturnType<typeof createWarden>;
