@@ -22,7 +22,7 @@ import { authenticate } from './http/authenticate.ts';
 import { dashboardAssets } from './http/dashboard-assets.ts';
 import { ApiError } from './http/errors.ts';
 import { errorMapper } from './http/error-mapper.ts';
-import { rateLimit } from './http/rate-limit.ts';
+import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter } from './http/router.ts';
 import type { Logger } from './logger.ts';
@@ -40,6 +40,7 @@ export interface AppDeps {
   egress: EgressGuard;
   mcp: McpConnector;
   webhooks: WebhookService;
+  rateLimitStore: RateLimitStore;
 }
 
 function validator(apiSpec: Record<string, unknown>, basePath: string, validateResponses: boolean) {
@@ -63,7 +64,9 @@ const requireIdentity =
   };
 
 export function createApp(deps: AppDeps): Express {
-  const { config, database, logger, sealer, egress, mcp, webhooks } = deps;
+  const { config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore } = deps;
+  // One limiter for both APIs: a key's requests count once, whichever API they use.
+  const limit = rateLimit(config.rateLimitPerMinute, rateLimitStore);
   const decisions = new DecisionService(database.db, new PolicyCache(database.db), sealer);
   const app = express();
   app.disable('x-powered-by');
@@ -77,14 +80,14 @@ export function createApp(deps: AppDeps): Express {
 
   // v1
   const v1 = express.Router();
-  v1.use(express.json({ limit: BODY_LIMIT }), authenticate(database.db, config.rateLimitPerMinute), rateLimit(config.rateLimitPerMinute), requireIdentity('/health'));
+  v1.use(express.json({ limit: BODY_LIMIT }), authenticate(database.db, config.rateLimitPerMinute), limit, requireIdentity('/health'));
   app.use(BASE_PATH, v1);
   app.use(validator(loadSpec(), BASE_PATH, config.validateResponses));
   app.use(BASE_PATH, createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp })));
 
   // dashboard
   const dash = express.Router();
-  dash.use(express.json({ limit: BODY_LIMIT }), dashboardSession(database.db, config.rateLimitPerMinute), rateLimit(config.rateLimitPerMinute), requireIdentity('/session'));
+  dash.use(express.json({ limit: BODY_LIMIT }), dashboardSession(database.db, config.rateLimitPerMinute), limit, requireIdentity('/session'));
   app.use(DASHBOARD_API_PATH, dash);
   app.use(validator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses));
   app.use(DASHBOARD_API_PATH, createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks })));

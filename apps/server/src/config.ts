@@ -19,6 +19,8 @@ export interface Config {
   webhookRetrySchedule: string;
   webhookPollMs: number;
   webhookTimeoutMs: number;
+  /** REDIS_URL: shared rate-limit counters in Redis instead of PostgreSQL. */
+  redisUrl: string | undefined;
 }
 
 function integer(name: string, fallback: number): number {
@@ -48,5 +50,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer('WARDEN_WEBHOOK_POLL_MS', 1000),
     webhookTimeoutMs: integer('WARDEN_WEBHOOK_TIMEOUT_MS', 15_000),
+    redisUrl: env.REDIS_URL || undefined,
   };
 }

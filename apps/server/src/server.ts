@@ -3,6 +3,7 @@
  * database, the local admin channel through which the CLI reaches it while the server holds it.
  */
 import type { AddressInfo } from 'node:net';
+import { Redis } from 'ioredis';
 import { createApp } from './app.ts';
 import { startAdminChannel } from './admin/channel.ts';
 import { type Config, loadConfig } from './config.ts';
@@ -44,7 +45,11 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     pollMs: config.webhookPollMs,
   });
   delivery.start();
-  const app = createApp({ config, database, logger, sealer, egress, mcp, webhooks });
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : undefined;
+  redis?.on('error', (error) => logger.error('redis', { cause: error }));
+  // Start counting in Redis from the first request (until ready, the in-memory insurance counts).
+  if (redis) await Promise.race([new Promise((ready) => redis.once('ready', ready)), new Promise((later) => setTimeout(later, 5_000).unref())]);
+  const app = createApp({ config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore: { redis, pool: database.pool } });
   const http = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
@@ -66,6 +71,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
         http.closeAllConnections();
       });
       await delivery.stop();
+      redis?.disconnect();
       await mcp.close();
       await egress.close();
       await sealer.stop();

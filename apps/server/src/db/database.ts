@@ -14,6 +14,8 @@ import type { DB } from './schema.ts';
 export interface Database {
   db: Kysely<DB>;
   kind: 'pglite' | 'postgres';
+  /** The pg pool, on PostgreSQL (shared stores such as rate limits use it directly). */
+  pool?: pg.Pool;
   /** Runs a script of several statements (migrations). */
   exec(script: string): Promise<void>;
   close(): Promise<void>;
@@ -38,6 +40,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     return {
       db: new Kysely<DB>({ dialect: new PostgresDialect({ pool }) }),
       kind: 'postgres',
+      pool,
       exec: async (script) => {
         await pool.query(script);
       },

@@ -3,20 +3,41 @@
  * windows. Every response carries X-RateLimit-Limit/-Remaining/-Reset (seconds) and the IETF
  * RateLimit / RateLimit-Policy fields; a refused request gets 429 `rate_limited` with
  * Retry-After.
+ *
+ * Counters live where every server process sees them: Redis when REDIS_URL is set, else the
+ * PostgreSQL database (DATABASE_URL), else process memory (the embedded database allows one
+ * process anyway). If the shared store fails, each process falls back to its own in-memory
+ * counters (insurance), so requests are still limited, per process, rather than refused or
+ * let through unlimited.
  */
 import type { NextFunction, Request, Response } from 'express';
-import { RateLimiterMemory, RateLimiterRes } from 'rate-limiter-flexible';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterPostgres, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
 import { ApiError } from './errors.ts';
 
 const WINDOW_SECONDS = 60;
 
-export function rateLimit(defaultLimit: number) {
+export interface RateLimitStore {
+  redis?: Redis;
+  pool?: pg.Pool;
+}
+
+function createLimiter(points: number, store: RateLimitStore): RateLimiterAbstract {
+  const options = { points, duration: WINDOW_SECONDS, keyPrefix: `rl${points}` };
+  const insuranceLimiter = new RateLimiterMemory(options);
+  if (store.redis) return new RateLimiterRedis({ ...options, storeClient: store.redis, insuranceLimiter, rejectIfRedisNotReady: true });
+  if (store.pool) return new RateLimiterPostgres({ ...options, storeClient: store.pool, tableName: 'rate_limits', tableCreated: true, insuranceLimiter });
+  return insuranceLimiter;
+}
+
+export function rateLimit(defaultLimit: number, store: RateLimitStore = {}) {
   // One limiter per distinct limit: workspaces may override the default.
-  const limiters = new Map<number, RateLimiterMemory>();
+  const limiters = new Map<number, RateLimiterAbstract>();
   const limiterFor = (points: number) => {
     let limiter = limiters.get(points);
     if (!limiter) {
-      limiter = new RateLimiterMemory({ points, duration: WINDOW_SECONDS, keyPrefix: `rl${points}` });
+      limiter = createLimiter(points, store);
       limiters.set(points, limiter);
     }
     return limiter;
