@@ -7,12 +7,12 @@
  * Keys are looked up by their SHA-256: the lookup compares hashes, never the secret, so its
  * timing tells nothing about the key.
  */
-import type { Permission } from '@warden/contract';
 import type { NextFunction, Request, Response } from 'express';
 import type { Kysely } from 'kysely';
 import type { DB } from '../db/schema.ts';
 import { findActiveKeyByHash } from '../features/workspaces/workspaces.repository.ts';
 import { hashSecret } from '../features/workspaces/workspaces.service.ts';
+import { keyIdentity } from './context.ts';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
 
@@ -22,16 +22,7 @@ export function authenticate(db: Kysely<DB>, defaultRateLimit: number) {
       const match = BEARER.exec(req.get('authorization') ?? '');
       if (match?.[1]) {
         const key = await findActiveKeyByHash(db, hashSecret(match[1]));
-        if (key) {
-          req.auth = {
-            workspaceId: key.workspace_id,
-            keyId: key.id,
-            keyName: key.name,
-            permissions: new Set(key.permissions as Permission[]),
-            rateLimitPerMinute: key.rate_limit_per_minute ?? defaultRateLimit,
-            policyVersion: key.policy_version,
-          };
-        }
+        if (key) req.auth = keyIdentity(key, defaultRateLimit);
       }
       next();
     } catch (error) {

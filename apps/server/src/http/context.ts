@@ -39,3 +39,18 @@ declare global {
     }
   }
 }
+
+/** The identity of a workspace API key, from its row (bearer requests and dashboard sessions alike). */
+export function keyIdentity(
+  key: { workspace_id: string; id: string; name: string; permissions: string[]; rate_limit_per_minute: number | null; policy_version: number },
+  defaultRateLimit: number,
+): AuthContext {
+  return {
+    workspaceId: key.workspace_id,
+    keyId: key.id,
+    keyName: key.name,
+    permissions: new Set(key.permissions as Permission[]),
+    rateLimitPerMinute: key.rate_limit_per_minute ?? defaultRateLimit,
+    policyVersion: key.policy_version,
+  };
+}

@@ -10,33 +10,14 @@
  * that event's sequence.
  */
 import { createHash } from 'node:crypto';
-import type { Kysely } from 'kysely';
-import type { DB } from '../../db/schema.ts';
+import type { Kysely, Selectable } from 'kysely';
+import type { AuditEventsTable, DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
 import { countUnsealed, sealsWithEvents, unsealedEvents } from './audit.repository.ts';
 
 const BATCH = 1000;
 
-type EventFields = {
-  workspace_id: string;
-  id: string;
-  event_timestamp: Date | string;
-  source: string;
-  agent: string | null;
-  agent_id: string | null;
-  action: string;
-  resource: string | null;
-  tool: string | null;
-  environment: string | null;
-  user_name: string | null;
-  policy: string | null;
-  result: string;
-  severity: string;
-  message: string | null;
-  approval_id: string | null;
-  request_id: string | null;
-  context: unknown;
-};
+type EventFields = Selectable<AuditEventsTable>;
 
 /** JSON with object keys sorted, so equal values always serialise alike. */
 function stableJson(value: unknown): string {

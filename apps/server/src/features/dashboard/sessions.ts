@@ -8,6 +8,7 @@ import type { Permission } from '@warden/contract';
 import type { NextFunction, Request, Response } from 'express';
 import { type Kysely, sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { keyIdentity } from '../../http/context.ts';
 import { ApiError } from '../../http/errors.ts';
 import { findActiveKeyByHash } from '../workspaces/workspaces.repository.ts';
 import { hashSecret } from '../workspaces/workspaces.service.ts';
@@ -110,14 +111,7 @@ export function dashboardSession(db: Kysely<DB>, defaultRateLimit: number) {
             return next(new ApiError('insufficient_permission', 'Missing or wrong X-CSRF-Token'));
           }
           req.dashboardCsrf = row.csrf_token;
-          req.auth = {
-            workspaceId: row.workspace_id,
-            keyId: row.key_id,
-            keyName: row.name,
-            permissions: new Set(row.permissions as Permission[]),
-            rateLimitPerMinute: row.rate_limit_per_minute ?? defaultRateLimit,
-            policyVersion: row.policy_version,
-          };
+          req.auth = keyIdentity({ ...row, id: row.key_id }, defaultRateLimit);
         }
       }
       next();
