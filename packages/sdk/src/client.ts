@@ -8,7 +8,7 @@ import { type Client, createClient, createConfig } from './generated/client/inde
 import * as op from './generated/sdk.gen.js';
 import type * as T from './generated/types.gen.js';
 import { paginate } from './pagination.js';
-import { DEFAULT_RETRY, type RetryOptions, type TransportSettings, createTransport } from './retry.js';
+import { createTransport, DEFAULT_RETRY, type RetryOptions, type TransportSettings } from './retry.js';
 
 export const DEFAULT_BASE_URL = 'http://127.0.0.1:8080/api/v1';
 /** Above the server's own upstream limits (30 s for proxied HTTP and MCP), so its 502 arrives first. */
@@ -179,7 +179,8 @@ export function createWarden(options: WardenOptions) {
       return paginate((cursor) => audit.events({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
     },
     /** Checks the workspace's hash chain. */
-    verify: async (opts?: RequestOptions): Promise<T.AuditVerification['data']> => (await unwrap(op.verifyAuditChain({ ...call(opts) }))).data,
+    verify: async (opts?: RequestOptions): Promise<T.AuditVerification['data']> =>
+      (await unwrap(op.verifyAuditChain({ ...call(opts) }))).data,
   };
 
   const mcpServers = {

@@ -4,16 +4,17 @@
  * Runs on fetch and Web Crypto only: Node 20+, browsers, Deno, Bun and edge runtimes.
  * Nothing here (or below) imports a Node built-in.
  */
-export { createWarden, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS, AGENT_KEY_HEADER } from './client.js';
+
 export type { RequestOptions, Warden, WardenOptions } from './client.js';
-export { WardenError, isWardenError } from './errors.js';
+export { AGENT_KEY_HEADER, createWarden, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS } from './client.js';
 export type { WardenErrorCode, WardenErrorInit } from './errors.js';
-export { paginate } from './pagination.js';
-export type { Page } from './pagination.js';
-export type { RetryOptions } from './retry.js';
-export { verifyWebhook, WebhookVerificationError } from './webhooks.js';
-export type { VerifyWebhookOptions, WebhookEvent, WebhookHeaders } from './webhooks.js';
+export { isWardenError, WardenError } from './errors.js';
 /** The generated operations, for the raw `{data, error, response}` style (pass `{ client: warden.client }`). */
 export * as operations from './generated/sdk.gen.js';
 /** Every schema and operation type of the spec (`Agent`, `Policy`, `ErrorCode`, `ListAgentsData`…). */
 export type * from './generated/types.gen.js';
+export type { Page } from './pagination.js';
+export { paginate } from './pagination.js';
+export type { RetryOptions } from './retry.js';
+export type { VerifyWebhookOptions, WebhookEvent, WebhookHeaders } from './webhooks.js';
+export { verifyWebhook, WebhookVerificationError } from './webhooks.js';

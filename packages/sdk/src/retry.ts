@@ -8,7 +8,7 @@
  * connection was never established (refused, DNS failure, unreachable host), which a browser
  * cannot tell apart from other failures: there, they are never retried.
  */
-import { WardenError, parseRetryAfter } from './errors.js';
+import { parseRetryAfter, WardenError } from './errors.js';
 
 export interface RetryOptions {
   /** Retries after the first attempt. Default 2; 0 disables retries. */
@@ -111,7 +111,12 @@ async function attempt(request: Request, body: ArrayBuffer | undefined, settings
     }
     if (callerSignal.aborted) throw callerSignal.reason ?? error;
     const detail = error instanceof Error ? `${error.message}${causeText(error.cause)}` : String(error);
-    throw new WardenError({ status: 0, code: 'network_error', message: `${request.method} ${request.url} failed: ${detail}`, cause: error });
+    throw new WardenError({
+      status: 0,
+      code: 'network_error',
+      message: `${request.method} ${request.url} failed: ${detail}`,
+      cause: error,
+    });
   } finally {
     clearTimeout(timer);
     callerSignal.removeEventListener('abort', onCallerAbort);

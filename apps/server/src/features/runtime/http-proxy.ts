@@ -18,11 +18,28 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
 const NEVER_SENT = new Set([...HOP_BY_HOP, 'host', 'content-length', 'expect']);
 
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const UNSAFE_VALUE = /[\r\n\0]/;
+
+/**
+ * The caller's headers minus what never travels: hop-by-hop headers (the fixed list and any
+ * named in the caller's own Connection header, RFC 9110 §7.6.1), Host, Content-Length,
+ * Expect and X-Warden-*. A malformed name or a value with CR, LF or NUL is the caller's
+ * error (400 invalid_execution), refused before anything is sent.
+ */
 function outgoingHeaders(headers: Record<string, string> | undefined, hasBody: boolean): Record<string, string> {
+  const declaredHopByHop = new Set(
+    Object.entries(headers ?? {})
+      .filter(([name]) => name.toLowerCase() === 'connection')
+      .flatMap(([, value]) => value.split(',').map((token) => token.trim().toLowerCase())),
+  );
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(headers ?? {})) {
+    if (!TOKEN.test(name) || UNSAFE_VALUE.test(value)) {
+      throw new ApiError('invalid_execution', `execution.headers: '${name.slice(0, 64)}' is not a valid header name and value`);
+    }
     const lower = name.toLowerCase();
-    if (!NEVER_SENT.has(lower) && !lower.startsWith('x-warden-')) out[lower] = value;
+    if (!NEVER_SENT.has(lower) && !declaredHopByHop.has(lower) && !lower.startsWith('x-warden-')) out[lower] = value;
   }
   if (hasBody) out['content-type'] ??= 'application/json';
   return out;
@@ -52,11 +69,12 @@ export async function executeHttp(guard: EgressGuard, execution: HttpExecution):
   }
   const hasBody = execution.body !== undefined && execution.body !== null;
   const timeout = execution.timeout_ms ?? DEFAULT_TIMEOUT_MS;
+  const headers = outgoingHeaders(execution.headers, hasBody);
   const started = performance.now();
   try {
     const res = await request(url, {
       method: execution.method,
-      headers: outgoingHeaders(execution.headers, hasBody),
+      headers,
       body: hasBody ? JSON.stringify(execution.body) : undefined,
       dispatcher: guard.dispatcher,
       headersTimeout: timeout,
@@ -76,15 +94,15 @@ export async function executeHttp(guard: EgressGuard, execution: HttpExecution):
       chunks.push(chunk);
       size += chunk.length;
     }
-    const headers: Record<string, string> = {};
+    const answered: Record<string, string> = {};
     for (const [name, value] of Object.entries(res.headers)) {
-      if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+      if (value !== undefined && !HOP_BY_HOP.has(name)) answered[name] = Array.isArray(value) ? value.join(', ') : value;
     }
     return {
       mode: 'http_proxy',
       status: res.statusCode,
-      headers,
-      ...decodeBody(Buffer.concat(chunks), headers['content-type'] ?? '', truncated),
+      headers: answered,
+      ...decodeBody(Buffer.concat(chunks), answered['content-type'] ?? '', truncated),
       truncated,
       duration_ms: Math.round(performance.now() - started),
     };
