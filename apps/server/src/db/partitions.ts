@@ -18,6 +18,10 @@ export async function ensureAuditPartitions(database: Database, now = new Date()
       await sql
         .raw(`CREATE TABLE IF NOT EXISTS ${name} PARTITION OF audit_events FOR VALUES FROM ('${from.toISOString()}') TO ('${to.toISOString()}')`)
         .execute(database.db);
+      // Row triggers reach partitions by inheritance; statement-level TRUNCATE triggers do not.
+      await sql
+        .raw(`CREATE OR REPLACE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON ${name} FOR EACH STATEMENT EXECUTE FUNCTION refuse_audit_change()`)
+        .execute(database.db);
       created.push(name);
     } catch {
       // The default partition already holds rows of that month (the server was down over a

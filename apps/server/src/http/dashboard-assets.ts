@@ -20,7 +20,9 @@ export function dashboardAssets(): Router {
     if (req.path === '/dashboard') return res.redirect(301, '/dashboard/');
     try {
       const files = await load();
-      const file = files.get(req.path.slice('/dashboard'.length)) ?? files.get('/');
+      const path = req.path.slice('/dashboard'.length);
+      // The app routes by hash: any page path gets the app, an unknown file is a 404.
+      const file = files.get(path) ?? (/\.[a-z0-9]+$/i.test(path) ? undefined : files.get('/'));
       if (!file) return next();
       res.setHeader('Content-Security-Policy', "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
       res.setHeader('X-Content-Type-Options', 'nosniff');

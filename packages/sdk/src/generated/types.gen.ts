@@ -284,7 +284,7 @@ export type PolicyPage = {
 };
 
 /**
- * `pending` until decided; `expired` once `expires_at` passes undecided. Decided approvals are final.
+ * `pending` until decided; `expired` once `expires_at` passes undecided. Decided approvals are final. An approved approval allows its action once, and only before `expires_at`.
  */
 export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
 

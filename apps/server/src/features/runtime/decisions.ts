@@ -106,7 +106,9 @@ export class DecisionService {
       const fits = approval && approval.agent_id === agent.id && approval.action === input.action && approval.resource === (input.resource ?? null);
       if (!approval || !fits) throw new ApiError('approval_invalid', 'approval_id names no approval for this agent, action and resource');
       const status = toApproval(approval).status;
-      if (status === 'expired' || approval.consumed_at !== null) throw new ApiError('approval_invalid', `approval '${approval.id}' is ${approval.consumed_at ? 'already used' : 'expired'}`);
+      // An approval is usable once, and only before it expires — whether it was decided or not.
+      if (approval.consumed_at !== null) throw new ApiError('approval_invalid', `approval '${approval.id}' is already used`);
+      if (new Date(approval.expires_at).getTime() <= Date.now()) throw new ApiError('approval_invalid', `approval '${approval.id}' has expired`);
       if (decision.effect === 'require_approval') {
         if (status === 'approved') {
           decision = { ...decision, allowed: true, result: 'allowed', message: `Allowed by approval ${approval.id}` };

@@ -1,0 +1,570 @@
+import { readFileSync } from 'node:fs';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ApiResponse, keyFor, startTestServer, type TestServer } from '../support/server.ts';
+
+/** An item of a response body, as parsed from JSON. */
+type Item = ApiResponse['body'];
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
+const PERMISSIONS: string[] = spec.components.schemas.Permission.enum;
+const ALL = PERMISSIONS.join(',');
+const RESULT_FIELDS = [
+  'allowed',
+  'action',
+  'matched',
+  'policy',
+  'severity',
+  'message',
+  'result',
+  'approval_id',
+  'execution_proxy_required',
+];
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** A key with every permission of a workspace of its own, so that policies never leak between tests. */
+let workspaces = 0;
+const freshWorkspace = () => keyFor(server, ALL, `evaluate-${++workspaces}`);
+
+const createAgent = async (key: string, body: Record<string, unknown>) => {
+  const res = await server.api('POST', '/agents', { key, body: { provider: 'local', ...body } });
+  expect(res.status).toBe(201);
+  return res.body.data;
+};
+
+const createPolicy = async (key: string, body: Record<string, unknown>) => {
+  const res = await server.api('POST', '/policies', { key, body });
+  expect(res.status).toBe(201);
+  return res.body.data;
+};
+
+const evaluate = (key: string | null, body: unknown, headers?: Record<string, string>) =>
+  server.api('POST', '/policy/evaluate', { key, body, headers });
+
+/** Every audit event of the key's workspace (all pages of GET /audit-logs). */
+async function auditEvents(key: string, query = ''): Promise<Item[]> {
+  const events: Item[] = [];
+  let cursor: string | null = null;
+  for (let page = 0; page < 50; page++) {
+    const res = await server.api('GET', `/audit-logs?limit=100${query}${cursor ? `&cursor=${cursor}` : ''}`, { key });
+    expect(res.status).toBe(200);
+    events.push(...res.body.data);
+    cursor = res.body.next_cursor;
+    if (!cursor) break;
+  }
+  return events;
+}
+
+describe('POST /policy/evaluate (evaluatePolicy)', () => {
+  describe('decisions', () => {
+    it('allows an action no rule matches, with matched false and every field of the reference', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Reader', slug: 'reader' });
+      const res = await evaluate(key, { input: { action: 'files.read', resource: 'docs/1', agent: 'reader' } });
+      expect(res.status).toBe(200);
+      const data = res.body.data;
+      for (const field of RESULT_FIELDS) expect(data).toHaveProperty(field);
+      expect(Object.keys(data).filter((k) => !RESULT_FIELDS.includes(k) && k !== 'audit_event_id')).toEqual([]);
+      expect(data).toMatchObject({
+        allowed: true,
+        action: 'allow',
+        matched: false,
+        policy: null,
+        result: 'allowed',
+        approval_id: null,
+        execution_proxy_required: false,
+      });
+      expect(typeof data.severity).toBe('string');
+      expect(typeof data.message).toBe('string');
+    });
+
+    it('blocks with the deciding policy, its severity and its message', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Cleaner', slug: 'cleaner' });
+      await createPolicy(key, {
+        name: 'No drops',
+        rules: [
+          { id: 'no-drop', match: { action: ['db.drop*'] }, effect: 'block', severity: 'critical', message: 'Dropping is forbidden' },
+        ],
+      });
+      const res = await evaluate(key, { input: { action: 'db.drop_table', agent: 'cleaner' } });
+      expect(res.status).toBe(200);
+      expect(res.body.data).toMatchObject({
+        allowed: false,
+        action: 'block',
+        matched: true,
+        policy: 'No drops',
+        severity: 'critical',
+        message: 'Dropping is forbidden',
+        result: 'blocked',
+        approval_id: null,
+        execution_proxy_required: false,
+      });
+    });
+
+    it('lets block beat require_approval beat allow among policies matching the same action', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Ops', slug: 'ops' });
+      // Priorities favour the weaker effects, so only the effect can explain the outcome.
+      const allow = await createPolicy(key, {
+        name: 'Allow it',
+        priority: 900,
+        rules: [{ match: { action: ['db.migrate'] }, effect: 'allow' }],
+      });
+      const approve = await createPolicy(key, {
+        name: 'Ask first',
+        priority: 500,
+        rules: [{ match: { action: ['db.migrate'] }, effect: 'require_approval' }],
+      });
+      const block = await createPolicy(key, {
+        name: 'Never',
+        priority: 10,
+        rules: [{ match: { action: ['db.migrate'] }, effect: 'block' }],
+      });
+      const input = { action: 'db.migrate', agent: 'ops' };
+
+      const blocked = await evaluate(key, { input });
+      expect(blocked.body.data).toMatchObject({ allowed: false, action: 'block', result: 'blocked', policy: 'Never', matched: true });
+
+      expect((await server.api('PATCH', `/policies/${block.id}`, { key, body: { enabled: false } })).status).toBe(200);
+      const asked = await evaluate(key, { input });
+      expect(asked.body.data).toMatchObject({
+        allowed: false,
+        action: 'require_approval',
+        result: 'approval_required',
+        policy: 'Ask first',
+        matched: true,
+      });
+      expect(asked.body.data.approval_id).toMatch(UUID);
+
+      expect((await server.api('PATCH', `/policies/${approve.id}`, { key, body: { enabled: false } })).status).toBe(200);
+      const allowed = await evaluate(key, { input });
+      expect(allowed.body.data).toMatchObject({
+        allowed: true,
+        action: 'allow',
+        result: 'allowed',
+        policy: allow.name,
+        matched: true,
+        approval_id: null,
+      });
+    });
+
+    it('reports the policy with the higher priority among rules of the same effect', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Mailer', slug: 'mailer' });
+      const low = await createPolicy(key, {
+        name: 'Low',
+        priority: 10,
+        rules: [{ match: { action: ['mail.*'] }, effect: 'block', severity: 'low', message: 'low says no' }],
+      });
+      await createPolicy(key, {
+        name: 'High',
+        priority: 900,
+        rules: [{ match: { action: ['mail.send'] }, effect: 'block', severity: 'high', message: 'high says no' }],
+      });
+
+      const first = await evaluate(key, { input: { action: 'mail.send', agent: 'mailer' } });
+      expect(first.body.data).toMatchObject({ policy: 'High', severity: 'high', message: 'high says no', result: 'blocked' });
+
+      expect((await server.api('PATCH', `/policies/${low.id}`, { key, body: { priority: 1000 } })).status).toBe(200);
+      const second = await evaluate(key, { input: { action: 'mail.send', agent: 'mailer' } });
+      expect(second.body.data).toMatchObject({ policy: 'Low', severity: 'low', message: 'low says no', result: 'blocked' });
+    });
+
+    it('never enforces a monitor policy, but records what it would have decided', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Watched', slug: 'watched' });
+      await createPolicy(key, {
+        name: 'Watcher',
+        mode: 'monitor',
+        rules: [{ match: { action: ['secrets.read'] }, effect: 'block', severity: 'critical' }],
+      });
+      const res = await evaluate(key, { input: { action: 'secrets.read', agent: 'watched' } });
+      expect(res.status).toBe(200);
+      expect(res.body.data).toMatchObject({ allowed: true, result: 'allowed', matched: false, policy: null });
+
+      const [event] = await auditEvents(key, '&action=secrets.read');
+      expect(event.result).toBe('allowed');
+      expect(event.context.monitored).toBeDefined();
+      expect(JSON.stringify(event.context.monitored)).toContain('Watcher');
+    });
+
+    it("treats the agent's allowed_tools and allowed_resources as implicit block rules", async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Payer', slug: 'payer', allowed_tools: ['stripe.*'], allowed_resources: ['orders/*'] });
+      // Even an explicit allow-everything policy does not lift the agent's own limits.
+      await createPolicy(key, { name: 'Allow all', rules: [{ match: { action: ['*'] }, effect: 'allow' }] });
+
+      const ok = await evaluate(key, { input: { action: 'refund', agent: 'payer', tool: 'stripe.refund', resource: 'orders/1' } });
+      expect(ok.body.data).toMatchObject({ allowed: true, result: 'allowed' });
+
+      const badTool = await evaluate(key, { input: { action: 'refund', agent: 'payer', tool: 'github.push', resource: 'orders/1' } });
+      expect(badTool.status).toBe(200);
+      expect(badTool.body.data).toMatchObject({ allowed: false, action: 'block', result: 'blocked', matched: true });
+
+      const badResource = await evaluate(key, { input: { action: 'refund', agent: 'payer', tool: 'stripe.refund', resource: 'users/1' } });
+      expect(badResource.status).toBe(200);
+      expect(badResource.body.data).toMatchObject({ allowed: false, action: 'block', result: 'blocked', matched: true });
+    });
+
+    it('matches globs anchored and case-sensitively, and never matches a field the input leaves out', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Globber', slug: 'globber' });
+      await createPolicy(key, {
+        name: 'Deletes',
+        rules: [{ match: { action: ['db.delete'], resource: ['customers/*'] }, effect: 'block' }],
+      });
+      const blocked = await evaluate(key, { input: { action: 'db.delete', resource: 'customers/42', agent: 'globber' } });
+      expect(blocked.body.data.result).toBe('blocked');
+      for (const input of [
+        { action: 'DB.DELETE', resource: 'customers/42' },
+        { action: 'xdb.delete', resource: 'customers/42' },
+        { action: 'db.delete.all', resource: 'customers/42' },
+        { action: 'db.delete', resource: 'vip/customers/42' },
+        { action: 'db.delete' },
+      ]) {
+        const res = await evaluate(key, { input: { ...input, agent: 'globber' } });
+        expect(res.body.data, JSON.stringify(input)).toMatchObject({ allowed: true, matched: false });
+      }
+    });
+
+    it('evaluates a CEL condition over the input context', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Spender', slug: 'spender' });
+      await createPolicy(key, {
+        name: 'Big refunds',
+        rules: [{ match: { action: ['refund'] }, condition: 'context.amount > 100', effect: 'block' }],
+      });
+      const big = await evaluate(key, { input: { action: 'refund', agent: 'spender', context: { amount: 150 } } });
+      expect(big.body.data).toMatchObject({ allowed: false, result: 'blocked', policy: 'Big refunds' });
+      const small = await evaluate(key, { input: { action: 'refund', agent: 'spender', context: { amount: 50 } } });
+      expect(small.body.data).toMatchObject({ allowed: true, result: 'allowed', matched: false });
+    });
+
+    it('resolves input.agent by name as well as by slug, and matches rules on either', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Billing Bot', slug: 'billing-bot' });
+      await createPolicy(key, { name: 'By name', rules: [{ match: { agent: ['Billing*'], action: ['refund'] }, effect: 'block' }] });
+      const byName = await evaluate(key, { input: { action: 'refund', agent: 'Billing Bot' } });
+      expect(byName.body.data).toMatchObject({ result: 'blocked', policy: 'By name' });
+      const bySlug = await evaluate(key, { input: { action: 'refund', agent: 'billing-bot' } });
+      expect(bySlug.body.data).toMatchObject({ result: 'blocked', policy: 'By name' });
+      const events = await auditEvents(key, '&action=refund');
+      expect(events.map((e) => e.agent)).toEqual(['billing-bot', 'billing-bot']);
+    });
+
+    it('identifies the agent by X-Warden-Agent-Key alone', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Keyed', slug: 'keyed', api_key: 'keyed-agent-secret-0123456789' });
+      const res = await evaluate(key, { input: { action: 'ping' } }, { 'x-warden-agent-key': 'keyed-agent-secret-0123456789' });
+      expect(res.status).toBe(200);
+      expect(res.body.data.allowed).toBe(true);
+      const [event] = await auditEvents(key, '&action=ping');
+      expect(event.agent).toBe('keyed');
+    });
+
+    it("defaults an absent input.environment to the agent's when no rule matches on environment", async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Stager', slug: 'stager', environment: 'staging' });
+      const res = await evaluate(key, { input: { action: 'build', agent: 'stager' } });
+      expect(res.status).toBe(200);
+      const [event] = await auditEvents(key, '&action=build');
+      expect(event.environment).toBe('staging');
+    });
+
+    it('records exactly one audit event per decision, and none for a refusal before the decision', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Counted', slug: 'counted' });
+      await createPolicy(key, {
+        name: 'Mixed',
+        rules: [
+          { match: { action: ['x.block'] }, effect: 'block' },
+          { match: { action: ['x.ask'] }, effect: 'require_approval' },
+        ],
+      });
+      const before = (await auditEvents(key)).length;
+      for (const action of ['x.allow', 'x.block', 'x.ask']) {
+        expect((await evaluate(key, { input: { action, agent: 'counted' } })).status).toBe(200);
+      }
+      const after = await auditEvents(key);
+      expect(after.length).toBe(before + 3);
+      expect(
+        after
+          .slice(0, 3)
+          .map((e) => e.result)
+          .sort(),
+      ).toEqual(['allowed', 'approval_required', 'blocked']);
+      expect(after.slice(0, 3).every((e) => e.source === 'evaluation' && e.agent === 'counted')).toBe(true);
+
+      expect((await evaluate(key, { input: { action: 'x.allow', agent: 'ghost' } })).status).toBe(403);
+      expect((await evaluate(key, { input: { action: 'x.allow', agent: 'counted', environment: 'production' } })).status).toBe(400);
+      expect((await auditEvents(key)).length).toBe(before + 3);
+    });
+
+    it('applies a policy change at the very next evaluation', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Deployer', slug: 'deployer' });
+      const gate = await createPolicy(key, { name: 'Gate', rules: [{ match: { action: ['deploy.run'] }, effect: 'allow' }] });
+      const input = { action: 'deploy.run', agent: 'deployer' };
+      expect((await evaluate(key, { input })).body.data).toMatchObject({ allowed: true, matched: true, policy: 'Gate' });
+
+      const patched = await server.api('PATCH', `/policies/${gate.id}`, {
+        key,
+        body: { rules: [{ match: { action: ['deploy.run'] }, effect: 'block', message: 'Release freeze' }] },
+      });
+      expect(patched.status).toBe(200);
+      expect((await evaluate(key, { input })).body.data).toMatchObject({ allowed: false, result: 'blocked', message: 'Release freeze' });
+
+      await server.api('PATCH', `/policies/${gate.id}`, { key, body: { enabled: false } });
+      expect((await evaluate(key, { input })).body.data).toMatchObject({ allowed: true, matched: false });
+    });
+  });
+
+  describe('policy conditions', () => {
+    it('refuses a CEL condition with a syntax error when the policy is saved, with its position', async () => {
+      const key = await freshWorkspace();
+      const res = await server.api('POST', '/policies', {
+        key,
+        body: { name: 'Broken', rules: [{ match: { action: ['a'] }, condition: 'context.amount > && 1', effect: 'block' }] },
+      });
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('invalid_policy');
+      expect(res.body.error.message).toMatch(/(position|offset|column)\D{0,20}\d+/i);
+      expect((await server.api('GET', '/policies/Broken', { key })).status).toBe(404);
+    });
+
+    it('refuses a CEL type error when the policy is saved, also on update', async () => {
+      const key = await freshWorkspace();
+      const typed = await server.api('POST', '/policies', {
+        key,
+        body: { name: 'Typed', rules: [{ condition: '1 + "a" == 2', effect: 'block' }] },
+      });
+      expect(typed.status).toBe(400);
+      expect(typed.body.error.code).toBe('invalid_policy');
+
+      const fine = await createPolicy(key, { name: 'Fine', rules: [{ condition: 'context.amount > 100', effect: 'block' }] });
+      const broken = await server.api('PATCH', `/policies/${fine.id}`, {
+        key,
+        body: { rules: [{ condition: 'context.amount >', effect: 'block' }] },
+      });
+      expect(broken.status).toBe(400);
+      expect(broken.body.error.code).toBe('invalid_policy');
+      expect((await server.api('GET', `/policies/${fine.id}`, { key })).body.data.rules[0].condition).toBe('context.amount > 100');
+    });
+  });
+
+  describe('errors', () => {
+    it.each([
+      ['missing input', {}],
+      ['missing action', { input: { agent: 'bot' } }],
+      ['empty action', { input: { action: '', agent: 'bot' } }],
+      ['unknown field', { input: { action: 'a', agent: 'bot' }, colour: 'red' }],
+      ['unknown input field', { input: { action: 'a', agent: 'bot', colour: 'red' } }],
+      ['approval_id not a UUID', { input: { action: 'a', agent: 'bot' }, approval_id: 'nope' }],
+    ])('answers 400 invalid_request for %s', async (_label, body) => {
+      const res = await evaluate(server.key, body);
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('invalid_request');
+      expect(typeof res.body.error.message).toBe('string');
+    });
+
+    it('answers 400 agent_context_required when neither input.agent nor an agent key names the agent', async () => {
+      const res = await evaluate(server.key, { input: { action: 'a' } });
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('agent_context_required');
+    });
+
+    it('answers 400 environment_context_required when an enforcing rule matches on environment and none is given', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Prod bot', slug: 'prod-bot', environment: 'production' });
+      await createPolicy(key, {
+        name: 'Prod safety',
+        rules: [{ match: { action: ['db.delete*'], environment: ['production'] }, effect: 'block' }],
+      });
+
+      const missing = await evaluate(key, { input: { action: 'db.delete', agent: 'prod-bot' } });
+      expect(missing.status).toBe(400);
+      expect(missing.body.error.code).toBe('environment_context_required');
+
+      const stated = await evaluate(key, { input: { action: 'db.delete', agent: 'prod-bot', environment: 'production' } });
+      expect(stated.status).toBe(200);
+      expect(stated.body.data).toMatchObject({ allowed: false, result: 'blocked', policy: 'Prod safety' });
+    });
+
+    it('does not require input.environment when only a monitor policy matches on environment', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Prod watcher', slug: 'prod-watcher', environment: 'production' });
+      await createPolicy(key, {
+        name: 'Watch prod',
+        mode: 'monitor',
+        rules: [{ match: { environment: ['production'] }, effect: 'block' }],
+      });
+      const res = await evaluate(key, { input: { action: 'db.delete', agent: 'prod-watcher' } });
+      expect(res.status).toBe(200);
+      expect(res.body.data.allowed).toBe(true);
+    });
+
+    it('answers 400 agent_identity_mismatch when the agent key belongs to another agent than input.agent', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Alpha', slug: 'alpha', api_key: 'alpha-agent-secret-0123456789' });
+      await createAgent(key, { name: 'Beta', slug: 'beta' });
+      const res = await evaluate(key, { input: { action: 'a', agent: 'beta' } }, { 'x-warden-agent-key': 'alpha-agent-secret-0123456789' });
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('agent_identity_mismatch');
+    });
+
+    it("answers 400 environment_mismatch when input.environment differs from the agent's", async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Stage bot', slug: 'stage-bot', environment: 'staging' });
+      const res = await evaluate(key, { input: { action: 'a', agent: 'stage-bot', environment: 'production' } });
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('environment_mismatch');
+    });
+
+    it('answers 400 evaluation_failed when a condition fails at run time, and audits it as blocked', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Payments', slug: 'payments' });
+      await createPolicy(key, {
+        name: 'Amount limit',
+        rules: [{ match: { action: ['payments.send'] }, condition: 'context.amount > 100', effect: 'allow' }],
+      });
+      const res = await evaluate(key, { input: { action: 'payments.send', agent: 'payments', context: { currency: 'EUR' } } });
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('evaluation_failed');
+      expect(res.body).not.toHaveProperty('data');
+
+      const events = await auditEvents(key, '&action=payments.send');
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({ result: 'blocked', agent: 'payments', policy: 'Amount limit', source: 'evaluation' });
+    });
+
+    it('answers 401 unauthorized without a key', async () => {
+      const res = await evaluate(null, { input: { action: 'a', agent: 'bot' } });
+      expect(res.status).toBe(401);
+      expect(res.body).toEqual({ error: { code: 'unauthorized', message: 'A valid API key is required' } });
+    });
+
+    it('answers 401 agent_key_required when the named agent has a key and none is sent', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Locked', slug: 'locked', api_key: 'locked-agent-secret-0123456789' });
+      const res = await evaluate(key, { input: { action: 'a', agent: 'locked' } });
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe('agent_key_required');
+      const withKey = await evaluate(
+        key,
+        { input: { action: 'a', agent: 'locked' } },
+        { 'x-warden-agent-key': 'locked-agent-secret-0123456789' },
+      );
+      expect(withKey.status).toBe(200);
+    });
+
+    it('answers 401 invalid_agent_key for a wrong agent key', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Guarded', slug: 'guarded', api_key: 'guarded-agent-secret-0123456789' });
+      const named = await evaluate(
+        key,
+        { input: { action: 'a', agent: 'guarded' } },
+        { 'x-warden-agent-key': 'guarded-agent-secret-0123456780' },
+      );
+      expect(named.status).toBe(401);
+      expect(named.body.error.code).toBe('invalid_agent_key');
+      const alone = await evaluate(key, { input: { action: 'a' } }, { 'x-warden-agent-key': 'not-a-key-of-anyone-0123456789' });
+      expect(alone.status).toBe(401);
+      expect(alone.body.error.code).toBe('invalid_agent_key');
+    });
+
+    it('answers 403 agent_not_found for an agent the workspace does not have', async () => {
+      const res = await evaluate(server.key, { input: { action: 'a', agent: 'ghost' } });
+      expect(res.status).toBe(403);
+      expect(res.body.error.code).toBe('agent_not_found');
+    });
+
+    it.each(['suspended', 'inactive', 'retired'])('answers 403 agent_inactive for an agent whose status is %s', async (status) => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: `Sleeper ${status}`, slug: `sleeper-${status}`, status });
+      const res = await evaluate(key, { input: { action: 'a', agent: `sleeper-${status}` } });
+      expect(res.status).toBe(403);
+      expect(res.body.error.code).toBe('agent_inactive');
+    });
+
+    it('answers 403 execution_proxy_required when the deciding rule allows only through the proxy', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Caller', slug: 'caller' });
+      await createPolicy(key, {
+        name: 'Proxy only',
+        rules: [{ match: { action: ['http.call'] }, effect: 'allow', require_execution_proxy: true }],
+      });
+      const res = await evaluate(key, { input: { action: 'http.call', agent: 'caller' } });
+      expect(res.status).toBe(403);
+      expect(res.body.error.code).toBe('execution_proxy_required');
+      expect(res.body).not.toHaveProperty('data');
+      const events = await auditEvents(key, '&action=http.call');
+      expect(events).toHaveLength(1);
+      expect(events[0].result).not.toBe('allowed');
+    });
+
+    it('answers 503 audit_persist_failed, never an allow, when the audit event cannot be stored', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Fail closed', slug: 'fail-closed' });
+      const input = { action: 'files.read', agent: 'fail-closed' };
+      expect((await evaluate(key, { input })).body.data.allowed).toBe(true);
+      const before = (await auditEvents(key)).length;
+
+      const db = server.database.db;
+      let res: Awaited<ReturnType<typeof evaluate>>;
+      await sql`ALTER TABLE audit_events RENAME TO audit_events_off`.execute(db);
+      try {
+        res = await evaluate(key, { input });
+      } finally {
+        await sql`ALTER TABLE audit_events_off RENAME TO audit_events`.execute(db);
+      }
+      expect(res.status).toBe(503);
+      expect(res.body.error.code).toBe('audit_persist_failed');
+      expect(res.body).not.toHaveProperty('data');
+      expect(JSON.stringify(res.body)).not.toContain('"allowed":true');
+
+      expect((await auditEvents(key)).length).toBe(before);
+      const again = await evaluate(key, { input });
+      expect(again.status).toBe(200);
+      expect(again.body.data.allowed).toBe(true);
+    });
+  });
+
+  describe('security', () => {
+    it('answers 403 insufficient_permission for a key with every permission but runtime:evaluate', async () => {
+      const key = await keyFor(server, PERMISSIONS.filter((p) => p !== 'runtime:evaluate').join(','));
+      const res = await evaluate(key, { input: { action: 'a', agent: 'ghost' } });
+      expect(res.status).toBe(403);
+      expect(res.body.error.code).toBe('insufficient_permission');
+    });
+
+    it("never resolves another workspace's agent, by name or by key", async () => {
+      const owner = await freshWorkspace();
+      await createAgent(owner, { name: 'Private agent', slug: 'private-agent', api_key: 'private-agent-secret-0123456789' });
+      const intruder = await freshWorkspace();
+      const byName = await evaluate(intruder, { input: { action: 'a', agent: 'private-agent' } });
+      expect(byName.status).toBe(403);
+      expect(byName.body.error.code).toBe('agent_not_found');
+      const byKey = await evaluate(intruder, { input: { action: 'a' } }, { 'x-warden-agent-key': 'private-agent-secret-0123456789' });
+      expect(byKey.status).toBe(401);
+      expect(byKey.body.error.code).toBe('invalid_agent_key');
+    });
+
+    it("never applies another workspace's policies", async () => {
+      const strict = await freshWorkspace();
+      await createPolicy(strict, { name: 'Block all', rules: [{ match: { action: ['*'] }, effect: 'block' }] });
+      const other = await freshWorkspace();
+      await createAgent(other, { name: 'Free', slug: 'free' });
+      const res = await evaluate(other, { input: { action: 'anything', agent: 'free' } });
+      expect(res.body.data).toMatchObject({ allowed: true, matched: false });
+    });
+  });
+});
