@@ -80,14 +80,16 @@ export function createApp(deps: AppDeps): Express {
 
   // v1
   const v1 = express.Router();
-  v1.use(express.json({ limit: BODY_LIMIT }), authenticate(database.db, config.rateLimitPerMinute), limit, requireIdentity('/health'));
+  // Identity and rate limit come before the body parser, so that every answer (a malformed
+  // body's 400 and a large body's 413 too) carries the rate-limit headers.
+  v1.use(authenticate(database.db, config.rateLimitPerMinute), limit, requireIdentity('/health'), express.json({ limit: BODY_LIMIT }));
   app.use(BASE_PATH, v1);
   app.use(validator(loadSpec(), BASE_PATH, config.validateResponses));
   app.use(BASE_PATH, createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp })));
 
   // dashboard
   const dash = express.Router();
-  dash.use(express.json({ limit: BODY_LIMIT }), dashboardSession(database.db, config.rateLimitPerMinute), limit, requireIdentity('/session'));
+  dash.use(dashboardSession(database.db, config.rateLimitPerMinute), limit, requireIdentity('/session'), express.json({ limit: BODY_LIMIT }));
   app.use(DASHBOARD_API_PATH, dash);
   app.use(validator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses));
   app.use(DASHBOARD_API_PATH, createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks })));

@@ -16,8 +16,12 @@ export interface Database {
   kind: 'pglite' | 'postgres';
   /** The pg pool, on PostgreSQL (shared stores such as rate limits use it directly). */
   pool?: pg.Pool;
-  /** Runs a script of several statements (migrations). */
-  exec(script: string): Promise<void>;
+  /**
+   * Runs `work` on one dedicated session, whose `exec` runs scripts of several statements
+   * (simple query protocol) and returns the rows of the last one. Migrations use it: the
+   * advisory lock and the scripts must share a session, whatever the pool size.
+   */
+  session<T>(work: (exec: (script: string) => Promise<Record<string, unknown>[]>) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -41,8 +45,16 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
       db: new Kysely<DB>({ dialect: new PostgresDialect({ pool }) }),
       kind: 'postgres',
       pool,
-      exec: async (script) => {
-        await pool.query(script);
+      session: async (work) => {
+        const client = await pool.connect();
+        try {
+          return await work(async (script) => {
+            const result = (await client.query(script)) as pg.QueryResult | pg.QueryResult[];
+            return (Array.isArray(result) ? result.at(-1)?.rows : result.rows) ?? [];
+          });
+        } finally {
+          client.release();
+        }
       },
       close: () => pool.end(),
     };
@@ -55,9 +67,8 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   return {
     db,
     kind: 'pglite',
-    exec: async (script) => {
-      await pglite.exec(script);
-    },
+    // PGlite is one session; the dialect serialises Kysely's use of it.
+    session: (work) => work(async (script) => ((await pglite.exec(script)).at(-1)?.rows ?? []) as Record<string, unknown>[]),
     close: async () => {
       await db.destroy();
       release();

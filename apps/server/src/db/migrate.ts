@@ -1,10 +1,9 @@
 /**
  * SQL-first migrations: db/migrations/NNNN_name.sql, applied once each in name order, each in
  * its own transaction, recorded in schema_migrations. An advisory lock makes concurrent
- * starts of several server processes on one database apply each migration once.
+ * starts of several server processes (and the CLI) on one database apply each migration once.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { sql } from 'kysely';
 import type { Database } from './database.ts';
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
@@ -14,26 +13,22 @@ export async function migrate(database: Database): Promise<string[]> {
   const files = readdirSync(MIGRATIONS_DIR)
     .filter((name) => name.endsWith('.sql'))
     .sort();
-  const applied: string[] = [];
-  await database.db.connection().execute(async (conn) => {
-    await sql`SELECT pg_advisory_lock(${LOCK_ID})`.execute(conn);
+  return database.session(async (exec) => {
+    await exec(`SELECT pg_advisory_lock(${LOCK_ID})`);
     try {
-      await sql`CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`.execute(
-        conn,
-      );
-      const done = new Set((await conn.selectFrom('schema_migrations').select('name').execute()).map((row) => row.name));
+      await exec('CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+      const done = new Set((await exec('SELECT name FROM schema_migrations')).map((row) => String(row.name)));
+      const applied: string[] = [];
       for (const file of files) {
         const name = file.replace(/\.sql$/, '');
         if (done.has(name)) continue;
         const script = readFileSync(new URL(file, MIGRATIONS_DIR), 'utf8');
-        // One multi-statement script per migration, inside its own transaction. `exec` runs it
-        // as a simple query (extended-protocol queries take one statement only).
-        await database.exec(`BEGIN;\n${script}\n;INSERT INTO schema_migrations (name) VALUES ('${name}');\nCOMMIT;`);
+        await exec(`BEGIN;\n${script}\n;INSERT INTO schema_migrations (name) VALUES ('${name}');\nCOMMIT;`);
         applied.push(name);
       }
+      return applied;
     } finally {
-      await sql`SELECT pg_advisory_unlock(${LOCK_ID})`.execute(conn);
+      await exec(`SELECT pg_advisory_unlock(${LOCK_ID})`);
     }
   });
-  return applied;
 }

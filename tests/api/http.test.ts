@@ -1,0 +1,268 @@
+import { readFileSync } from 'node:fs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(async () => {
+  await server?.close();
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const MiB = 1024 * 1024;
+
+/** Raw fetch, for when the exact bytes of the answer matter. */
+async function raw(path: string, init: RequestInit = {}) {
+  const res = await fetch(`${server.url}${path}`, init);
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+
+function expectStandardHeaders(headers: Headers) {
+  const header = (name: string) => headers.get(name) ?? `(no ${name} header)`;
+  expect(header('x-request-id')).toMatch(UUID);
+  expect(header('x-response-time')).toMatch(/^\d+ms$/);
+  expect(header('x-ratelimit-limit')).toMatch(/^\d+$/);
+  expect(header('x-ratelimit-remaining')).toMatch(/^\d+$/);
+  expect(header('x-ratelimit-reset')).toMatch(/^\d+$/);
+  expect(header('ratelimit')).toMatch(/^"default";r=\d+;t=\d+$/);
+  expect(header('ratelimit-policy')).toMatch(/^"default";q=\d+;w=60$/);
+  expect(header('access-control-allow-origin')).toBe('*');
+}
+
+describe('GET /health (getHealth)', () => {
+  it('answers 200 without a key, with status, database, version and time', async () => {
+    const res = await server.api('GET', '/health', { key: null });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({
+      data: { status: 'ok', database: 'ok', version: expect.any(String), time: expect.any(String) },
+    });
+    expect(res.body.data.version.length).toBeGreaterThan(0);
+    expect(new Date(res.body.data.time).toISOString()).toBe(res.body.data.time);
+    expect(Math.abs(Date.parse(res.body.data.time) - Date.now())).toBeLessThan(60_000);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+  });
+
+  it('answers 200 with a key too', async () => {
+    const res = await server.api('GET', '/health');
+    expect(res.status).toBe(200);
+    expect(res.body.data.status).toBe('ok');
+  });
+});
+
+describe('standard response headers', () => {
+  const huge = JSON.stringify({ name: 'big', provider: 'local', description: 'a'.repeat(MiB + 1024) });
+  it.each([
+    ['200 health without a key', () => server.api('GET', '/health', { key: null }), 200],
+    ['200 list', () => server.api('GET', '/agents'), 200],
+    ['201 create', () => server.api('POST', '/agents', { body: { name: 'Header bot', provider: 'local' } }), 201],
+    ['400 invalid query', () => server.api('GET', '/agents?limit=1000'), 400],
+    ['400 malformed JSON', () => server.api('POST', '/agents', { raw: '{"name":', headers: { 'content-type': 'application/json' } }), 400],
+    ['401 no key', () => server.api('GET', '/agents', { key: null }), 401],
+    ['401 unknown key', () => server.api('GET', '/agents', { key: 'wk_unknown_key_0123456789' }), 401],
+    [
+      '403 insufficient permission',
+      async () => server.api('POST', '/policies', { body: { name: 'p' }, key: await keyFor(server, 'agents:read') }),
+      403,
+    ],
+    ['404 not found', () => server.api('GET', '/agents/00000000-0000-4000-8000-000000000000'), 404],
+    ['404 route not found', () => server.api('GET', '/no-such-route'), 404],
+    ['405 method not allowed', () => server.api('PUT', '/agents', { body: { name: 'x', provider: 'local' } }), 405],
+    ['413 payload too large', () => server.api('POST', '/agents', { raw: huge, headers: { 'content-type': 'application/json' } }), 413],
+    ['415 unsupported media type', () => server.api('POST', '/agents', { raw: 'name=x', headers: { 'content-type': 'text/plain' } }), 415],
+  ] as const)('are on a %s response', async (_label, call, status) => {
+    const res = await call();
+    expect(res.status).toBe(status);
+    expectStandardHeaders(res.headers);
+  });
+
+  it('gives every request its own X-Request-Id', async () => {
+    const ids = new Set<string>();
+    for (let i = 0; i < 3; i++) ids.add((await server.api('GET', '/health', { key: null })).headers.get('x-request-id') ?? '');
+    expect(ids.size).toBe(3);
+  });
+
+  it('echoes a valid UUID sent as X-Request-Id', async () => {
+    const id = '7f3c2a10-5b6d-4e8f-9a0b-1c2d3e4f5a6b';
+    const res = await server.api('GET', '/agents', { headers: { 'x-request-id': id } });
+    expect(res.headers.get('x-request-id')).toBe(id);
+    const err = await server.api('GET', '/agents', { key: null, headers: { 'x-request-id': id } });
+    expect(err.status).toBe(401);
+    expect(err.headers.get('x-request-id')).toBe(id);
+  });
+
+  it.each([
+    ['not a UUID', 'hello'],
+    ['a header-injection attempt', 'abc\tdef'],
+    ['a UUID with trailing text', '7f3c2a10-5b6d-4e8f-9a0b-1c2d3e4f5a6b-extra'],
+    ['too long', 'x'.repeat(500)],
+  ])('replaces an X-Request-Id that is %s with a fresh UUID', async (_label, id) => {
+    const res = await server.api('GET', '/agents', { headers: { 'x-request-id': id } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-request-id')).not.toBe(id);
+    expect(res.headers.get('x-request-id')).toMatch(UUID);
+  });
+});
+
+describe('authentication', () => {
+  it('answers byte-identical 401 bodies for missing, malformed, unknown and revoked keys', async () => {
+    const created = await server.admin('keys.create', { workspace: 'default', permissions: 'agents:read' });
+    expect((await server.api('GET', '/agents', { key: created.key })).status).toBe(200);
+    await server.admin('keys.revoke', { id: created.id });
+
+    const variants: Array<[string, Record<string, string>]> = [
+      ['missing', {}],
+      ['empty', { authorization: '' }],
+      ['scheme only', { authorization: 'Bearer' }],
+      ['basic scheme', { authorization: 'Basic dXNlcjpwYXNz' }],
+      ['key without scheme', { authorization: server.key }],
+      ['two tokens', { authorization: `Bearer ${server.key} extra` }],
+      ['unknown', { authorization: 'Bearer wk_this_key_was_never_issued_0123456789' }],
+      ['revoked', { authorization: `Bearer ${created.key}` }],
+    ];
+    const answers = [];
+    for (const [label, headers] of variants) {
+      const res = await raw('/agents', { headers });
+      expect(res.status, label).toBe(401);
+      expectStandardHeaders(res.headers);
+      answers.push({ label, text: res.text, type: res.headers.get('content-type'), length: res.headers.get('content-length') });
+    }
+    expect(JSON.parse(answers[0]?.text ?? '')).toEqual({ error: { code: 'unauthorized', message: 'A valid API key is required' } });
+    for (const answer of answers) {
+      expect(answer.text, answer.label).toBe(answers[0]?.text);
+      expect(answer.type, answer.label).toBe(answers[0]?.type);
+      expect(answer.length, answer.label).toBe(answers[0]?.length);
+    }
+  });
+
+  it('answers 403 insufficient_permission for a key with only agents:read calling POST /policies', async () => {
+    const key = await keyFor(server, 'agents:read');
+    const res = await server.api('POST', '/policies', { body: { name: 'Not mine to write', enabled: true }, key });
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe('insufficient_permission');
+    expect(typeof res.body.error.message).toBe('string');
+  });
+});
+
+describe('routing and body errors', () => {
+  it('answers 404 route_not_found for an unknown route with a key', async () => {
+    for (const path of ['/no-such-route', '/agents/x/y/z', '/webhooks']) {
+      const res = await server.api('GET', path);
+      expect(res.status, path).toBe(404);
+      expect(res.body.error.code, path).toBe('route_not_found');
+      expect(typeof res.body.error.message).toBe('string');
+    }
+  });
+
+  it('answers 401 unauthorized for an unknown route without a key', async () => {
+    const res = await server.api('GET', '/no-such-route', { key: null });
+    expect(res.status).toBe(401);
+    expect(res.body).toEqual({ error: { code: 'unauthorized', message: 'A valid API key is required' } });
+  });
+
+  it('answers JSON for an unknown route outside /api/v1', async () => {
+    const res = await fetch(new URL('/elsewhere', server.url));
+    expect(res.status).toBe(404);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect((await res.json()).error.code).toBe('route_not_found');
+  });
+
+  it.each([
+    ['PUT', '/agents'],
+    ['DELETE', '/agents'],
+    ['POST', '/agents/00000000-0000-4000-8000-000000000000'],
+    ['DELETE', '/policies/00000000-0000-4000-8000-000000000000'],
+    ['PATCH', '/health'],
+  ])('answers 405 method_not_allowed for %s %s', async (method, path) => {
+    const res = await server.api(method, path, { body: method === 'DELETE' ? undefined : { name: 'x' } });
+    expect(res.status).toBe(405);
+    expect(res.body.error.code).toBe('method_not_allowed');
+  });
+
+  it('answers 400 invalid_request for malformed JSON', async () => {
+    const res = await server.api('POST', '/agents', { raw: '{"name": "x", "provider": ', headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+    expect(typeof res.body.error.message).toBe('string');
+  });
+
+  it('answers 415 unsupported_media_type for a text/plain body', async () => {
+    const res = await server.api('POST', '/agents', {
+      raw: JSON.stringify({ name: 'Plain', provider: 'local' }),
+      headers: { 'content-type': 'text/plain' },
+    });
+    expect(res.status).toBe(415);
+    expect(res.body.error.code).toBe('unsupported_media_type');
+    expect((await server.api('GET', '/agents/plain')).status).toBe(404);
+  });
+
+  it('answers 413 payload_too_large for a body over 1 MiB', async () => {
+    const body = JSON.stringify({ name: 'Huge', provider: 'local', description: 'a'.repeat(MiB) });
+    expect(body.length).toBeGreaterThan(MiB);
+    const res = await server.api('POST', '/agents', { raw: body, headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(413);
+    expect(res.body.error.code).toBe('payload_too_large');
+  });
+
+  it('answers 400, not 413, for a body just under 1 MiB that breaks the schema', async () => {
+    const body = JSON.stringify({ name: 'Big', provider: 'local', description: 'a'.repeat(MiB - 200) });
+    expect(body.length).toBeLessThan(MiB);
+    const res = await server.api('POST', '/agents', { raw: body, headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+  });
+});
+
+describe('GET /api/v1/openapi.json', () => {
+  it('serves the bundled spec', async () => {
+    const res = await fetch(`${server.url}/openapi.json`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    const served = await res.json();
+    expect(served.openapi).toBe('3.1.0');
+    expect(served).toEqual(JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8')));
+  });
+});
+
+describe('rate limiting', () => {
+  let limited: TestServer;
+  beforeAll(async () => {
+    limited = await startTestServer({ rateLimitPerMinute: 5 });
+  });
+  afterAll(async () => {
+    await limited?.close();
+  });
+
+  it('counts down X-RateLimit-Remaining and answers the 6th request 429 rate_limited with Retry-After', async () => {
+    const remaining: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const res = await limited.api('GET', '/agents');
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-ratelimit-limit')).toBe('5');
+      expect(res.headers.get('ratelimit-policy')).toBe('"default";q=5;w=60');
+      remaining.push(Number(res.headers.get('x-ratelimit-remaining')));
+      const reset = Number(res.headers.get('x-ratelimit-reset'));
+      expect(Number.isInteger(reset) && reset >= 0 && reset <= 60).toBe(true);
+    }
+    expect(remaining).toEqual([4, 3, 2, 1, 0]);
+
+    const refused = await limited.api('GET', '/agents');
+    expect(refused.status).toBe(429);
+    expect(refused.body.error.code).toBe('rate_limited');
+    expect(typeof refused.body.error.message).toBe('string');
+    const retryAfter = refused.headers.get('retry-after') ?? '';
+    expect(retryAfter).toMatch(/^\d+$/);
+    expect(Number(retryAfter)).toBeGreaterThanOrEqual(1);
+    expect(Number(retryAfter)).toBeLessThanOrEqual(60);
+    expectStandardHeaders(refused.headers);
+    expect(refused.headers.get('x-ratelimit-remaining')).toBe('0');
+  });
+
+  it('limits each key on its own', async () => {
+    const other = await keyFor(limited, 'agents:read');
+    const res = await limited.api('GET', '/agents', { key: other });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-ratelimit-remaining')).toBe('4');
+  });
+});
