@@ -13,9 +13,6 @@ export const findAgent = (db: Kysely<DB>, workspaceId: string, idOrSlug: string)
     .where(isUuid(idOrSlug) ? 'id' : 'slug', '=', idOrSlug)
     .executeTakeFirst();
 
-export const findAgentByKeyHash = (db: Kysely<DB>, workspaceId: string, keyHash: string) =>
-  db.selectFrom('agents').selectAll().where('workspace_id', '=', workspaceId).where('api_key_hash', '=', keyHash).executeTakeFirst();
-
 export const agentsQuery = (db: Kysely<DB>, workspaceId: string, filters: { status?: string; provider?: string; environment?: string }) => {
   let q = db.selectFrom('agents').selectAll().where('workspace_id', '=', workspaceId);
   if (filters.status) q = q.where('status', '=', filters.status);
@@ -47,3 +44,21 @@ export const findAgentBySlugOrName = (db: Kysely<DB>, workspaceId: string, slugO
     .where((eb) => eb.or([eb('slug', '=', slugOrName), eb('name', '=', slugOrName)]))
     .orderBy(sql`slug = ${slugOrName}`, 'desc')
     .executeTakeFirst();
+
+/**
+ * Every agent of the workspace that a runtime call may mean — by key hash, slug or name — in
+ * one query (the identity check resolves and cross-checks them in memory).
+ */
+export const findAgentCandidates = (db: Kysely<DB>, workspaceId: string, keyHash: string | undefined, named: string | undefined) =>
+  db
+    .selectFrom('agents')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where((eb) =>
+      eb.or([
+        ...(keyHash !== undefined ? [eb('api_key_hash', '=', keyHash)] : []),
+        ...(named !== undefined ? [eb('slug', '=', named), eb('name', '=', named)] : []),
+      ]),
+    )
+    .limit(10)
+    .execute();

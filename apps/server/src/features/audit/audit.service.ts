@@ -5,8 +5,8 @@ import type { Kysely } from 'kysely';
 import { iso, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../http/errors.ts';
-import { recordEvent } from '../events/outbox.ts';
-import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery, insertAuditEvent } from './audit.repository.ts';
+import { outboxRow } from '../events/outbox.ts';
+import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery } from './audit.repository.ts';
 
 export interface AuditRecord {
   source: AuditEvent['source'];
@@ -27,7 +27,9 @@ export interface AuditRecord {
 }
 
 /**
- * Writes one audit event and its `audit.created` outbox event, in the caller's transaction.
+ * Writes one audit event and its `audit.created` outbox event in ONE statement (a
+ * data-modifying CTE), so the pair is atomic without a transaction of its own: one round trip
+ * on the hot path. Inside a caller's transaction it simply joins it.
  * Returns the event as the API shows it (unsealed yet).
  */
 export async function writeAuditEvent(trx: Kysely<DB>, workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
@@ -51,9 +53,12 @@ export async function writeAuditEvent(trx: Kysely<DB>, workspaceId: string, reco
     request_id: record.requestId ?? null,
     context: JSON.stringify(record.context ?? {}),
   };
-  await insertAuditEvent(trx, row);
   const event = toAuditEvent({ ...row, context: record.context ?? {}, sequence: null, hash: null });
-  await recordEvent(trx, workspaceId, 'audit.created', { event });
+  await trx
+    .with('audit', (db) => db.insertInto('audit_events').values(row))
+    .insertInto('outbox_events')
+    .values(outboxRow(workspaceId, 'audit.created', { event }))
+    .execute();
   return event;
 }
 
@@ -96,10 +101,10 @@ export const listAuditLogs = (db: Kysely<DB>, workspaceId: string, query: PageRe
 export const listEventSummaries = (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditFilters) =>
   paginate(auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toSummary);
 
-/** Wraps the write of a decision's records: if they cannot be stored, nothing is allowed. */
-export async function persistOrRefuse<T>(db: Kysely<DB>, write: (trx: Kysely<DB>) => Promise<T>): Promise<T> {
+/** Wraps the write of a decision's records: if they cannot be stored, nothing is allowed (503). */
+export async function persistOrRefuse<T>(write: () => Promise<T>): Promise<T> {
   try {
-    return await db.transaction().execute(write);
+    return await write();
   } catch (error) {
     if (error instanceof ApiError) throw error;
     throw new ApiError('audit_persist_failed', 'The decision could not be recorded, so it is refused', { cause: error });
@@ -111,8 +116,8 @@ export async function recordManualEvent(db: Kysely<DB>, workspaceId: string, inp
   if (input.result === 'allowed') {
     throw new ApiError('policy_evaluation_required', 'An allowed decision must come from POST /policy/evaluate; record only blocked or approval_required');
   }
-  const event = await persistOrRefuse(db, (trx) =>
-    writeAuditEvent(trx, workspaceId, {
+  const event = await persistOrRefuse(() =>
+    writeAuditEvent(db, workspaceId, {
       source: 'manual',
       agent: input.agent,
       action: input.action,

@@ -82,29 +82,36 @@ export interface Verification {
 }
 
 export async function verifyChain(db: Kysely<DB>, workspaceId: string): Promise<Verification> {
-  let previous = '';
-  let checked = 0;
-  let after = 0;
-  let firstInvalid: number | null = null;
-  for (;;) {
-    const rows = await sealsWithEvents(db, workspaceId, after, BATCH);
-    for (const row of rows) {
-      const sequence = Number(row.sequence);
-      checked += 1;
-      const intact = row.id !== null && sequence === after + 1 && chainHash(previous, row as EventFields) === row.seal_hash;
-      if (!intact && firstInvalid === null) firstInvalid = sequence;
-      previous = row.seal_hash;
-      after = sequence;
-    }
-    if (rows.length < BATCH || firstInvalid !== null) break;
-  }
-  return {
-    valid: firstInvalid === null,
-    checked,
-    unsealed: await countUnsealed(db, workspaceId),
-    first_invalid_sequence: firstInvalid,
-    verified_at: new Date().toISOString(),
-  };
+  // One snapshot for the seals and the unsealed count, so a batch sealed meanwhile cannot be
+  // missed by one and seen by the other.
+  return db
+    .transaction()
+    .setIsolationLevel('repeatable read')
+    .execute(async (trx) => {
+      let previous = '';
+      let checked = 0;
+      let after = 0;
+      let firstInvalid: number | null = null;
+      for (;;) {
+        const rows = await sealsWithEvents(trx, workspaceId, after, BATCH);
+        for (const row of rows) {
+          const sequence = Number(row.sequence);
+          checked += 1;
+          const intact = row.id !== null && sequence === after + 1 && chainHash(previous, row as EventFields) === row.seal_hash;
+          if (!intact && firstInvalid === null) firstInvalid = sequence;
+          previous = row.seal_hash;
+          after = sequence;
+        }
+        if (rows.length < BATCH || firstInvalid !== null) break;
+      }
+      return {
+        valid: firstInvalid === null,
+        checked,
+        unsealed: await countUnsealed(trx, workspaceId),
+        first_invalid_sequence: firstInvalid,
+        verified_at: new Date().toISOString(),
+      };
+    });
 }
 
 /**

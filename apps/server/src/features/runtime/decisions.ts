@@ -92,8 +92,8 @@ export class DecisionService {
     } catch (error) {
       if (!(error instanceof ConditionError)) throw error;
       const message = `condition of policy '${error.policy}' failed: ${error.message}`;
-      await persistOrRefuse(this.db, (trx) =>
-        writeAuditEvent(trx, workspaceId, record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } })),
+      await persistOrRefuse(() =>
+        writeAuditEvent(this.db, workspaceId, record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } })),
       );
       this.sealer.markDirty(workspaceId);
       throw new ApiError('evaluation_failed', message);
@@ -131,31 +131,33 @@ export class DecisionService {
     if (decision.ruleId) context.rule = decision.ruleId;
     if (decision.monitored.length) context.monitored = decision.monitored;
     if (input.context) context.input = input.context;
-    const { approvalId, eventId } = await persistOrRefuse(this.db, async (trx) => {
-      let approvalId: string | null = null;
-      if (step.kind === 'consume') {
-        if (!(await consumeApproval(trx, workspaceId, step.id))) throw new ApiError('approval_invalid', `approval '${step.id}' is already used`);
-        approvalId = step.id;
-      } else if (step.kind === 'reuse') {
-        approvalId = step.id;
-      } else if (step.kind === 'create') {
-        approvalId = (
-          await insertPendingApproval(trx, workspaceId, {
-            title: `${input.action}${input.resource ? ` on ${input.resource}` : ''} by ${agent.slug}`,
-            description: decision.message,
-            type: 'policy',
-            priority: decision.severity === 'critical' ? 'urgent' : decision.severity === 'high' ? 'high' : 'normal',
-            agent: { id: agent.id, slug: agent.slug },
-            policy: decision.policy,
-            action: input.action,
-            resource: input.resource ?? null,
-            context: input.context,
-            requestedBy: ctx.auth.keyName,
-          })
-        ).id;
-      }
-      const event = await writeAuditEvent(trx, workspaceId, record(decision, { approvalId, context }));
-      return { approvalId, eventId: event.id };
+    // One statement when the decision touches no approval (the hot path); a transaction with
+    // the approval's change otherwise.
+    const writeEvent = (db: Kysely<DB>, approvalId: string | null) =>
+      writeAuditEvent(db, workspaceId, record(decision, { approvalId, context })).then((event) => ({ approvalId, eventId: event.id }));
+    const { approvalId, eventId } = await persistOrRefuse(() => {
+      if (step.kind === 'none') return writeEvent(this.db, null);
+      if (step.kind === 'reuse') return writeEvent(this.db, step.id);
+      const approvalStep = step;
+      return this.db.transaction().execute(async (trx) => {
+        if (approvalStep.kind === 'consume') {
+          if (!(await consumeApproval(trx, workspaceId, approvalStep.id))) throw new ApiError('approval_invalid', `approval '${approvalStep.id}' is already used`);
+          return writeEvent(trx, approvalStep.id);
+        }
+        const approval = await insertPendingApproval(trx, workspaceId, {
+          title: `${input.action}${input.resource ? ` on ${input.resource}` : ''} by ${agent.slug}`,
+          description: decision.message,
+          type: 'policy',
+          priority: decision.severity === 'critical' ? 'urgent' : decision.severity === 'high' ? 'high' : 'normal',
+          agent: { id: agent.id, slug: agent.slug },
+          policy: decision.policy,
+          action: input.action,
+          resource: input.resource ?? null,
+          context: input.context,
+          requestedBy: ctx.auth.keyName,
+        });
+        return writeEvent(trx, approval.id);
+      });
     });
     this.sealer.markDirty(workspaceId);
     if (proxyRefused) throw new ApiError('execution_proxy_required', 'This action may only run through /runtime/execute or /runtime/mcp/*');
@@ -186,8 +188,8 @@ export class DecisionService {
    */
   async recordOutcome(ctx: RequestContext, decided: DecisionOutcome, outcome: ExecutionOutcome): Promise<void> {
     const { agent, input } = decided;
-    await persistOrRefuse(this.db, (trx) =>
-      writeAuditEvent(trx, ctx.auth.workspaceId, {
+    await persistOrRefuse(() =>
+      writeAuditEvent(this.db, ctx.auth.workspaceId, {
         source: decided.source,
         agent: agent.slug,
         agentId: agent.id,
