@@ -20,6 +20,7 @@ import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { checkRules, createHandlers } from './handlers.ts';
 import { authenticate } from './http/authenticate.ts';
 import { dashboardAssets } from './http/dashboard-assets.ts';
+import { docsRouter } from './http/docs.ts';
 import { ApiError } from './http/errors.ts';
 import { errorMapper } from './http/error-mapper.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
@@ -76,6 +77,15 @@ export function createApp(deps: AppDeps): Express {
   app.use(requestContext);
   app.get(`${BASE_PATH}/openapi.json`, (_req, res) => {
     res.type('application/json').send(specText);
+  });
+  app.use(docsRouter());
+  // CORS preflight for browser integrators (the SDK runs in browsers): bearer keys only, so
+  // any origin may call; no cookies are involved in v1.
+  app.options(`${BASE_PATH}/*splat`, (_req, res) => {
+    res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE');
+    res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type, X-Warden-Agent-Key, X-Request-Id');
+    res.setHeader('Access-Control-Max-Age', '600');
+    res.status(204).end();
   });
 
   // v1
