@@ -64,7 +64,7 @@ export const adminCommands = {
   'webhooks.resume': async ({ database, webhooks }: AdminContext, args: Args) =>
     asAdmin(webhooks.update(await workspaceId(database, args), required(args, 'id'), { paused: false })),
   'webhooks.delete': async ({ database, webhooks }: AdminContext, args: Args) => asAdmin(webhooks.remove(await workspaceId(database, args), required(args, 'id'))),
-  'billing.set-plan': async ({ database }: AdminContext, args: Args) => setPlan(database.db, await workspaceId(database, args), required(args, 'plan')),
+  'billing.set-plan': async ({ database }: AdminContext, args: Args) => asAdmin(setPlan(database.db, await workspaceId(database, args), required(args, 'plan'))),
 } satisfies Record<string, (context: AdminContext, args: Args) => Promise<unknown>>;
 
 export type AdminCommand = keyof typeof adminCommands;

@@ -163,8 +163,12 @@ export class WebhookService {
   }
 }
 
+/** The plans of the dashboard contract's `Plan` enum. */
+export const PLANS: readonly dashboard.Plan[] = ['free', 'team', 'business', 'enterprise'];
+
 /** Changes the workspace's plan; fires `billing.updated` in the same transaction. */
 export async function setPlan(db: Kysely<DB>, workspaceId: string, plan: string) {
+  if (!PLANS.includes(plan as dashboard.Plan)) throw new ApiError('invalid_request', `plan: '${plan}' is not one of ${PLANS.join(', ')}`);
   return db.transaction().execute(async (trx) => {
     const before = await trx.selectFrom('workspaces').select(['plan', 'billing_status']).where('id', '=', workspaceId).forUpdate().executeTakeFirst();
     if (!before) throw notFound('workspace', workspaceId);
