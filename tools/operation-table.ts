@@ -17,7 +17,11 @@ type Operation = {
   responses: Record<string, unknown>;
 };
 
-export function writeOperationTable(doc: Record<string, any>, file: string, names = { types: 'Operations', rows: 'operations', ids: 'OperationId' }): void {
+export function writeOperationTable(
+  doc: Record<string, any>,
+  file: string,
+  names = { types: 'Operations', rows: 'operations', ids: 'OperationId' },
+): void {
   const rows: string[] = [];
   const types: string[] = [];
   const imports: string[] = [];

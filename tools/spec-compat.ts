@@ -26,7 +26,6 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// biome-ignore lint/suspicious/noExplicitAny: OpenAPI documents, walked generically.
 type Json = any;
 type Direction = 'request' | 'response';
 

@@ -154,7 +154,9 @@ describe('GET/PATCH/DELETE /agents/{id}', () => {
 
   it('updates metadata, rotates and removes the agent key', async () => {
     const created = (await server.api('POST', '/agents', { body: { name: 'Patcher', provider: 'local' } })).body.data;
-    const res = await server.api('PATCH', `/agents/${created.id}`, { body: { status: 'suspended', risk_level: 'low', api_key: 'rotated-key-0123456789' } });
+    const res = await server.api('PATCH', `/agents/${created.id}`, {
+      body: { status: 'suspended', risk_level: 'low', api_key: 'rotated-key-0123456789' },
+    });
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ status: 'suspended', risk_level: 'low', has_api_key: true, name: 'Patcher' });
     const cleared = await server.api('PATCH', `/agents/${created.id}`, { body: { api_key: null } });

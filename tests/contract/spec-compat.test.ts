@@ -13,7 +13,6 @@ import { compareSpecs } from '../../tools/spec-compat.ts';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-// biome-ignore lint/suspicious/noExplicitAny: OpenAPI documents, edited generically.
 type Json = any;
 const read = (file: string): Json => JSON.parse(readFileSync(join(ROOT, file), 'utf8'));
 const released = read('spec/released/openapi.json');

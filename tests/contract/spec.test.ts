@@ -11,7 +11,6 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-// biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document, walked generically.
 type Json = any;
 const spec: Json = JSON.parse(readFileSync(join(ROOT, 'spec/dist/openapi.json'), 'utf8'));
 

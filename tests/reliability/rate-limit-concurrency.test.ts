@@ -18,7 +18,11 @@ afterAll(async () => {
 });
 
 async function burst(urls: string[], key: string): Promise<number[]> {
-  return Promise.all(Array.from({ length: CALLERS }, (_, i) => request(urls[i % urls.length] as string, key, 'GET', '/agents?limit=1').then((r) => r.status)));
+  return Promise.all(
+    Array.from({ length: CALLERS }, (_, i) =>
+      request(urls[i % urls.length] as string, key, 'GET', '/agents?limit=1').then((r) => r.status),
+    ),
+  );
 }
 
 const admitted = (statuses: number[]) => statuses.filter((s) => s === 200).length;
@@ -47,7 +51,15 @@ describe('rate limit under 100 concurrent callers', () => {
       for (let i = 0; i < 2; i++) {
         servers.push(
           await startServer(
-            { port: 0, host: '127.0.0.1', databaseUrl: url.toString(), dataDir: 'memory://', bootstrapKey: key, rateLimitPerMinute: QUOTA, redisUrl },
+            {
+              port: 0,
+              host: '127.0.0.1',
+              databaseUrl: url.toString(),
+              dataDir: 'memory://',
+              bootstrapKey: key,
+              rateLimitPerMinute: QUOTA,
+              redisUrl,
+            },
             createLogger(true),
           ),
         );

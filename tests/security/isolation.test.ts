@@ -17,7 +17,16 @@ const a: Record<string, string> = {};
 type Schema = { $ref?: string; example?: unknown };
 const schemas = (spec as unknown as { components: { schemas: Record<string, Schema> } }).components.schemas;
 function exampleBody(operationId: string): Record<string, unknown> | undefined {
-  for (const item of Object.values((spec as unknown as { paths: Record<string, Record<string, { operationId?: string; requestBody?: { content: { 'application/json': { schema: Schema } } } }>> }).paths)) {
+  for (const item of Object.values(
+    (
+      spec as unknown as {
+        paths: Record<
+          string,
+          Record<string, { operationId?: string; requestBody?: { content: { 'application/json': { schema: Schema } } } }>
+        >;
+      }
+    ).paths,
+  )) {
     for (const op of Object.values(item)) {
       if (op?.operationId !== operationId) continue;
       const ref = op.requestBody?.content['application/json'].schema.$ref;
@@ -30,7 +39,9 @@ function exampleBody(operationId: string): Record<string, unknown> | undefined {
 /** Points an example body at workspace A's resources (by their names), so B's call aims at them. */
 function aimAtA(body: Record<string, unknown> | undefined): Record<string, unknown> | undefined {
   if (!body) return body;
-  const text = JSON.stringify(body).replaceAll('billing-bot', a.agentSlug as string).replaceAll('"github"', `"${a.serverSlug}"`);
+  const text = JSON.stringify(body)
+    .replaceAll('billing-bot', a.agentSlug as string)
+    .replaceAll('"github"', `"${a.serverSlug}"`);
   return JSON.parse(text);
 }
 
@@ -48,12 +59,27 @@ async function snapshotA() {
 
 beforeAll(async () => {
   server = await startTestServer();
-  const agent = (await server.api('POST', '/agents', { body: { name: 'A private agent', provider: 'local', api_key: 'agent-key-of-workspace-a-123' } })).body.data;
-  const policy = (await server.api('POST', '/policies', { body: { name: 'A private policy', rules: [{ match: { action: ['x'] }, effect: 'require_approval' }] } })).body.data;
+  const agent = (
+    await server.api('POST', '/agents', { body: { name: 'A private agent', provider: 'local', api_key: 'agent-key-of-workspace-a-123' } })
+  ).body.data;
+  const policy = (
+    await server.api('POST', '/policies', {
+      body: { name: 'A private policy', rules: [{ match: { action: ['x'] }, effect: 'require_approval' }] },
+    })
+  ).body.data;
   const approval = (await server.api('POST', '/approvals', { body: { title: 'A private approval', agent: agent.slug } })).body.data;
-  const mcp = (await server.api('POST', '/mcp-servers', { body: { name: 'A private server', transport_url: 'https://mcp.example.com/a' } })).body.data;
+  const mcp = (await server.api('POST', '/mcp-servers', { body: { name: 'A private server', transport_url: 'https://mcp.example.com/a' } }))
+    .body.data;
   await server.api('POST', '/audit', { body: { action: 'a.private', result: 'blocked', agent: agent.slug } });
-  Object.assign(a, { agent: agent.id, agentSlug: agent.slug, policy: policy.id, policyName: policy.name, approval: approval.id, server: mcp.id, serverSlug: mcp.slug });
+  Object.assign(a, {
+    agent: agent.id,
+    agentSlug: agent.slug,
+    policy: policy.id,
+    policyName: policy.name,
+    approval: approval.id,
+    server: mcp.id,
+    serverSlug: mcp.slug,
+  });
   keyB = await keyFor(server, '*', 'workspace-b');
 });
 afterAll(async () => {
@@ -95,7 +121,10 @@ describe('tenant isolation over every operation', () => {
     expect(evaluate.status).toBe(403);
     expect(evaluate.body.error.code).toBe('agent_not_found');
     await server.api('POST', '/agents', { key: keyB, body: { name: 'B agent', provider: 'local' } });
-    const call = await server.api('POST', '/runtime/mcp/call', { key: keyB, body: { server: a.serverSlug, tool: 't', input: { agent: 'b-agent' } } });
+    const call = await server.api('POST', '/runtime/mcp/call', {
+      key: keyB,
+      body: { server: a.serverSlug, tool: 't', input: { agent: 'b-agent' } },
+    });
     expect(call.status, JSON.stringify(call.body)).toBe(404);
     expect(call.body.error.code).toBe('mcp_server_not_found');
     const agentKeyOfA = await server.api('POST', '/policy/evaluate', {

@@ -5,9 +5,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
-import { createLogger } from '../../apps/server/src/logger.ts';
 import type { Config } from '../../apps/server/src/config.ts';
+import { createLogger } from '../../apps/server/src/logger.ts';
+import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
 
 export interface TestServer extends RunningServer {
   /** A key of workspace `default` with every permission. */
@@ -85,7 +85,13 @@ export async function startTestServer(overrides: Partial<Config> = {}): Promise<
   };
 }
 
-export async function request(baseUrl: string, defaultKey: string, method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse> {
+export async function request(
+  baseUrl: string,
+  defaultKey: string,
+  method: string,
+  path: string,
+  options: RequestOptions = {},
+): Promise<ApiResponse> {
   const headers: Record<string, string> = { ...options.headers };
   const key = options.key === undefined ? defaultKey : options.key;
   if (key !== null) headers.authorization = `Bearer ${key}`;

@@ -21,8 +21,8 @@ import { checkRules, createHandlers } from './handlers.ts';
 import { authenticate } from './http/authenticate.ts';
 import { dashboardAssets } from './http/dashboard-assets.ts';
 import { docsRouter } from './http/docs.ts';
-import { ApiError } from './http/errors.ts';
 import { errorMapper } from './http/error-mapper.ts';
+import { ApiError } from './http/errors.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter } from './http/router.ts';
@@ -99,7 +99,12 @@ export function createApp(deps: AppDeps): Express {
 
   // dashboard
   const dash = express.Router();
-  dash.use(dashboardSession(database.db, config.rateLimitPerMinute), limit, requireIdentity('/session'), express.json({ limit: BODY_LIMIT }));
+  dash.use(
+    dashboardSession(database.db, config.rateLimitPerMinute),
+    limit,
+    requireIdentity('/session'),
+    express.json({ limit: BODY_LIMIT }),
+  );
   app.use(DASHBOARD_API_PATH, dash);
   app.use(validator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses));
   app.use(DASHBOARD_API_PATH, createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks })));

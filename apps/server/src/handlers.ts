@@ -5,6 +5,7 @@
  */
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
+import type { EgressGuard } from './egress/guard.ts';
 import { agentHandlers } from './features/agents/agents.handlers.ts';
 import { approvalHandlers } from './features/approvals/approvals.handlers.ts';
 import { auditHandlers } from './features/audit/audit.handlers.ts';
@@ -19,7 +20,6 @@ import type { DecisionService } from './features/runtime/decisions.ts';
 import { evaluateHandlers } from './features/runtime/evaluate.handlers.ts';
 import type { McpConnector } from './features/runtime/mcp-connector.ts';
 import { runtimeHandlers } from './features/runtime/runtime.handlers.ts';
-import type { EgressGuard } from './egress/guard.ts';
 import { ApiError } from './http/errors.ts';
 import type { Handlers } from './http/router.ts';
 import type { Logger } from './logger.ts';

@@ -4,8 +4,8 @@
  */
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
-import { createApp } from './app.ts';
 import { startAdminChannel } from './admin/channel.ts';
+import { createApp } from './app.ts';
 import { type Config, loadConfig } from './config.ts';
 import { type Database, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
@@ -45,17 +45,23 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     pollMs: config.webhookPollMs,
   });
   delivery.start();
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false }) : undefined;
+  const redis = config.redisUrl
+    ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false })
+    : undefined;
   redis?.on('error', (error) => logger.error('redis', { cause: error }));
   // Start counting in Redis from the first request (until ready, the in-memory insurance counts).
-  if (redis) await Promise.race([new Promise((ready) => redis.once('ready', ready)), new Promise((later) => setTimeout(later, 5_000).unref())]);
+  if (redis)
+    await Promise.race([new Promise((ready) => redis.once('ready', ready)), new Promise((later) => setTimeout(later, 5_000).unref())]);
   const app = createApp({ config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore: { redis, pool: database.pool } });
   const http = app.listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
     http.once('error', reject);
   });
-  const admin = database.kind === 'pglite' && !config.dataDir.startsWith('memory://') ? await startAdminChannel(config.dataDir, { database, webhooks }, logger) : undefined;
+  const admin =
+    database.kind === 'pglite' && !config.dataDir.startsWith('memory://')
+      ? await startAdminChannel(config.dataDir, { database, webhooks }, logger)
+      : undefined;
   const { port } = http.address() as AddressInfo;
   const url = `http://${config.host}:${port}/api/v1`;
   logger.info('warden listening', { url, database: database.kind });

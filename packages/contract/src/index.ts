@@ -1,3 +1,3 @@
+export * as dashboard from './dashboard.js';
 export * from './generated/v1/operations.gen.js';
 export type * from './generated/v1/types.gen.js';
-export * as dashboard from './dashboard.js';

@@ -8,7 +8,6 @@ import { readFileSync } from 'node:fs';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as formatsModule from 'ajv-formats';
 
-// biome-ignore lint/suspicious/noExplicitAny: an OpenAPI document, walked generically.
 type Json = any;
 
 // ajv-formats is CommonJS with `exports.default`; under NodeNext the default import is the module.

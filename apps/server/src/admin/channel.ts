@@ -19,7 +19,8 @@ export async function startAdminChannel(dataDir: string, context: AdminContext, 
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', async () => {
-      const reply = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      const reply = (status: number, body: unknown) =>
+        res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
       try {
         const { command, args } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { command: string; args: Record<string, string> };
         reply(200, { result: await runAdminCommand(context, command, args ?? {}) });
@@ -47,15 +48,18 @@ export async function startAdminChannel(dataDir: string, context: AdminContext, 
 /** Sends one command to the server holding `dataDir`. */
 export function sendAdminCommand(dataDir: string, command: string, args: Record<string, string | undefined>): Promise<unknown> {
   return new Promise((done, fail) => {
-    const req = request({ socketPath: adminSocketPath(dataDir), method: 'POST', path: '/', headers: { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('end', () => {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { result?: unknown; error?: string };
-        if (res.statusCode === 200) done(body.result);
-        else fail(new AdminError(body.error ?? `admin channel answered ${res.statusCode}`));
-      });
-    });
+    const req = request(
+      { socketPath: adminSocketPath(dataDir), method: 'POST', path: '/', headers: { 'content-type': 'application/json' } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('end', () => {
+          const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { result?: unknown; error?: string };
+          if (res.statusCode === 200) done(body.result);
+          else fail(new AdminError(body.error ?? `admin channel answered ${res.statusCode}`));
+        });
+      },
+    );
     req.on('error', fail);
     req.end(JSON.stringify({ command, args }));
   });

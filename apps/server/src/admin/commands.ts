@@ -7,7 +7,14 @@ import type { Database } from '../db/database.ts';
 import { migrate } from '../db/migrate.ts';
 import { setPlan, type WebhookService } from '../features/webhooks/webhooks.service.ts';
 import { findWorkspaceBySlug } from '../features/workspaces/workspaces.repository.ts';
-import { AdminError, createApiKey, createWorkspace, listApiKeys, parsePermissions, revokeApiKey } from '../features/workspaces/workspaces.service.ts';
+import {
+  AdminError,
+  createApiKey,
+  createWorkspace,
+  listApiKeys,
+  parsePermissions,
+  revokeApiKey,
+} from '../features/workspaces/workspaces.service.ts';
 import { ApiError } from '../http/errors.ts';
 
 type Args = Record<string, string | undefined>;
@@ -44,7 +51,11 @@ function required(args: Args, name: string): string {
 export const adminCommands = {
   'workspaces.create': ({ database }: AdminContext, args: Args) => createWorkspace(database.db, required(args, 'slug'), args.name),
   'keys.create': ({ database }: AdminContext, args: Args) =>
-    createApiKey(database.db, { workspace: required(args, 'workspace'), permissions: parsePermissions(required(args, 'permissions')), name: args.name }),
+    createApiKey(database.db, {
+      workspace: required(args, 'workspace'),
+      permissions: parsePermissions(required(args, 'permissions')),
+      name: args.name,
+    }),
   'keys.revoke': ({ database }: AdminContext, args: Args) => revokeApiKey(database.db, required(args, 'id')),
   'keys.list': ({ database }: AdminContext, args: Args) => listApiKeys(database.db, required(args, 'workspace')),
   migrate: async ({ database }: AdminContext) => ({ applied: await migrate(database) }),
@@ -52,19 +63,24 @@ export const adminCommands = {
     const created = await asAdmin(
       webhooks.create(await workspaceId(database, args), {
         url: required(args, 'url'),
-        events: required(args, 'events').split(',').map((e) => e.trim()),
+        events: required(args, 'events')
+          .split(',')
+          .map((e) => e.trim()),
         description: args.description,
       }),
     );
     return { ...created.endpoint, secret: created.secret };
   },
-  'webhooks.list': async ({ database, webhooks }: AdminContext, args: Args) => (await webhooks.list(await workspaceId(database, args), { limit: 100 })).data,
+  'webhooks.list': async ({ database, webhooks }: AdminContext, args: Args) =>
+    (await webhooks.list(await workspaceId(database, args), { limit: 100 })).data,
   'webhooks.pause': async ({ database, webhooks }: AdminContext, args: Args) =>
     asAdmin(webhooks.update(await workspaceId(database, args), required(args, 'id'), { paused: true })),
   'webhooks.resume': async ({ database, webhooks }: AdminContext, args: Args) =>
     asAdmin(webhooks.update(await workspaceId(database, args), required(args, 'id'), { paused: false })),
-  'webhooks.delete': async ({ database, webhooks }: AdminContext, args: Args) => asAdmin(webhooks.remove(await workspaceId(database, args), required(args, 'id'))),
-  'billing.set-plan': async ({ database }: AdminContext, args: Args) => asAdmin(setPlan(database.db, await workspaceId(database, args), required(args, 'plan'))),
+  'webhooks.delete': async ({ database, webhooks }: AdminContext, args: Args) =>
+    asAdmin(webhooks.remove(await workspaceId(database, args), required(args, 'id'))),
+  'billing.set-plan': async ({ database }: AdminContext, args: Args) =>
+    asAdmin(setPlan(database.db, await workspaceId(database, args), required(args, 'plan'))),
 } satisfies Record<string, (context: AdminContext, args: Args) => Promise<unknown>>;
 
 export type AdminCommand = keyof typeof adminCommands;

@@ -21,10 +21,10 @@ import { loadConfig } from '../config.ts';
 import { lockHolder } from '../db/data-dir-lock.ts';
 import { openDatabase } from '../db/database.ts';
 import { migrate } from '../db/migrate.ts';
-import { AdminError } from '../features/workspaces/workspaces.service.ts';
 import { createEgressGuard } from '../egress/guard.ts';
 import { createSecretBox, loadMasterKey } from '../features/webhooks/secrets.ts';
 import { WebhookService } from '../features/webhooks/webhooks.service.ts';
+import { AdminError } from '../features/workspaces/workspaces.service.ts';
 
 const USAGE = `usage:
   warden workspaces create --slug S [--name N] [--json]

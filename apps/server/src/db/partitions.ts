@@ -16,11 +16,15 @@ export async function ensureAuditPartitions(database: Database, now = new Date()
     const name = `audit_events_y${from.getUTCFullYear()}m${String(from.getUTCMonth() + 1).padStart(2, '0')}`;
     try {
       await sql
-        .raw(`CREATE TABLE IF NOT EXISTS ${name} PARTITION OF audit_events FOR VALUES FROM ('${from.toISOString()}') TO ('${to.toISOString()}')`)
+        .raw(
+          `CREATE TABLE IF NOT EXISTS ${name} PARTITION OF audit_events FOR VALUES FROM ('${from.toISOString()}') TO ('${to.toISOString()}')`,
+        )
         .execute(database.db);
       // Row triggers reach partitions by inheritance; statement-level TRUNCATE triggers do not.
       await sql
-        .raw(`CREATE OR REPLACE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON ${name} FOR EACH STATEMENT EXECUTE FUNCTION refuse_audit_change()`)
+        .raw(
+          `CREATE OR REPLACE TRIGGER audit_events_no_truncate BEFORE TRUNCATE ON ${name} FOR EACH STATEMENT EXECUTE FUNCTION refuse_audit_change()`,
+        )
         .execute(database.db);
       created.push(name);
     } catch {

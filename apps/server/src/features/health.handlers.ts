@@ -12,7 +12,12 @@ export const healthHandlers = ({ database: { db } }: HandlerDeps) =>
         .execute(db)
         .then(() => 'ok' as const)
         .catch(() => 'unreachable' as const);
-      const data = { status: database === 'ok' ? ('ok' as const) : ('degraded' as const), version: VERSION, database, time: new Date().toISOString() };
+      const data = {
+        status: database === 'ok' ? ('ok' as const) : ('degraded' as const),
+        version: VERSION,
+        database,
+        time: new Date().toISOString(),
+      };
       return database === 'ok' ? { status: 200, body: { data } } : { status: 503, body: { data } };
     },
   }) satisfies Partial<Handlers>;

@@ -42,7 +42,14 @@ declare global {
 
 /** The identity of a workspace API key, from its row (bearer requests and dashboard sessions alike). */
 export function keyIdentity(
-  key: { workspace_id: string; id: string; name: string; permissions: string[]; rate_limit_per_minute: number | null; policy_version: number },
+  key: {
+    workspace_id: string;
+    id: string;
+    name: string;
+    permissions: string[];
+    rate_limit_per_minute: number | null;
+    policy_version: number;
+  },
   defaultRateLimit: number,
 ): AuthContext {
   return {

@@ -12,7 +12,9 @@ export function dashboardAssets(): Router {
   let assets: Promise<Assets> | undefined;
   const load = () => {
     // apps/dashboard is its own package; its build module is loaded on the first page request.
-    assets ??= import(new URL('../../../dashboard/build.ts', import.meta.url).href).then((m: { buildDashboard: () => Promise<Assets> }) => m.buildDashboard());
+    assets ??= import(new URL('../../../dashboard/build.ts', import.meta.url).href).then((m: { buildDashboard: () => Promise<Assets> }) =>
+      m.buildDashboard(),
+    );
     return assets;
   };
   router.get(/^\/dashboard(\/.*)?$/, async (req: Request, res: Response, next) => {

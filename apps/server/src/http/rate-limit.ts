@@ -27,7 +27,8 @@ function createLimiter(points: number, store: RateLimitStore): RateLimiterAbstra
   const options = { points, duration: WINDOW_SECONDS, keyPrefix: `rl${points}` };
   const insuranceLimiter = new RateLimiterMemory(options);
   if (store.redis) return new RateLimiterRedis({ ...options, storeClient: store.redis, insuranceLimiter, rejectIfRedisNotReady: true });
-  if (store.pool) return new RateLimiterPostgres({ ...options, storeClient: store.pool, tableName: 'rate_limits', tableCreated: true, insuranceLimiter });
+  if (store.pool)
+    return new RateLimiterPostgres({ ...options, storeClient: store.pool, tableName: 'rate_limits', tableCreated: true, insuranceLimiter });
   return insuranceLimiter;
 }
 

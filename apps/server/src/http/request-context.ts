@@ -13,7 +13,10 @@ export function requestContext(req: Request, res: Response, next: NextFunction):
   req.requestId = incoming && UUID.test(incoming) ? incoming.toLowerCase() : randomUUID();
   res.setHeader('X-Request-Id', req.requestId);
   res.setHeader('Access-Control-Allow-Origin', '*');
-  res.setHeader('Access-Control-Expose-Headers', 'X-Request-Id, X-Response-Time, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy');
+  res.setHeader(
+    'Access-Control-Expose-Headers',
+    'X-Request-Id, X-Response-Time, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy',
+  );
   const writeHead = res.writeHead;
   res.writeHead = function (this: Response, ...args: Parameters<typeof writeHead>) {
     if (!this.headersSent) {

@@ -4,7 +4,7 @@
  * from the generated types, so a missing handler or a wrong body/response type fails to
  * compile. One adapter serves both contracts: v1 and the dashboard API.
  */
-import { type dashboard, type OperationRow, type Operations } from '@warden/contract';
+import type { dashboard, OperationRow, Operations } from '@warden/contract';
 import { type NextFunction, type Request, type Response, Router } from 'express';
 import { ANONYMOUS, type RequestContext } from './context.ts';
 import { ApiError } from './errors.ts';
@@ -30,7 +30,9 @@ export interface InputOf<T extends OperationTypes> {
   ctx: RequestContext;
 }
 
-export type HandlersOf<Ops> = { [Op in keyof Ops]: Ops[Op] extends OperationTypes ? (input: InputOf<Ops[Op]>) => Promise<ReplyOf<Ops[Op]>> : never };
+export type HandlersOf<Ops> = {
+  [Op in keyof Ops]: Ops[Op] extends OperationTypes ? (input: InputOf<Ops[Op]>) => Promise<ReplyOf<Ops[Op]>> : never;
+};
 
 /** The v1 handler map. */
 export type Handlers = HandlersOf<Operations>;
@@ -58,7 +60,12 @@ export function createRouter(rows: readonly OperationRow[], handlers: Record<str
           throw new ApiError('insufficient_permission', `This key lacks the permission ${row.permission}`);
         }
         const agentKey = row.agentKey ? req.get('x-warden-agent-key') : undefined;
-        const reply = await handler({ body: req.body, path: req.params, query: req.query, ctx: { requestId: req.requestId, auth, agentKey, res } });
+        const reply = await handler({
+          body: req.body,
+          path: req.params,
+          query: req.query,
+          ctx: { requestId: req.requestId, auth, agentKey, res },
+        });
         res.status(Number(reply.status)).json(reply.body);
       } catch (error) {
         next(error);

@@ -1,6 +1,6 @@
 import { type Insertable, type Kysely, sql, type Updateable } from 'kysely';
-import type { AgentsTable, DB } from '../../db/schema.ts';
 import { isUuid } from '../../db/paginate.ts';
+import type { AgentsTable, DB } from '../../db/schema.ts';
 
 export type AgentRow = Awaited<ReturnType<typeof findAgent>> & {};
 
@@ -21,7 +21,8 @@ export const agentsQuery = (db: Kysely<DB>, workspaceId: string, filters: { stat
   return q;
 };
 
-export const insertAgent = (db: Kysely<DB>, row: Insertable<AgentsTable>) => db.insertInto('agents').values(row).returningAll().executeTakeFirstOrThrow();
+export const insertAgent = (db: Kysely<DB>, row: Insertable<AgentsTable>) =>
+  db.insertInto('agents').values(row).returningAll().executeTakeFirstOrThrow();
 
 export const updateAgent = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<AgentsTable>) =>
   db

@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Agent, AgentCreateWritable as AgentCreate, AgentUpdateWritable as AgentUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { type PageRequest, iso, isUniqueViolation, paginate } from '../../db/paginate.ts';
+import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
 import { recordEvent } from '../events/outbox.ts';
@@ -32,8 +32,11 @@ export function toAgent(row: repo.AgentRow): Agent {
 
 const slugTaken = (slug: string) => new ApiError('conflict', `an agent with slug '${slug}' already exists`);
 
-export const listAgents = (db: Kysely<DB>, workspaceId: string, query: PageRequest & { status?: string; provider?: string; environment?: string }) =>
-  paginate(repo.agentsQuery(db, workspaceId, query), 'created_at', query, toAgent);
+export const listAgents = (
+  db: Kysely<DB>,
+  workspaceId: string,
+  query: PageRequest & { status?: string; provider?: string; environment?: string },
+) => paginate(repo.agentsQuery(db, workspaceId, query), 'created_at', query, toAgent);
 
 export async function getAgent(db: Kysely<DB>, workspaceId: string, idOrSlug: string): Promise<Agent> {
   const row = await repo.findAgent(db, workspaceId, idOrSlug);

@@ -14,13 +14,16 @@ export function approvalsQuery(db: Kysely<DB>, workspaceId: string, filters: { s
   let q = db.selectFrom('approvals').selectAll().where('workspace_id', '=', workspaceId);
   if (filters.status === 'pending') q = q.where('status', '=', 'pending').where('expires_at', '>', sql<Date>`now()`);
   else if (filters.status === 'expired') {
-    q = q.where((eb) => eb.or([eb('status', '=', 'expired'), eb.and([eb('status', '=', 'pending'), eb('expires_at', '<=', sql<Date>`now()`)])]));
+    q = q.where((eb) =>
+      eb.or([eb('status', '=', 'expired'), eb.and([eb('status', '=', 'pending'), eb('expires_at', '<=', sql<Date>`now()`)])]),
+    );
   } else if (filters.status) q = q.where('status', '=', filters.status);
   if (filters.agent) q = q.where('agent_slug', '=', filters.agent);
   return q;
 }
 
-export const insertApproval = (db: Kysely<DB>, row: Insertable<ApprovalsTable>) => db.insertInto('approvals').values(row).returningAll().executeTakeFirstOrThrow();
+export const insertApproval = (db: Kysely<DB>, row: Insertable<ApprovalsTable>) =>
+  db.insertInto('approvals').values(row).returningAll().executeTakeFirstOrThrow();
 
 export const decideApproval = (
   db: Kysely<DB>,
@@ -38,14 +41,12 @@ export const decideApproval = (
 
 /** Marks an approved approval used; false if it was already (a concurrent request won). */
 export const consumeApproval = async (db: Kysely<DB>, workspaceId: string, id: string) =>
-  (
-    await db
-      .updateTable('approvals')
-      .set({ consumed_at: new Date(), updated_at: new Date() })
-      .where('workspace_id', '=', workspaceId)
-      .where('id', '=', id)
-      .where('status', '=', 'approved')
-      .where('consumed_at', 'is', null)
-      .returning('id')
-      .executeTakeFirst()
-  ) !== undefined;
+  (await db
+    .updateTable('approvals')
+    .set({ consumed_at: new Date(), updated_at: new Date() })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .where('status', '=', 'approved')
+    .where('consumed_at', 'is', null)
+    .returning('id')
+    .executeTakeFirst()) !== undefined;

@@ -108,7 +108,13 @@ export async function createApproval(db: Kysely<DB>, workspaceId: string, input:
   });
 }
 
-export async function decideApproval(db: Kysely<DB>, workspaceId: string, id: string, input: ApprovalDecision, decidedBy: string): Promise<Approval> {
+export async function decideApproval(
+  db: Kysely<DB>,
+  workspaceId: string,
+  id: string,
+  input: ApprovalDecision,
+  decidedBy: string,
+): Promise<Approval> {
   const note = input.decision_note?.trim() || null;
   if (input.status === 'rejected' && !note) throw new ApiError('decision_note_required', 'Rejecting an approval needs a decision_note');
   return db.transaction().execute(async (trx) => {
@@ -117,7 +123,9 @@ export async function decideApproval(db: Kysely<DB>, workspaceId: string, id: st
     if (row.status !== 'pending' || isExpired(row)) {
       throw new ApiError('approval_already_decided', `approval '${id}' is ${toApproval(row).status}; a decision is final`);
     }
-    const approval = toApproval(await repo.decideApproval(trx, workspaceId, id, { status: input.status, decision_note: note, decided_by: decidedBy }));
+    const approval = toApproval(
+      await repo.decideApproval(trx, workspaceId, id, { status: input.status, decision_note: note, decided_by: decidedBy }),
+    );
     await recordEvent(trx, workspaceId, 'approval.completed', { approval });
     return approval;
   });

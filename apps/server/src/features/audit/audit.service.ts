@@ -114,7 +114,10 @@ export async function persistOrRefuse<T>(write: () => Promise<T>): Promise<T> {
 /** POST /audit: a decision taken elsewhere. Only refusals may be recorded this way. */
 export async function recordManualEvent(db: Kysely<DB>, workspaceId: string, input: AuditEventCreate, requestId: string) {
   if (input.result === 'allowed') {
-    throw new ApiError('policy_evaluation_required', 'An allowed decision must come from POST /policy/evaluate; record only blocked or approval_required');
+    throw new ApiError(
+      'policy_evaluation_required',
+      'An allowed decision must come from POST /policy/evaluate; record only blocked or approval_required',
+    );
   }
   const event = await persistOrRefuse(() =>
     writeAuditEvent(db, workspaceId, {

@@ -56,8 +56,17 @@ export function chainHash(previousHash: string, e: EventFields): string {
 /** Seals up to one batch of a workspace's unsealed events; returns how many. */
 export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promise<number> {
   return db.transaction().execute(async (trx) => {
-    await trx.insertInto('audit_chain_heads').values({ workspace_id: workspaceId, last_sequence: 0, last_hash: '' }).onConflict((oc) => oc.doNothing()).execute();
-    const head = await trx.selectFrom('audit_chain_heads').selectAll().where('workspace_id', '=', workspaceId).forUpdate().executeTakeFirstOrThrow();
+    await trx
+      .insertInto('audit_chain_heads')
+      .values({ workspace_id: workspaceId, last_sequence: 0, last_hash: '' })
+      .onConflict((oc) => oc.doNothing())
+      .execute();
+    const head = await trx
+      .selectFrom('audit_chain_heads')
+      .selectAll()
+      .where('workspace_id', '=', workspaceId)
+      .forUpdate()
+      .executeTakeFirstOrThrow();
     const events = await unsealedEvents(trx, workspaceId, BATCH);
     if (events.length === 0) return 0;
     let sequence = Number(head.last_sequence);
@@ -68,7 +77,11 @@ export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promis
       return { workspace_id: workspaceId, sequence, event_id: event.id, event_timestamp: event.event_timestamp, hash };
     });
     await trx.insertInto('audit_seals').values(seals).execute();
-    await trx.updateTable('audit_chain_heads').set({ last_sequence: sequence, last_hash: hash }).where('workspace_id', '=', workspaceId).execute();
+    await trx
+      .updateTable('audit_chain_heads')
+      .set({ last_sequence: sequence, last_hash: hash })
+      .where('workspace_id', '=', workspaceId)
+      .execute();
     return events.length;
   });
 }

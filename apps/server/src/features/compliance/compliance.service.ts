@@ -63,16 +63,34 @@ const share = (satisfied: number, total: number) => (total === 0 ? 0 : (100 * sa
 
 function control(definition: ControlDefinition, satisfied: number, subjects: number): Control {
   const score = round(share(satisfied, subjects));
-  return { ...definition, frameworks: [...definition.frameworks], score, status: subjects === 0 ? 'not_applicable' : score === 100 ? 'pass' : 'fail' };
+  return {
+    ...definition,
+    frameworks: [...definition.frameworks],
+    score,
+    status: subjects === 0 ? 'not_applicable' : score === 100 ? 'pass' : 'fail',
+  };
 }
 
 export async function computeCompliance(db: Kysely<DB>, workspaceId: string): Promise<ComplianceStatus['data']> {
   const [agents, policies, decisions, chain] = await Promise.all([
-    db.selectFrom('agents').select(['slug', 'name', 'status', 'environment', 'risk_level', 'api_key_hash']).where('workspace_id', '=', workspaceId).execute(),
-    db.selectFrom('policies').select(['rules']).where('workspace_id', '=', workspaceId).where('enabled', '=', true).where('mode', '=', 'enforce').execute(),
+    db
+      .selectFrom('agents')
+      .select(['slug', 'name', 'status', 'environment', 'risk_level', 'api_key_hash'])
+      .where('workspace_id', '=', workspaceId)
+      .execute(),
+    db
+      .selectFrom('policies')
+      .select(['rules'])
+      .where('workspace_id', '=', workspaceId)
+      .where('enabled', '=', true)
+      .where('mode', '=', 'enforce')
+      .execute(),
     db
       .selectFrom('audit_events')
-      .select((eb) => [eb.fn.countAll<number>().as('total'), eb.fn.count<number>(sql`CASE WHEN result = 'blocked' THEN 1 END`).as('blocked')])
+      .select((eb) => [
+        eb.fn.countAll<number>().as('total'),
+        eb.fn.count<number>(sql`CASE WHEN result = 'blocked' THEN 1 END`).as('blocked'),
+      ])
       .where('workspace_id', '=', workspaceId)
       .where('source', '!=', 'manual')
       .where('event_timestamp', '>', sql<Date>`now() - interval '24 hours'`)
@@ -90,7 +108,11 @@ export async function computeCompliance(db: Kysely<DB>, workspaceId: string): Pr
   const highRisk = active.filter((a) => a.risk_level === 'high' || a.risk_level === 'critical');
   const controls = [
     control(CONTROLS.riskAssessed as ControlDefinition, current.filter((a) => a.risk_level !== null).length, current.length),
-    control(CONTROLS.productionEnforced as ControlDefinition, production.filter((a) => rules.some((r) => covers(r, a))).length, production.length),
+    control(
+      CONTROLS.productionEnforced as ControlDefinition,
+      production.filter((a) => rules.some((r) => covers(r, a))).length,
+      production.length,
+    ),
     control(
       CONTROLS.highRiskApproval as ControlDefinition,
       highRisk.filter((a) => rules.some((r) => r.effect === 'require_approval' && covers(r, a))).length,

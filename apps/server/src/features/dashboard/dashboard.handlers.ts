@@ -16,19 +16,36 @@ const http = (ctx: RequestContext) => {
   return { req: res.req as Request, res };
 };
 
-export function createDashboardHandlers({ database: { db }, webhooks }: { database: Database; webhooks: WebhookService }): DashboardHandlers {
+export function createDashboardHandlers({
+  database: { db },
+  webhooks,
+}: {
+  database: Database;
+  webhooks: WebhookService;
+}): DashboardHandlers {
   const workspaceOf = (ctx: RequestContext) => ctx.auth.workspaceId;
   const billing = async (workspaceId: string) => {
-    const row = await db.selectFrom('workspaces').select(['plan', 'billing_status']).where('id', '=', workspaceId).executeTakeFirstOrThrow();
+    const row = await db
+      .selectFrom('workspaces')
+      .select(['plan', 'billing_status'])
+      .where('id', '=', workspaceId)
+      .executeTakeFirstOrThrow();
     return { plan: row.plan as 'free', billing_status: row.billing_status };
   };
   return {
-    getSession: async ({ ctx }) => ({ status: 200, body: { data: await describeSession(db, ctx.auth.workspaceId, ctx.auth.keyId, http(ctx).req.dashboardCsrf ?? '') } }),
+    getSession: async ({ ctx }) => ({
+      status: 200,
+      body: { data: await describeSession(db, ctx.auth.workspaceId, ctx.auth.keyId, http(ctx).req.dashboardCsrf ?? '') },
+    }),
     login: async ({ body, ctx }) => {
       const { req, res } = http(ctx);
       const { token, csrf } = await openSession(db, body.api_key);
       setSessionCookie(req, res, token);
-      const key = await db.selectFrom('dashboard_sessions').select(['workspace_id', 'key_id']).where('csrf_token', '=', csrf).executeTakeFirstOrThrow();
+      const key = await db
+        .selectFrom('dashboard_sessions')
+        .select(['workspace_id', 'key_id'])
+        .where('csrf_token', '=', csrf)
+        .executeTakeFirstOrThrow();
       return { status: 200, body: { data: await describeSession(db, key.workspace_id, key.key_id, csrf) } };
     },
     logout: async ({ ctx }) => {
@@ -40,12 +57,24 @@ export function createDashboardHandlers({ database: { db }, webhooks }: { databa
     listWebhookEndpoints: async ({ query, ctx }) => ({ status: 200, body: await webhooks.list(workspaceOf(ctx), query ?? {}) }),
     createWebhookEndpoint: async ({ body, ctx }) => ({ status: 201, body: { data: await webhooks.create(workspaceOf(ctx), body) } }),
     getWebhookEndpoint: async ({ path, ctx }) => ({ status: 200, body: { data: await webhooks.get(workspaceOf(ctx), path.id) } }),
-    updateWebhookEndpoint: async ({ path, body, ctx }) => ({ status: 200, body: { data: await webhooks.update(workspaceOf(ctx), path.id, body) } }),
+    updateWebhookEndpoint: async ({ path, body, ctx }) => ({
+      status: 200,
+      body: { data: await webhooks.update(workspaceOf(ctx), path.id, body) },
+    }),
     deleteWebhookEndpoint: async ({ path, ctx }) => ({ status: 200, body: { data: await webhooks.remove(workspaceOf(ctx), path.id) } }),
-    rotateWebhookSecret: async ({ path, body, ctx }) => ({ status: 200, body: { data: await webhooks.rotateSecret(workspaceOf(ctx), path.id, body?.overlap_seconds) } }),
+    rotateWebhookSecret: async ({ path, body, ctx }) => ({
+      status: 200,
+      body: { data: await webhooks.rotateSecret(workspaceOf(ctx), path.id, body?.overlap_seconds) },
+    }),
     sendWebhookTest: async ({ path, ctx }) => ({ status: 202, body: { data: await webhooks.sendTest(workspaceOf(ctx), path.id) } }),
-    listWebhookDeliveries: async ({ path, query, ctx }) => ({ status: 200, body: await webhooks.deliveries(workspaceOf(ctx), path.id, query ?? {}) }),
-    replayWebhookDelivery: async ({ path, ctx }) => ({ status: 202, body: { data: await webhooks.replay(workspaceOf(ctx), path.id, path.deliveryId) } }),
+    listWebhookDeliveries: async ({ path, query, ctx }) => ({
+      status: 200,
+      body: await webhooks.deliveries(workspaceOf(ctx), path.id, query ?? {}),
+    }),
+    replayWebhookDelivery: async ({ path, ctx }) => ({
+      status: 202,
+      body: { data: await webhooks.replay(workspaceOf(ctx), path.id, path.deliveryId) },
+    }),
     listDashboardApprovals: async ({ query, ctx }) => ({ status: 200, body: await listApprovals(db, workspaceOf(ctx), query ?? {}) }),
     decideDashboardApproval: async ({ path, body, ctx }) => ({
       status: 200,

@@ -27,14 +27,21 @@ function readCookie(req: Request, name: string): string | undefined {
 
 export function setSessionCookie(req: Request, res: Response, token: string | null): void {
   const secure = req.secure || !LOCAL_HOSTS.has(req.hostname);
-  const attributes = ['Path=/dashboard', 'HttpOnly', 'SameSite=Strict', `Max-Age=${token ? SESSION_HOURS * 3600 : 0}`, ...(secure ? ['Secure'] : [])];
+  const attributes = [
+    'Path=/dashboard',
+    'HttpOnly',
+    'SameSite=Strict',
+    `Max-Age=${token ? SESSION_HOURS * 3600 : 0}`,
+    ...(secure ? ['Secure'] : []),
+  ];
   res.append('Set-Cookie', `${SESSION_COOKIE}=${token ?? ''}; ${attributes.join('; ')}`);
 }
 
 export async function openSession(db: Kysely<DB>, apiKey: string) {
   const key = await findActiveKeyByHash(db, hashSecret(apiKey));
   if (!key) throw new ApiError('unauthorized', 'A valid API key is required');
-  if (!key.permissions.includes('admin')) throw new ApiError('insufficient_permission', 'The dashboard needs a key with the admin permission');
+  if (!key.permissions.includes('admin'))
+    throw new ApiError('insufficient_permission', 'The dashboard needs a key with the admin permission');
   const token = randomBytes(32).toString('base64url');
   const csrf = randomBytes(24).toString('base64url');
   await db

@@ -8,8 +8,16 @@ import type { DB } from '../../db/schema.ts';
 
 export type EventType = 'agent.created' | 'policy.updated' | 'audit.created' | 'approval.completed' | 'billing.updated' | 'webhook.test';
 
-export const outboxRow = (workspaceId: string, type: EventType, data: unknown) => ({ workspace_id: workspaceId, id: randomUUID(), type, data: JSON.stringify(data) });
+export const outboxRow = (workspaceId: string, type: EventType, data: unknown) => ({
+  workspace_id: workspaceId,
+  id: randomUUID(),
+  type,
+  data: JSON.stringify(data),
+});
 
 export async function recordEvent(db: Kysely<DB>, workspaceId: string, type: EventType, data: unknown): Promise<void> {
-  await db.insertInto('outbox_events').values(outboxRow(workspaceId, type, data)).execute();
+  await db
+    .insertInto('outbox_events')
+    .values(outboxRow(workspaceId, type, data))
+    .execute();
 }

@@ -13,7 +13,8 @@ export const findMcpServer = (db: Kysely<DB>, workspaceId: string, idOrSlug: str
     .where(isUuid(idOrSlug) ? 'id' : 'slug', '=', idOrSlug)
     .executeTakeFirst();
 
-export const mcpServersQuery = (db: Kysely<DB>, workspaceId: string) => db.selectFrom('mcp_servers').selectAll().where('workspace_id', '=', workspaceId);
+export const mcpServersQuery = (db: Kysely<DB>, workspaceId: string) =>
+  db.selectFrom('mcp_servers').selectAll().where('workspace_id', '=', workspaceId);
 
 export const insertMcpServer = (db: Kysely<DB>, row: Insertable<McpServersTable>) =>
   db.insertInto('mcp_servers').values(row).returningAll().executeTakeFirstOrThrow();

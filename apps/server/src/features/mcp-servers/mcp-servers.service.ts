@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { McpServer, McpServerCreate, McpServerUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { type PageRequest, iso, isUniqueViolation, paginate } from '../../db/paginate.ts';
+import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
 import { slugify } from '../slug.ts';

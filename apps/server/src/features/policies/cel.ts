@@ -99,7 +99,11 @@ const MATCHES_CALL = /\bmatches\s*\(/;
 export function compileCondition(expression: string): CompileResult {
   const regex = MATCHES_CALL.exec(expression);
   if (regex) {
-    return { ok: false, message: 'matches() is not supported (backtracking regular expressions); use startsWith, endsWith or contains', position: regex.index };
+    return {
+      ok: false,
+      message: 'matches() is not supported (backtracking regular expressions); use startsWith, endsWith or contains',
+      position: regex.index,
+    };
   }
   try {
     const program = env.parse(expression);

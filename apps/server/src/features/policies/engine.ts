@@ -149,7 +149,12 @@ function fieldValue(field: MatchField, input: DecisionInput, agent: AgentFacts):
   }
 }
 
-function ruleMatches(rule: CompiledRule, input: DecisionInput, agent: AgentFacts, celVars: () => Parameters<typeof evaluateCondition>[1]): boolean {
+function ruleMatches(
+  rule: CompiledRule,
+  input: DecisionInput,
+  agent: AgentFacts,
+  celVars: () => Parameters<typeof evaluateCondition>[1],
+): boolean {
   for (const [field, matcher] of rule.matchers) {
     if (!fieldValue(field, input, agent).some(matcher)) return false;
   }

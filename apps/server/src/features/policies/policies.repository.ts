@@ -22,7 +22,8 @@ export const policiesQuery = (db: Kysely<DB>, workspaceId: string, filters: { en
 export const enabledPolicies = (db: Kysely<DB>, workspaceId: string) =>
   db.selectFrom('policies').selectAll().where('workspace_id', '=', workspaceId).where('enabled', '=', true).execute();
 
-export const insertPolicy = (db: Kysely<DB>, row: Insertable<PoliciesTable>) => db.insertInto('policies').values(row).returningAll().executeTakeFirstOrThrow();
+export const insertPolicy = (db: Kysely<DB>, row: Insertable<PoliciesTable>) =>
+  db.insertInto('policies').values(row).returningAll().executeTakeFirstOrThrow();
 
 export const updatePolicy = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<PoliciesTable>) =>
   db

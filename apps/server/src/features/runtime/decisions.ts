@@ -15,8 +15,8 @@ import { ApiError } from '../../http/errors.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { consumeApproval, findApproval } from '../approvals/approvals.repository.ts';
 import { insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
-import type { AuditSealer } from '../audit/chain.ts';
 import { type AuditRecord, persistOrRefuse, writeAuditEvent } from '../audit/audit.service.ts';
+import type { AuditSealer } from '../audit/chain.ts';
 import { ConditionError, type Decision, decide } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
 import { assertActive, resolveAgent } from './identity.ts';
@@ -69,7 +69,10 @@ export class DecisionService {
       throw new ApiError('environment_context_required', 'Policies of this workspace match on environment: state input.environment');
     }
     const environment = input.environment ?? agent.environment;
-    const record = (decision: Pick<Decision, 'result' | 'severity' | 'message' | 'policy'>, extra: Partial<AuditRecord> = {}): AuditRecord => ({
+    const record = (
+      decision: Pick<Decision, 'result' | 'severity' | 'message' | 'policy'>,
+      extra: Partial<AuditRecord> = {},
+    ): AuditRecord => ({
       source: request.source,
       agent: agent.slug,
       agentId: agent.id,
@@ -93,7 +96,11 @@ export class DecisionService {
       if (!(error instanceof ConditionError)) throw error;
       const message = `condition of policy '${error.policy}' failed: ${error.message}`;
       await persistOrRefuse(() =>
-        writeAuditEvent(this.db, workspaceId, record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } })),
+        writeAuditEvent(
+          this.db,
+          workspaceId,
+          record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } }),
+        ),
       );
       this.sealer.markDirty(workspaceId);
       throw new ApiError('evaluation_failed', message);
@@ -103,12 +110,14 @@ export class DecisionService {
     let step: ApprovalStep = decision.effect === 'require_approval' ? { kind: 'create' } : { kind: 'none' };
     if (request.approvalId !== undefined) {
       const approval = await findApproval(this.db, workspaceId, request.approvalId);
-      const fits = approval && approval.agent_id === agent.id && approval.action === input.action && approval.resource === (input.resource ?? null);
+      const fits =
+        approval && approval.agent_id === agent.id && approval.action === input.action && approval.resource === (input.resource ?? null);
       if (!approval || !fits) throw new ApiError('approval_invalid', 'approval_id names no approval for this agent, action and resource');
       const status = toApproval(approval).status;
       // An approval is usable once, and only before it expires — whether it was decided or not.
       if (approval.consumed_at !== null) throw new ApiError('approval_invalid', `approval '${approval.id}' is already used`);
-      if (new Date(approval.expires_at).getTime() <= Date.now()) throw new ApiError('approval_invalid', `approval '${approval.id}' has expired`);
+      if (new Date(approval.expires_at).getTime() <= Date.now())
+        throw new ApiError('approval_invalid', `approval '${approval.id}' has expired`);
       if (decision.effect === 'require_approval') {
         if (status === 'approved') {
           decision = { ...decision, allowed: true, result: 'allowed', message: `Allowed by approval ${approval.id}` };
@@ -124,7 +133,13 @@ export class DecisionService {
 
     // The rule allows only through Warden's proxy: a bare evaluation is refused (and recorded).
     const proxyRefused = decision.allowed && decision.requireProxy && !request.viaProxy;
-    if (proxyRefused) decision = { ...decision, allowed: false, result: 'blocked', message: 'This action may only run through Warden\u2019s execution proxy' };
+    if (proxyRefused)
+      decision = {
+        ...decision,
+        allowed: false,
+        result: 'blocked',
+        message: 'This action may only run through Warden\u2019s execution proxy',
+      };
 
     // 5. record, then answer
     const context: Record<string, unknown> = {};
@@ -141,7 +156,8 @@ export class DecisionService {
       const approvalStep = step;
       return this.db.transaction().execute(async (trx) => {
         if (approvalStep.kind === 'consume') {
-          if (!(await consumeApproval(trx, workspaceId, approvalStep.id))) throw new ApiError('approval_invalid', `approval '${approvalStep.id}' is already used`);
+          if (!(await consumeApproval(trx, workspaceId, approvalStep.id)))
+            throw new ApiError('approval_invalid', `approval '${approvalStep.id}' is already used`);
           return writeEvent(trx, approvalStep.id);
         }
         const approval = await insertPendingApproval(trx, workspaceId, {

@@ -15,7 +15,17 @@ import { ApiError } from '../../http/errors.ts';
 
 export const MAX_UPSTREAM_BODY = 5 * 1024 * 1024;
 const DEFAULT_TIMEOUT_MS = 10_000;
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
 const NEVER_SENT = new Set([...HOP_BY_HOP, 'host', 'content-length', 'expect']);
 
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -55,7 +65,8 @@ function decodeBody(bytes: Buffer, contentType: string, truncated: boolean): Pic
       // announced JSON but is not: hand it back as text
     }
   }
-  if (type.startsWith('text/') || /[/+](json|xml)\b|javascript|x-www-form-urlencoded/.test(type)) return { body: bytes.toString('utf8'), body_encoding: 'text' };
+  if (type.startsWith('text/') || /[/+](json|xml)\b|javascript|x-www-form-urlencoded/.test(type))
+    return { body: bytes.toString('utf8'), body_encoding: 'text' };
   return { body: bytes.toString('base64'), body_encoding: 'base64' };
 }
 

@@ -9,7 +9,12 @@ import { ApiError } from '../../http/errors.ts';
 import { type AgentRow, findAgentCandidates } from '../agents/agents.repository.ts';
 import { hashSecret } from '../workspaces/workspaces.service.ts';
 
-export async function resolveAgent(db: Kysely<DB>, workspaceId: string, named: string | undefined, agentKey: string | undefined): Promise<AgentRow> {
+export async function resolveAgent(
+  db: Kysely<DB>,
+  workspaceId: string,
+  named: string | undefined,
+  agentKey: string | undefined,
+): Promise<AgentRow> {
   if (named === undefined && agentKey === undefined) {
     throw new ApiError('agent_context_required', 'Name the acting agent in input.agent or send its key in X-Warden-Agent-Key');
   }
@@ -23,9 +28,12 @@ export async function resolveAgent(db: Kysely<DB>, workspaceId: string, named: s
   if (named === undefined) return byKey as AgentRow;
   // A slug names one agent; a name may be shared: the slug match wins, then the key's agent.
   const byName =
-    candidates.find((agent) => agent.slug === named) ?? (byKey?.name === named ? byKey : undefined) ?? candidates.find((agent) => agent.name === named);
+    candidates.find((agent) => agent.slug === named) ??
+    (byKey?.name === named ? byKey : undefined) ??
+    candidates.find((agent) => agent.name === named);
   if (!byName) throw new ApiError('agent_not_found', `agent '${named}' was not found in this workspace`);
-  if (byKey && byKey.id !== byName.id) throw new ApiError('agent_identity_mismatch', `the agent key belongs to another agent than '${named}'`);
+  if (byKey && byKey.id !== byName.id)
+    throw new ApiError('agent_identity_mismatch', `the agent key belongs to another agent than '${named}'`);
   if (!byKey && byName.api_key_hash !== null) {
     throw new ApiError('agent_key_required', `agent '${byName.slug}' has a key registered: send it in X-Warden-Agent-Key`);
   }

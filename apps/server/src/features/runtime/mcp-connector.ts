@@ -7,9 +7,9 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { ErrorCode } from '@warden/contract';
 import { type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../http/errors.ts';
-import type { ErrorCode } from '@warden/contract';
 import { describeNetworkError } from './http-proxy.ts';
 
 export const MCP_REQUEST_TIMEOUT_MS = 15_000;
@@ -60,7 +60,12 @@ export class McpConnector {
    * Failures become ApiErrors: 403 execution_target_denied for the egress guard, else
    * `failure` (502).
    */
-  async use<T>(target: McpTarget, failure: ErrorCode, session: { id: string; expiresAt: Date } | null, work: (client: Client) => Promise<T>): Promise<T> {
+  async use<T>(
+    target: McpTarget,
+    failure: ErrorCode,
+    session: { id: string; expiresAt: Date } | null,
+    work: (client: Client) => Promise<T>,
+  ): Promise<T> {
     try {
       if (session) {
         let held = this.sessions.get(session.id);
@@ -87,7 +92,8 @@ export class McpConnector {
       if (error instanceof ApiError) throw error;
       const denied = findEgressDenied(error);
       if (denied) throw new ApiError('execution_target_denied', `MCP server '${target.slug}': ${denied.message}`, { cause: error });
-      if (error instanceof InvalidTarget) throw new ApiError('execution_target_denied', `MCP server '${target.slug}': ${error.message}`, { cause: error });
+      if (error instanceof InvalidTarget)
+        throw new ApiError('execution_target_denied', `MCP server '${target.slug}': ${error.message}`, { cause: error });
       throw new ApiError(failure, `MCP server '${target.slug}' failed: ${describeNetworkError(error)}`, { cause: error });
     }
   }

@@ -4,8 +4,8 @@
  * nothing sent upstream.
  */
 import { randomUUID } from 'node:crypto';
-import type { EvaluationInput, HttpExecution, McpExecution, McpRuntimeInput } from '@warden/contract';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { EvaluationInput, HttpExecution, McpExecution, McpRuntimeInput } from '@warden/contract';
 import type { HandlerDeps } from '../../handlers.ts';
 import type { RequestContext } from '../../http/context.ts';
 import { ApiError } from '../../http/errors.ts';
@@ -29,7 +29,13 @@ async function callTool(client: Client, tool: string, args: Record<string, unkno
 }
 
 /** Runs the action of an allowed decision and audits its outcome; a failure is audited too. */
-async function act<T>(decisions: DecisionService, ctx: RequestContext, decided: DecisionOutcome, run: () => Promise<T>, describe: (value: T) => Record<string, unknown>): Promise<T> {
+async function act<T>(
+  decisions: DecisionService,
+  ctx: RequestContext,
+  decided: DecisionOutcome,
+  run: () => Promise<T>,
+  describe: (value: T) => Record<string, unknown>,
+): Promise<T> {
   const started = performance.now();
   let value: T;
   try {
@@ -54,7 +60,7 @@ async function act<T>(decisions: DecisionService, ctx: RequestContext, decided: 
 export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: HandlerDeps) => {
   const registeredServer = async (ctx: RequestContext, slug: string): Promise<McpTarget> => {
     const server = await findMcpServer(db, ctx.auth.workspaceId, slug);
-    if (!server || !server.enabled) throw new ApiError('mcp_server_not_found', `no enabled MCP server '${slug}' in this workspace`);
+    if (!server?.enabled) throw new ApiError('mcp_server_not_found', `no enabled MCP server '${slug}' in this workspace`);
     return server;
   };
 
@@ -89,7 +95,13 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
       const decision = decided.result;
       if (!decision.allowed) return { status: 200, body: { data: { allowed: false, decision, execution: null } } };
       if (execution.mode === 'http_proxy') {
-        const result = await act(decisions, ctx, decided, () => executeHttp(egress, execution), (r) => ({ upstream_status: r.status }));
+        const result = await act(
+          decisions,
+          ctx,
+          decided,
+          () => executeHttp(egress, execution),
+          (r) => ({ upstream_status: r.status }),
+        );
         return { status: 200, body: { data: { allowed: true, decision, execution: result } } };
       }
       const target = server as McpTarget;
@@ -101,15 +113,31 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
         () => mcp.use(target, 'execution_failed', held, (client) => callTool(client, execution.tool, execution.arguments)),
         (r) => ({ tool_error: r.isError }),
       );
-      return { status: 200, body: { data: { allowed: true, decision, execution: { mode: 'mcp_proxy' as const, server: target.slug, tool: execution.tool, ...result } } } };
+      return {
+        status: 200,
+        body: {
+          data: {
+            allowed: true,
+            decision,
+            execution: { mode: 'mcp_proxy' as const, server: target.slug, tool: execution.tool, ...result },
+          },
+        },
+      };
     },
 
     discoverMcpTools: async ({ body, ctx }) => {
       const server = await registeredServer(ctx, body.server);
       const decided = await decisions.decide(ctx, { input: mcpInput(body.input, 'mcp.discover'), source: 'mcp', viaProxy: true });
-      if (!decided.result.allowed) return { status: 200, body: { data: { allowed: false, result: decided.result.result, server: server.slug, tools: [] } } };
+      if (!decided.result.allowed)
+        return { status: 200, body: { data: { allowed: false, result: decided.result.result, server: server.slug, tools: [] } } };
       const held = await session(ctx, body.session_id, server, decided.agent.id);
-      const listed = await act(decisions, ctx, decided, () => mcp.use(server, 'discovery_failed', held, (client) => client.listTools(undefined, { timeout: MCP_REQUEST_TIMEOUT_MS })), (r) => ({ tools: r.tools.length }));
+      const listed = await act(
+        decisions,
+        ctx,
+        decided,
+        () => mcp.use(server, 'discovery_failed', held, (client) => client.listTools(undefined, { timeout: MCP_REQUEST_TIMEOUT_MS })),
+        (r) => ({ tools: r.tools.length }),
+      );
       const tools = [];
       for (const tool of listed.tools) {
         if (await decisions.toolAllowed(ctx, decided, tool.name)) {
@@ -121,26 +149,53 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
 
     callMcpTool: async ({ body, ctx }) => {
       const server = await registeredServer(ctx, body.server);
-      const decided = await decisions.decide(ctx, { input: mcpInput(body.input, 'mcp.call', body.tool), approvalId: body.approval_id, source: 'mcp', viaProxy: true });
+      const decided = await decisions.decide(ctx, {
+        input: mcpInput(body.input, 'mcp.call', body.tool),
+        approvalId: body.approval_id,
+        source: 'mcp',
+        viaProxy: true,
+      });
       const base = { server: server.slug, tool: body.tool, decision: decided.result };
       if (!decided.result.allowed) return { status: 200, body: { data: { allowed: false, ...base, execution: null } } };
       const held = await session(ctx, body.session_id, server, decided.agent.id);
-      const execution = await act(decisions, ctx, decided, () => mcp.use(server, 'call_failed', held, (client) => callTool(client, body.tool, body.arguments)), (r) => ({ tool_error: r.isError }));
+      const execution = await act(
+        decisions,
+        ctx,
+        decided,
+        () => mcp.use(server, 'call_failed', held, (client) => callTool(client, body.tool, body.arguments)),
+        (r) => ({ tool_error: r.isError }),
+      );
       return { status: 200, body: { data: { allowed: true, ...base, execution } } };
     },
 
     openMcpSession: async ({ body, ctx }) => {
       const server = await registeredServer(ctx, body.server);
       const decided = await decisions.decide(ctx, { input: mcpInput(body.input, 'mcp.session'), source: 'mcp', viaProxy: true });
-      if (!decided.result.allowed) return { status: 200, body: { data: { allowed: false, server: server.slug, session_id: null, expires_at: null } } };
+      if (!decided.result.allowed)
+        return { status: 200, body: { data: { allowed: false, server: server.slug, session_id: null, expires_at: null } } };
       const held = { id: randomUUID(), expiresAt: new Date(Date.now() + MCP_SESSION_MINUTES * 60_000) };
       // Open the upstream connection now, so a session that cannot work fails here (502).
-      await act(decisions, ctx, decided, () => mcp.use(server, 'session_failed', held, (client) => client.ping({ timeout: MCP_REQUEST_TIMEOUT_MS })), () => ({ session_id: held.id }));
+      await act(
+        decisions,
+        ctx,
+        decided,
+        () => mcp.use(server, 'session_failed', held, (client) => client.ping({ timeout: MCP_REQUEST_TIMEOUT_MS })),
+        () => ({ session_id: held.id }),
+      );
       await db
         .insertInto('mcp_sessions')
-        .values({ workspace_id: ctx.auth.workspaceId, id: held.id, server_id: server.id, agent_id: decided.agent.id, expires_at: held.expiresAt })
+        .values({
+          workspace_id: ctx.auth.workspaceId,
+          id: held.id,
+          server_id: server.id,
+          agent_id: decided.agent.id,
+          expires_at: held.expiresAt,
+        })
         .execute();
-      return { status: 200, body: { data: { allowed: true, server: server.slug, session_id: held.id, expires_at: held.expiresAt.toISOString() } } };
+      return {
+        status: 200,
+        body: { data: { allowed: true, server: server.slug, session_id: held.id, expires_at: held.expiresAt.toISOString() } },
+      };
     },
   } satisfies Partial<Handlers>;
 };

@@ -15,8 +15,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import { request } from 'undici';
 import { Webhook } from 'standardwebhooks';
+import { request } from 'undici';
 import type { DB } from '../../db/schema.ts';
 import type { EgressGuard } from '../../egress/guard.ts';
 import type { Logger } from '../../logger.ts';
@@ -60,7 +60,9 @@ export class DeliveryWorker {
 
   start(): void {
     this.timer = setInterval(() => {
-      this.running = this.running.then(() => this.tick()).catch((error) => this.logger.error('webhook delivery round failed', { cause: error }));
+      this.running = this.running
+        .then(() => this.tick())
+        .catch((error) => this.logger.error('webhook delivery round failed', { cause: error }));
     }, this.options.pollMs);
     this.timer.unref();
   }
@@ -111,7 +113,12 @@ export class DeliveryWorker {
       if (deliveries.length) await trx.insertInto('webhook_deliveries').values(deliveries).execute();
       for (const workspaceId of workspaces) {
         const ids = events.filter((e) => e.workspace_id === workspaceId).map((e) => e.id);
-        await trx.updateTable('outbox_events').set({ dispatched_at: new Date() }).where('workspace_id', '=', workspaceId).where('id', 'in', ids).execute();
+        await trx
+          .updateTable('outbox_events')
+          .set({ dispatched_at: new Date() })
+          .where('workspace_id', '=', workspaceId)
+          .where('id', 'in', ids)
+          .execute();
       }
     });
   }
@@ -149,18 +156,38 @@ export class DeliveryWorker {
 
   private async deliver(delivery: DeliveryRow): Promise<void> {
     const [endpoint, event] = await Promise.all([
-      this.db.selectFrom('webhook_endpoints').selectAll().where('workspace_id', '=', delivery.workspace_id).where('id', '=', delivery.endpoint_id).executeTakeFirst(),
-      this.db.selectFrom('outbox_events').selectAll().where('workspace_id', '=', delivery.workspace_id).where('id', '=', delivery.event_id).executeTakeFirst(),
+      this.db
+        .selectFrom('webhook_endpoints')
+        .selectAll()
+        .where('workspace_id', '=', delivery.workspace_id)
+        .where('id', '=', delivery.endpoint_id)
+        .executeTakeFirst(),
+      this.db
+        .selectFrom('outbox_events')
+        .selectAll()
+        .where('workspace_id', '=', delivery.workspace_id)
+        .where('id', '=', delivery.event_id)
+        .executeTakeFirst(),
     ]);
     if (!endpoint || !event) return; // deleted meanwhile (cascade removes the delivery too)
     if (endpoint.paused || endpoint.disabled_at) {
       await this.finish(delivery, { status: 'skipped', last_error: endpoint.paused ? 'endpoint paused' : 'endpoint disabled' });
       return;
     }
-    const body = JSON.stringify({ id: event.id, type: event.type, created_at: new Date(event.created_at).toISOString(), workspace_id: event.workspace_id, data: event.data });
+    const body = JSON.stringify({
+      id: event.id,
+      type: event.type,
+      created_at: new Date(event.created_at).toISOString(),
+      workspace_id: event.workspace_id,
+      data: event.data,
+    });
     const timestamp = new Date();
     const secrets = [this.box.open(endpoint.secret_encrypted)];
-    if (endpoint.previous_secret_encrypted && endpoint.previous_secret_expires_at && new Date(endpoint.previous_secret_expires_at) > timestamp) {
+    if (
+      endpoint.previous_secret_encrypted &&
+      endpoint.previous_secret_expires_at &&
+      new Date(endpoint.previous_secret_expires_at) > timestamp
+    ) {
       secrets.push(this.box.open(endpoint.previous_secret_encrypted));
     }
     const signature = secrets.map((secret) => new Webhook(secret).sign(event.id, timestamp, body)).join(' ');
@@ -193,13 +220,24 @@ export class DeliveryWorker {
     const base = { attempts, last_attempt_at: timestamp, response_status: status, response_body: responseBody, last_error: error };
     if (status !== null && status >= 200 && status < 300) return this.finish(delivery, { ...base, status: 'succeeded', last_error: null });
     if (status === 410) {
-      await this.db.updateTable('webhook_endpoints').set({ disabled_at: new Date() }).where('workspace_id', '=', endpoint.workspace_id).where('id', '=', endpoint.id).execute();
+      await this.db
+        .updateTable('webhook_endpoints')
+        .set({ disabled_at: new Date() })
+        .where('workspace_id', '=', endpoint.workspace_id)
+        .where('id', '=', endpoint.id)
+        .execute();
       return this.finish(delivery, { ...base, status: 'failed', last_error: 'receiver answered 410 Gone: endpoint disabled' });
     }
     const delay = this.options.scheduleMs[attempts];
-    if (delay === undefined) return this.finish(delivery, { ...base, status: 'failed', last_error: error ?? `receiver answered ${status}` });
+    if (delay === undefined)
+      return this.finish(delivery, { ...base, status: 'failed', last_error: error ?? `receiver answered ${status}` });
     const jitter = delay * 0.1 * Math.random();
-    await this.finish(delivery, { ...base, status: 'pending', last_error: error ?? `receiver answered ${status}`, next_attempt_at: new Date(Date.now() + delay + jitter) });
+    await this.finish(delivery, {
+      ...base,
+      status: 'pending',
+      last_error: error ?? `receiver answered ${status}`,
+      next_attempt_at: new Date(Date.now() + delay + jitter),
+    });
   }
 
   private async finish(delivery: DeliveryRow, changes: Partial<Omit<DeliveryRow, 'id' | 'workspace_id'>>): Promise<void> {

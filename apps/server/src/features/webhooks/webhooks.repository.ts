@@ -7,7 +7,8 @@ export type DeliveryRow = Awaited<ReturnType<typeof findDelivery>> & {};
 export const findEndpoint = (db: Kysely<DB>, workspaceId: string, id: string) =>
   db.selectFrom('webhook_endpoints').selectAll().where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();
 
-export const endpointsQuery = (db: Kysely<DB>, workspaceId: string) => db.selectFrom('webhook_endpoints').selectAll().where('workspace_id', '=', workspaceId);
+export const endpointsQuery = (db: Kysely<DB>, workspaceId: string) =>
+  db.selectFrom('webhook_endpoints').selectAll().where('workspace_id', '=', workspaceId);
 
 export const insertEndpoint = (db: Kysely<DB>, row: Insertable<WebhookEndpointsTable>) =>
   db.insertInto('webhook_endpoints').values(row).returningAll().executeTakeFirstOrThrow();

@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import type { dashboard } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { type PageRequest, iso, isoOrNull, paginate } from '../../db/paginate.ts';
+import { iso, isoOrNull, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import type { EgressGuard } from '../../egress/guard.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
@@ -13,7 +13,13 @@ import { type EventType, recordEvent } from '../events/outbox.ts';
 import { generateWebhookSecret, type SecretBox } from './secrets.ts';
 import * as repo from './webhooks.repository.ts';
 
-export const SUBSCRIBABLE_EVENTS: readonly EventType[] = ['agent.created', 'policy.updated', 'audit.created', 'approval.completed', 'billing.updated'];
+export const SUBSCRIBABLE_EVENTS: readonly EventType[] = [
+  'agent.created',
+  'policy.updated',
+  'audit.created',
+  'approval.completed',
+  'billing.updated',
+];
 export const DEFAULT_ROTATION_OVERLAP_SECONDS = 24 * 3600;
 
 export type WebhookEndpoint = dashboard.WebhookEndpoint;
@@ -26,7 +32,8 @@ export const toEndpoint = (row: repo.EndpointRow): WebhookEndpoint => ({
   events: row.events as WebhookEndpoint['events'],
   paused: row.paused,
   disabled: row.disabled_at !== null,
-  secret_rotating_until: row.previous_secret_expires_at && new Date(row.previous_secret_expires_at) > new Date() ? iso(row.previous_secret_expires_at) : null,
+  secret_rotating_until:
+    row.previous_secret_expires_at && new Date(row.previous_secret_expires_at) > new Date() ? iso(row.previous_secret_expires_at) : null,
   created_at: iso(row.created_at),
   updated_at: iso(row.updated_at),
 });
@@ -138,7 +145,14 @@ export class WebhookService {
     if (!original || original.endpoint_id !== endpointId) throw notFound('delivery', deliveryId);
     const row = await this.db
       .insertInto('webhook_deliveries')
-      .values({ workspace_id: workspaceId, id: randomUUID(), endpoint_id: endpointId, event_id: original.event_id, event_type: original.event_type, status: 'pending' })
+      .values({
+        workspace_id: workspaceId,
+        id: randomUUID(),
+        endpoint_id: endpointId,
+        event_id: original.event_id,
+        event_type: original.event_type,
+        status: 'pending',
+      })
       .returningAll()
       .executeTakeFirstOrThrow();
     return toDelivery(row);
@@ -151,11 +165,24 @@ export class WebhookService {
       const eventId = randomUUID();
       await trx
         .insertInto('outbox_events')
-        .values({ workspace_id: workspaceId, id: eventId, type: 'webhook.test', data: JSON.stringify({ message: 'This is a test event from Warden' }), dispatched_at: new Date() })
+        .values({
+          workspace_id: workspaceId,
+          id: eventId,
+          type: 'webhook.test',
+          data: JSON.stringify({ message: 'This is a test event from Warden' }),
+          dispatched_at: new Date(),
+        })
         .execute();
       const row = await trx
         .insertInto('webhook_deliveries')
-        .values({ workspace_id: workspaceId, id: randomUUID(), endpoint_id: endpointId, event_id: eventId, event_type: 'webhook.test', status: 'pending' })
+        .values({
+          workspace_id: workspaceId,
+          id: randomUUID(),
+          endpoint_id: endpointId,
+          event_id: eventId,
+          event_type: 'webhook.test',
+          status: 'pending',
+        })
         .returningAll()
         .executeTakeFirstOrThrow();
       return toDelivery(row);
@@ -170,7 +197,12 @@ export const PLANS: readonly dashboard.Plan[] = ['free', 'team', 'business', 'en
 export async function setPlan(db: Kysely<DB>, workspaceId: string, plan: string) {
   if (!PLANS.includes(plan as dashboard.Plan)) throw new ApiError('invalid_request', `plan: '${plan}' is not one of ${PLANS.join(', ')}`);
   return db.transaction().execute(async (trx) => {
-    const before = await trx.selectFrom('workspaces').select(['plan', 'billing_status']).where('id', '=', workspaceId).forUpdate().executeTakeFirst();
+    const before = await trx
+      .selectFrom('workspaces')
+      .select(['plan', 'billing_status'])
+      .where('id', '=', workspaceId)
+      .forUpdate()
+      .executeTakeFirst();
     if (!before) throw notFound('workspace', workspaceId);
     await trx.updateTable('workspaces').set({ plan }).where('id', '=', workspaceId).execute();
     const billing = { plan, previous_plan: before.plan, billing_status: before.billing_status };

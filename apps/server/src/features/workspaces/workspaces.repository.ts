@@ -15,7 +15,14 @@ export const findActiveKeyByHash = (db: Kysely<DB>, keyHash: string) =>
   db
     .selectFrom('api_keys')
     .innerJoin('workspaces', 'workspaces.id', 'api_keys.workspace_id')
-    .select(['api_keys.id', 'api_keys.workspace_id', 'api_keys.name', 'api_keys.permissions', 'workspaces.rate_limit_per_minute', 'workspaces.policy_version'])
+    .select([
+      'api_keys.id',
+      'api_keys.workspace_id',
+      'api_keys.name',
+      'api_keys.permissions',
+      'workspaces.rate_limit_per_minute',
+      'workspaces.policy_version',
+    ])
     .where('api_keys.key_hash', '=', keyHash)
     .where('api_keys.revoked_at', 'is', null)
     .executeTakeFirst();
@@ -26,7 +33,13 @@ export const insertApiKey = (
 ) => db.insertInto('api_keys').values(row).returningAll().executeTakeFirstOrThrow();
 
 export const revokeApiKey = (db: Kysely<DB>, id: string) =>
-  db.updateTable('api_keys').set({ revoked_at: new Date() }).where('id', '=', id).where('revoked_at', 'is', null).returning(['id']).executeTakeFirst();
+  db
+    .updateTable('api_keys')
+    .set({ revoked_at: new Date() })
+    .where('id', '=', id)
+    .where('revoked_at', 'is', null)
+    .returning(['id'])
+    .executeTakeFirst();
 
 export const listApiKeys = (db: Kysely<DB>, workspaceId: string) =>
   db

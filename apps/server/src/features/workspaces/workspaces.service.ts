@@ -95,19 +95,14 @@ export async function listApiKeys(db: Kysely<DB>, workspace: string) {
 
 /**
  * WARDEN_BOOTSTRAP_KEY: make sure workspace `default` and a key of exactly this value with
- * every permission exist. Idempotent, so every start may run it.
+ * every permission exist. Idempotent, so every start may run it; a revoked bootstrap key is
+ * not brought back.
  */
 export async function ensureBootstrapKey(db: Kysely<DB>, key: string) {
   const workspace = (await repo.findWorkspaceBySlug(db, 'default')) ?? (await createWorkspace(db, 'default', 'Default workspace'));
   const hash = hashSecret(key);
-  const existing = await db.selectFrom('api_keys').select(['id', 'revoked_at']).where('key_hash', '=', hash).executeTakeFirst();
-  if (existing) {
-    await db
-      .updateTable('api_keys')
-      .set({ revoked_at: null, permissions: [...ALL_PERMISSIONS] })
-      .where('id', '=', existing.id)
-      .execute();
-    return;
-  }
+  // A key revoked by an admin stays revoked, even if the environment still names it.
+  const existing = await db.selectFrom('api_keys').select(['id']).where('key_hash', '=', hash).executeTakeFirst();
+  if (existing) return;
   await createApiKey(db, { workspace: workspace.slug, permissions: [...ALL_PERMISSIONS], name: 'bootstrap', key });
 }
