@@ -59,7 +59,18 @@ export interface PolicySet {
   monitorRules: CompiledRule[];
   /** Whether any enforcing rule matches on environment (then the caller must state one). */
   usesEnvironment: boolean;
+  /**
+   * The rules (enforcing, monitor) whose action patterns admit `action`, in order. Matching an
+   * action is pure, and agents repeat a handful of actions, so the answer is memoised per
+   * action: a decision then walks only the rules that can match it.
+   */
+  forAction(action: string): { rules: CompiledRule[]; monitorRules: CompiledRule[] };
 }
+
+const ACTION_MEMO_LIMIT = 4096;
+
+/** The action matcher of a rule is checked by forAction; decide skips it. */
+const actionAdmits = (rule: CompiledRule, action: string) => rule.matchers.every(([field, matcher]) => field !== 'action' || matcher(action));
 
 export interface Decision {
   allowed: boolean;
@@ -129,26 +140,32 @@ export function compilePolicySet(policies: readonly PolicySource[]): PolicySet {
   const ordered = [...policies].sort((a, b) => b.priority - a.priority);
   const all = ordered.flatMap((policy) => policy.rules.map((rule, index) => compileRule(policy, rule, index)));
   const rules = all.filter((rule) => !rule.monitor);
+  const monitorRules = all.filter((rule) => rule.monitor);
+  const memo = new Map<string, { rules: CompiledRule[]; monitorRules: CompiledRule[] }>();
   return {
     rules,
-    monitorRules: all.filter((rule) => rule.monitor),
+    monitorRules,
     usesEnvironment: rules.some((rule) => rule.matchers.some(([field]) => field === 'environment')),
+    forAction(action) {
+      let entry = memo.get(action);
+      if (!entry) {
+        if (memo.size >= ACTION_MEMO_LIMIT) memo.clear(); // bounded: an agent may invent actions
+        entry = { rules: rules.filter((r) => actionAdmits(r, action)), monitorRules: monitorRules.filter((r) => actionAdmits(r, action)) };
+        memo.set(action, entry);
+      }
+      return entry;
+    },
   };
 }
 
-function fieldValue(field: MatchField, input: DecisionInput, agent: AgentFacts): string[] {
-  switch (field) {
-    case 'agent':
-      return agent.slug === agent.name ? [agent.slug] : [agent.slug, agent.name];
-    case 'environment':
-      return input.environment === undefined ? [] : [input.environment];
-    default: {
-      const value = input[field];
-      return value === undefined ? [] : [value];
-    }
-  }
+/** Whether the input's (or agent's) value for `field` matches; no allocation on the hot path. */
+function fieldMatches(field: MatchField, matcher: Matcher, input: DecisionInput, agent: AgentFacts): boolean {
+  if (field === 'agent') return matcher(agent.slug) || (agent.name !== agent.slug && matcher(agent.name));
+  const value = input[field];
+  return value !== undefined && matcher(value);
 }
 
+/** Whether a rule matches; its action patterns were already checked by PolicySet.forAction. */
 function ruleMatches(
   rule: CompiledRule,
   input: DecisionInput,
@@ -156,7 +173,7 @@ function ruleMatches(
   celVars: () => Parameters<typeof evaluateCondition>[1],
 ): boolean {
   for (const [field, matcher] of rule.matchers) {
-    if (!fieldValue(field, input, agent).some(matcher)) return false;
+    if (field !== 'action' && !fieldMatches(field, matcher, input, agent)) return false;
   }
   if (!rule.condition) return true;
   try {
@@ -166,10 +183,23 @@ function ruleMatches(
   }
 }
 
+/** Compiled allow-lists, by content: agents' rows are read per request, their lists rarely change. */
+const allowListMatchers = new Map<string, Matcher>();
+function allowList(list: string[]): Matcher {
+  const key = list.join('\u0000');
+  let matcher = allowListMatchers.get(key);
+  if (!matcher) {
+    if (allowListMatchers.size >= ACTION_MEMO_LIMIT) allowListMatchers.clear();
+    matcher = compileGlobs(list);
+    allowListMatchers.set(key, matcher);
+  }
+  return matcher;
+}
+
 function agentAllowListBlock(input: DecisionInput, agent: AgentFacts): Decision | null {
   const check = (field: 'tool' | 'resource', list: string[]) => {
     const value = input[field];
-    if (value === undefined || list.length === 0 || compileGlobs(list)(value)) return null;
+    if (value === undefined || list.length === 0 || allowList(list)(value)) return null;
     return `${field} '${value}' is not in the agent's allowed_${field}s`;
   };
   const reason = check('tool', agent.allowed_tools) ?? check('resource', agent.allowed_resources);
@@ -198,7 +228,8 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
     };
     return vars;
   };
-  const monitored = set.monitorRules
+  const candidates = set.forAction(input.action);
+  const monitored = candidates.monitorRules
     .filter((rule) => {
       try {
         return ruleMatches(rule, input, agent, celVars);
@@ -212,7 +243,7 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
   if (implicit) return { ...implicit, monitored };
 
   let best: CompiledRule | undefined;
-  for (const rule of set.rules) {
+  for (const rule of candidates.rules) {
     if (best && RANK[rule.effect] <= RANK[best.effect]) continue;
     if (!ruleMatches(rule, input, agent, celVars)) continue;
     best = rule;
