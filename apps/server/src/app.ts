@@ -10,11 +10,13 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
 import type { EgressGuard } from './egress/guard.ts';
+import { AuditWriter } from './features/audit/audit-writer.ts';
 import type { AuditSealer } from './features/audit/chain.ts';
 import { createDashboardHandlers } from './features/dashboard/dashboard.handlers.ts';
 import { dashboardSession } from './features/dashboard/sessions.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
 import { DecisionService } from './features/runtime/decisions.ts';
+import { AgentDirectory } from './features/runtime/identity.ts';
 import type { McpConnector } from './features/runtime/mcp-connector.ts';
 import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { checkRules, createHandlers } from './handlers.ts';
@@ -68,7 +70,13 @@ export function createApp(deps: AppDeps): Express {
   const { config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore } = deps;
   // One limiter for both APIs: a key's requests count once, whichever API they use.
   const limit = rateLimit(config.rateLimitPerMinute, rateLimitStore);
-  const decisions = new DecisionService(database.db, new PolicyCache(database.db), sealer);
+  const decisions = new DecisionService(
+    database.db,
+    new PolicyCache(database.db),
+    sealer,
+    new AgentDirectory(database.db),
+    new AuditWriter(database.db, database.kind === 'pglite' ? 1 : 4),
+  );
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', false);

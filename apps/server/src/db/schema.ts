@@ -15,6 +15,7 @@ export interface WorkspacesTable {
   plan: Generated<string>;
   billing_status: Generated<string>;
   policy_version: Generated<number>;
+  agents_version: Generated<number>;
   created_at: Timestamp;
 }
 

@@ -10,6 +10,8 @@ export interface AuthContext {
   rateLimitPerMinute: number;
   /** The workspace's policy-set version, read with the key: compiled policy sets are cached by it. */
   policyVersion: number;
+  /** The workspace's agents version, read with the key: agent lookups are cached by it. */
+  agentsVersion: number;
 }
 
 export interface RequestContext {
@@ -29,6 +31,7 @@ export const ANONYMOUS: AuthContext = {
   permissions: new Set(),
   rateLimitPerMinute: 0,
   policyVersion: 0,
+  agentsVersion: 0,
 };
 
 declare global {
@@ -49,6 +52,7 @@ export function keyIdentity(
     permissions: string[];
     rate_limit_per_minute: number | null;
     policy_version: number;
+    agents_version: number;
   },
   defaultRateLimit: number,
 ): AuthContext {
@@ -59,5 +63,6 @@ export function keyIdentity(
     permissions: new Set(key.permissions as Permission[]),
     rateLimitPerMinute: key.rate_limit_per_minute ?? defaultRateLimit,
     policyVersion: key.policy_version,
+    agentsVersion: key.agents_version,
   };
 }

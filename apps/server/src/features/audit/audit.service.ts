@@ -26,13 +26,8 @@ export interface AuditRecord {
   context?: Record<string, unknown>;
 }
 
-/**
- * Writes one audit event and its `audit.created` outbox event in ONE statement (a
- * data-modifying CTE), so the pair is atomic without a transaction of its own: one round trip
- * on the hot path. Inside a caller's transaction it simply joins it.
- * Returns the event as the API shows it (unsealed yet).
- */
-export async function writeAuditEvent(trx: Kysely<DB>, workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
+/** The rows of one audit event: the event and its `audit.created` outbox event. */
+export function auditRows(workspaceId: string, record: AuditRecord) {
   const row = {
     workspace_id: workspaceId,
     id: randomUUID(),
@@ -54,12 +49,26 @@ export async function writeAuditEvent(trx: Kysely<DB>, workspaceId: string, reco
     context: JSON.stringify(record.context ?? {}),
   };
   const event = toAuditEvent({ ...row, context: record.context ?? {}, sequence: null, hash: null });
-  await trx
-    .with('audit', (db) => db.insertInto('audit_events').values(row))
+  return { row, outbox: outboxRow(workspaceId, 'audit.created', { event }), event };
+}
+
+/**
+ * Inserts audit events and their outbox events in ONE statement (a data-modifying CTE): the
+ * pairs are atomic without a transaction of their own; inside a caller's transaction it joins it.
+ */
+export async function insertAuditRows(db: Kysely<DB>, rows: Array<ReturnType<typeof auditRows>>): Promise<void> {
+  await db
+    .with('audit', (q) => q.insertInto('audit_events').values(rows.map((r) => r.row)))
     .insertInto('outbox_events')
-    .values(outboxRow(workspaceId, 'audit.created', { event }))
+    .values(rows.map((r) => r.outbox))
     .execute();
-  return event;
+}
+
+/** Writes one audit event (and its outbox event) on `db`, e.g. inside a caller's transaction. */
+export async function writeAuditEvent(db: Kysely<DB>, workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
+  const rows = auditRows(workspaceId, record);
+  await insertAuditRows(db, [rows]);
+  return rows.event;
 }
 
 export function toAuditEvent(row: Omit<AuditEventWithSeal, 'context'> & { context: unknown }): AuditEvent {

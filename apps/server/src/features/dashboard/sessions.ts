@@ -102,7 +102,16 @@ export function dashboardSession(db: Kysely<DB>, defaultRateLimit: number) {
           .selectFrom('dashboard_sessions as s')
           .innerJoin('api_keys as k', (join) => join.onRef('k.workspace_id', '=', 's.workspace_id').onRef('k.id', '=', 's.key_id'))
           .innerJoin('workspaces as w', 'w.id', 's.workspace_id')
-          .select(['s.workspace_id', 's.key_id', 's.csrf_token', 'k.name', 'k.permissions', 'w.rate_limit_per_minute', 'w.policy_version'])
+          .select([
+            's.workspace_id',
+            's.key_id',
+            's.csrf_token',
+            'k.name',
+            'k.permissions',
+            'w.rate_limit_per_minute',
+            'w.policy_version',
+            'w.agents_version',
+          ])
           .where('s.token_hash', '=', hashSecret(token))
           .where('s.expires_at', '>', sql<Date>`now()`)
           .where('k.revoked_at', 'is', null)

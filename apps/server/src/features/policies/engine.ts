@@ -70,7 +70,8 @@ export interface PolicySet {
 const ACTION_MEMO_LIMIT = 4096;
 
 /** The action matcher of a rule is checked by forAction; decide skips it. */
-const actionAdmits = (rule: CompiledRule, action: string) => rule.matchers.every(([field, matcher]) => field !== 'action' || matcher(action));
+const actionAdmits = (rule: CompiledRule, action: string) =>
+  rule.matchers.every(([field, matcher]) => field !== 'action' || matcher(action));
 
 export interface Decision {
   allowed: boolean;

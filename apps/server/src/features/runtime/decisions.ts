@@ -16,10 +16,11 @@ import type { AgentRow } from '../agents/agents.repository.ts';
 import { consumeApproval, findApproval } from '../approvals/approvals.repository.ts';
 import { insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
 import { type AuditRecord, persistOrRefuse, writeAuditEvent } from '../audit/audit.service.ts';
+import type { AuditWriter } from '../audit/audit-writer.ts';
 import type { AuditSealer } from '../audit/chain.ts';
 import { ConditionError, type Decision, decide } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
-import { assertActive, resolveAgent } from './identity.ts';
+import { type AgentDirectory, assertActive, resolveAgent } from './identity.ts';
 
 export interface DecisionRequest {
   input: EvaluationInput;
@@ -50,6 +51,8 @@ export class DecisionService {
     private readonly db: Kysely<DB>,
     private readonly policies: PolicyCache,
     private readonly sealer: AuditSealer,
+    private readonly agents: AgentDirectory,
+    private readonly auditWriter: AuditWriter,
   ) {}
 
   async decide(ctx: RequestContext, request: DecisionRequest): Promise<DecisionOutcome> {
@@ -57,7 +60,7 @@ export class DecisionService {
     const { input } = request;
 
     // 1. who acts
-    const agent = await resolveAgent(this.db, workspaceId, input.agent, ctx.agentKey);
+    const agent = await resolveAgent(this.agents, ctx.auth, input.agent, ctx.agentKey);
     assertActive(agent);
 
     // 2. where
@@ -146,13 +149,18 @@ export class DecisionService {
     if (decision.ruleId) context.rule = decision.ruleId;
     if (decision.monitored.length) context.monitored = decision.monitored;
     if (input.context) context.input = input.context;
-    // One statement when the decision touches no approval (the hot path); a transaction with
-    // the approval's change otherwise.
+    // Batched when the decision touches no approval; in a transaction with the approval's
+    // change otherwise.
     const writeEvent = (db: Kysely<DB>, approvalId: string | null) =>
       writeAuditEvent(db, workspaceId, record(decision, { approvalId, context })).then((event) => ({ approvalId, eventId: event.id }));
     const { approvalId, eventId } = await persistOrRefuse(() => {
-      if (step.kind === 'none') return writeEvent(this.db, null);
-      if (step.kind === 'reuse') return writeEvent(this.db, step.id);
+      // the hot path: batched with concurrent decisions (group commit), durable before the answer
+      if (step.kind === 'none' || step.kind === 'reuse') {
+        const approvalId = step.kind === 'reuse' ? step.id : null;
+        return this.auditWriter
+          .write(workspaceId, record(decision, { approvalId, context }))
+          .then((event) => ({ approvalId, eventId: event.id }));
+      }
       const approvalStep = step;
       return this.db.transaction().execute(async (trx) => {
         if (approvalStep.kind === 'consume') {
@@ -205,7 +213,7 @@ export class DecisionService {
   async recordOutcome(ctx: RequestContext, decided: DecisionOutcome, outcome: ExecutionOutcome): Promise<void> {
     const { agent, input } = decided;
     await persistOrRefuse(() =>
-      writeAuditEvent(this.db, ctx.auth.workspaceId, {
+      this.auditWriter.write(ctx.auth.workspaceId, {
         source: decided.source,
         agent: agent.slug,
         agentId: agent.id,

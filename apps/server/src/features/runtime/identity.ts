@@ -9,9 +9,42 @@ import { ApiError } from '../../http/errors.ts';
 import { type AgentRow, findAgentCandidates } from '../agents/agents.repository.ts';
 import { hashSecret } from '../workspaces/workspaces.service.ts';
 
+const MAX_WORKSPACES = 10_000;
+const MAX_LOOKUPS = 1_000;
+
+/**
+ * Agent lookups, cached per workspace by its agents version (bumped by a trigger with every
+ * change to its agents, read with the caller's key). As with policies: the lookup runs after
+ * the version was read, so a cached answer is never older than the version it is filed under.
+ */
+export class AgentDirectory {
+  private readonly workspaces = new Map<string, { version: number; lookups: Map<string, Promise<AgentRow[]>> }>();
+
+  constructor(private readonly db: Kysely<DB>) {}
+
+  candidates(workspaceId: string, version: number, keyHash: string | undefined, named: string | undefined): Promise<AgentRow[]> {
+    let workspace = this.workspaces.get(workspaceId);
+    if (!workspace || workspace.version !== version) {
+      if (this.workspaces.size >= MAX_WORKSPACES) this.workspaces.clear();
+      workspace = { version, lookups: new Map() };
+      this.workspaces.set(workspaceId, workspace);
+    }
+    const key = `${keyHash ?? ''}\u0000${named ?? ''}`;
+    let lookup = workspace.lookups.get(key);
+    if (!lookup) {
+      if (workspace.lookups.size >= MAX_LOOKUPS) workspace.lookups.clear();
+      const lookups = workspace.lookups;
+      lookup = findAgentCandidates(this.db, workspaceId, keyHash, named);
+      lookup.catch(() => lookups.delete(key));
+      lookups.set(key, lookup);
+    }
+    return lookup;
+  }
+}
+
 export async function resolveAgent(
-  db: Kysely<DB>,
-  workspaceId: string,
+  directory: AgentDirectory,
+  auth: { workspaceId: string; agentsVersion: number },
   named: string | undefined,
   agentKey: string | undefined,
 ): Promise<AgentRow> {
@@ -19,7 +52,7 @@ export async function resolveAgent(
     throw new ApiError('agent_context_required', 'Name the acting agent in input.agent or send its key in X-Warden-Agent-Key');
   }
   const keyHash = agentKey === undefined ? undefined : hashSecret(agentKey);
-  const candidates = await findAgentCandidates(db, workspaceId, keyHash, named);
+  const candidates = await directory.candidates(auth.workspaceId, auth.agentsVersion, keyHash, named);
   let byKey: AgentRow | undefined;
   if (keyHash !== undefined) {
     byKey = candidates.find((agent) => agent.api_key_hash === keyHash);

@@ -22,6 +22,7 @@ export const findActiveKeyByHash = (db: Kysely<DB>, keyHash: string) =>
       'api_keys.permissions',
       'workspaces.rate_limit_per_minute',
       'workspaces.policy_version',
+      'workspaces.agents_version',
     ])
     .where('api_keys.key_hash', '=', keyHash)
     .where('api_keys.revoked_at', 'is', null)

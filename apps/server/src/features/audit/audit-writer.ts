@@ -1,0 +1,60 @@
+/**
+ * Group commit for audit events on the hot path. Every decision must be durable before it is
+ * answered, but one INSERT per request makes the database round trip the bottleneck. The
+ * writer sends what is waiting as ONE multi-row statement as soon as a connection is free:
+ * with no load, an event goes alone at once (no added delay); under load, events that arrive
+ * while earlier batches are in flight share the next statement. Each caller's promise
+ * settles only when its batch has committed — or fails with it (the caller answers 503).
+ */
+import type { AuditEvent } from '@warden/contract';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import { type AuditRecord, auditRows, insertAuditRows } from './audit.service.ts';
+
+interface Pending {
+  rows: ReturnType<typeof auditRows>;
+  resolve: (event: AuditEvent) => void;
+  reject: (error: unknown) => void;
+}
+
+export class AuditWriter {
+  private queue: Pending[] = [];
+  private inFlight = 0;
+
+  constructor(
+    private readonly db: Kysely<DB>,
+    /** Statements in flight at once (each holds a pool connection). */
+    private readonly maxInFlight = 4,
+    private readonly maxBatch = 500,
+  ) {}
+
+  write(workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ rows: auditRows(workspaceId, record), resolve, reject });
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.inFlight += 1;
+      insertAuditRows(
+        this.db,
+        batch.map((p) => p.rows),
+      )
+        .then(
+          () => {
+            for (const p of batch) p.resolve(p.rows.event);
+          },
+          (error: unknown) => {
+            for (const p of batch) p.reject(error);
+          },
+        )
+        .finally(() => {
+          this.inFlight -= 1;
+          this.pump();
+        });
+    }
+  }
+}
