@@ -79,6 +79,8 @@ export function createApp(deps: AppDeps): Express {
   );
   const app = express();
   app.disable('x-powered-by');
+  // API answers are not cached by validators: an ETag would only cost a hash per response.
+  app.set('etag', false);
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
 

@@ -167,6 +167,7 @@ export interface AuditChainHeadsTable {
   workspace_id: string;
   last_sequence: number;
   last_hash: string;
+  last_event_timestamp: NullableTimestamp;
 }
 
 export interface AuditSealsTable {

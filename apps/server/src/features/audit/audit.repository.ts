@@ -33,18 +33,17 @@ export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: A
 
 export type AuditEventWithSeal = Awaited<ReturnType<ReturnType<typeof auditEventsQuery>['executeTakeFirstOrThrow']>>;
 
-/** Unsealed events of a workspace, oldest first. */
-export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number) =>
-  db
+/** Unsealed events of a workspace with a timestamp after `since` (all when null), oldest first. */
+export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, since: Date | null, limit: number) => {
+  let q = db
     .selectFrom('audit_events as e')
     .leftJoin('audit_seals as s', (join) => join.onRef('s.workspace_id', '=', 'e.workspace_id').onRef('s.event_id', '=', 'e.id'))
     .selectAll('e')
     .where('e.workspace_id', '=', workspaceId)
-    .where('s.event_id', 'is', null)
-    .orderBy('e.event_timestamp')
-    .orderBy('e.id')
-    .limit(limit)
-    .execute();
+    .where('s.event_id', 'is', null);
+  if (since) q = q.where('e.event_timestamp', '>', since);
+  return q.orderBy('e.event_timestamp').orderBy('e.id').limit(limit).execute();
+};
 
 export const countUnsealed = async (db: Kysely<DB>, workspaceId: string) =>
   Number(

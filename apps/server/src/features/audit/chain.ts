@@ -16,6 +16,8 @@ import type { Logger } from '../../logger.ts';
 import { countUnsealed, sealsWithEvents, unsealedEvents } from './audit.repository.ts';
 
 const BATCH = 1000;
+/** How far before the newest sealed event the sealer still looks for unsealed ones. */
+const SEAL_LOOKBACK_MS = 5 * 60_000;
 
 type EventFields = Selectable<AuditEventsTable>;
 
@@ -67,7 +69,10 @@ export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promis
       .where('workspace_id', '=', workspaceId)
       .forUpdate()
       .executeTakeFirstOrThrow();
-    const events = await unsealedEvents(trx, workspaceId, BATCH);
+    // Events get their timestamp just before their (single-statement) insert commits, so one
+    // committed after a later-stamped event is sealed still falls well within this margin.
+    const since = head.last_event_timestamp ? new Date(new Date(head.last_event_timestamp).getTime() - SEAL_LOOKBACK_MS) : null;
+    const events = await unsealedEvents(trx, workspaceId, since, BATCH);
     if (events.length === 0) return 0;
     let sequence = Number(head.last_sequence);
     let hash = head.last_hash;
