@@ -1,0 +1,58 @@
+/** The benchmark's settings, from the environment (all optional but DATABASE_URL). */
+
+const env = (name: string): string | undefined => process.env[name] || undefined;
+
+function positive(name: string, fallback: number, integer = false): number {
+  const raw = env(name);
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
+    throw new Error(`${name} must be a positive ${integer ? 'integer' : 'number'}, got '${raw}'`);
+  }
+  return value;
+}
+
+export interface BenchConfig {
+  databaseUrl: string;
+  /** Measured seconds of each load run (BENCH_SECONDS, default 10). */
+  seconds: number;
+  /** Warm-up seconds before each measured run (BENCH_WARMUP_SECONDS, default 2, at most BENCH_SECONDS). */
+  warmupSeconds: number;
+  /** Rounds of the headline pair B1/S (BENCH_ROUNDS, default 3, at least 1). */
+  rounds: number;
+  /** Connections of the closed loop (BENCH_CONNECTIONS, default 50). */
+  connections: number;
+  /** Decisions of the evaluator micro-benchmark per policy set (BENCH_EVALUATOR_DECISIONS, default 200000). */
+  evaluatorDecisions: number;
+  /** Shared rate-limit store of the Warden under test (REDIS_URL, default redis://127.0.0.1:6379). */
+  redisUrl: string;
+  /** Profile mode (`--profile` or BENCH_PROFILE=1): one Warden under --cpu-prof, one load, the top functions. */
+  profile: boolean;
+  /** Seconds of load in profile mode (BENCH_PROFILE_SECONDS, default 10). */
+  profileSeconds: number;
+}
+
+export class UsageError extends Error {}
+
+export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchConfig {
+  const databaseUrl = env('DATABASE_URL');
+  if (!databaseUrl) {
+    throw new UsageError(
+      'DATABASE_URL is not set. `npm run bench` runs against a real PostgreSQL server: it creates a database ' +
+        'warden_bench_<time> there and drops it at the end. For example:\n' +
+        '  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npm run bench',
+    );
+  }
+  const seconds = positive('BENCH_SECONDS', 10);
+  return {
+    databaseUrl,
+    seconds,
+    warmupSeconds: Math.min(positive('BENCH_WARMUP_SECONDS', 2), seconds),
+    rounds: positive('BENCH_ROUNDS', 3, true),
+    connections: positive('BENCH_CONNECTIONS', 50, true),
+    evaluatorDecisions: positive('BENCH_EVALUATOR_DECISIONS', 200_000, true),
+    redisUrl: env('REDIS_URL') ?? 'redis://127.0.0.1:6379',
+    profile: argv.includes('--profile') || env('BENCH_PROFILE') === '1' || env('BENCH_PROFILE') === 'true',
+    profileSeconds: positive('BENCH_PROFILE_SECONDS', 10),
+  };
+}

@@ -1,0 +1,584 @@
+/**
+ * `npm run bench`: Warden against its baselines, in one run, on one machine and database.
+ *
+ *   B0  raw node:http answering fixed JSON (the HTTP ceiling)
+ *   B1  raw node:http + one pg INSERT per request, answered after commit (the floor for
+ *       "decide and durably record")
+ *   S   Warden's POST /api/v1/policy/evaluate (50 policies × 10 rules, an agent key, one
+ *       durable audit event per request); also POST /runtime/mcp/call (with and without an
+ *       MCP session) and GET /agents?limit=100
+ *
+ * Order: the evaluator micro-benchmark (in-process decide()); each server primed once
+ * (unmeasured); closed loop (autocannon, 50 connections) B0, (B1, S) × rounds, B0; open loop
+ * at half of S's median maximum, (B1, S) × rounds, B0; then the other S operations. Medians
+ * per target. Prints tables, then one JSON object as the last line of stdout; the JSON is
+ * also written to test-output/bench/latest.json. Progress goes to stderr.
+ *
+ * `npm run bench -- --profile` (or BENCH_PROFILE=1): one Warden under --cpu-prof, one
+ * closed-loop evaluate load, SIGINT, and the top self-time functions of the server over the
+ * load window (profile kept in test-output/bench/warden.cpuprofile).
+ *
+ * Settings (environment): DATABASE_URL (required), BENCH_SECONDS (10), BENCH_WARMUP_SECONDS
+ * (2), BENCH_ROUNDS (3), BENCH_CONNECTIONS (50), BENCH_EVALUATOR_DECISIONS (200000),
+ * REDIS_URL (redis://127.0.0.1:6379), BENCH_PROFILE_SECONDS (10). See tools/bench/README.md.
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { cpus, freemem, loadavg, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { type BenchConfig, loadBenchConfig, UsageError } from './config.ts';
+import { type BenchDatabase, createBenchDatabase, redact, serverFacts } from './database.ts';
+import type { EvaluatorFigures } from './evaluator.ts';
+import { forkBench, killAllNow, memoryMb, nextMessage, ROOT, refuseNewChildren, stopAll, stopChild } from './procs.ts';
+import { formatProfile, type ProfileSummary, summariseProfile } from './profile.ts';
+import { formatEvaluator, formatTables, median, summarise } from './report.ts';
+import { type Measured, type RunOptions, runLoad, type Scenario } from './runner.ts';
+import { B1_APP_NAME, startBaseline, startMcpUpstream, startWarden, WARDEN_APP_NAME, type WardenTarget } from './targets.ts';
+import { AGENT_KEY, EVALUATE_BODY, MCP_CALL_BODY, seedWarden } from './workload.ts';
+
+const OUT_DIR = join(ROOT, 'test-output/bench');
+const POLICIES = 50;
+
+const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
+
+// ---------------------------------------------------------------- cleanup, on every path
+
+const cleanups: Array<() => Promise<void>> = [];
+let cleaning: Promise<void> | undefined;
+let aborted = false;
+
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    await stopAll().catch((error) => log(`stopping children: ${(error as Error).message}`));
+    for (const step of cleanups.reverse()) {
+      await step().catch((error) => log(`cleanup: ${(error as Error).message}`));
+    }
+  })();
+  return cleaning;
+}
+
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping children and dropping the bench database`);
+    aborted = true;
+    refuseNewChildren();
+    const hard = setTimeout(() => {
+      killAllNow();
+      process.exit(130);
+    }, 30_000);
+    void cleanup().finally(() => {
+      clearTimeout(hard);
+      process.exit(130);
+    });
+  });
+}
+process.once('exit', () => killAllNow());
+
+// ---------------------------------------------------------------- facts
+
+function machineInfo() {
+  return {
+    cores: cpus().length,
+    cpuModel: cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    totalMemMb: Math.round(totalmem() / 2 ** 20),
+    freeMemMbAtStart: Math.round(freemem() / 2 ** 20),
+    loadAvgAtStart: loadavg().map((v) => Number(v.toFixed(2))),
+  };
+}
+
+/** Which code was measured: the commit and the files modified on top of it (apps/, packages/). */
+function codeInfo(): { commit: string; modified: string[] } {
+  const git = (args: string[]) => {
+    try {
+      return execFileSync('git', args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString()
+        .trim();
+    } catch {
+      return '';
+    }
+  };
+  return {
+    commit: git(['rev-parse', '--short', 'HEAD']) || 'unknown',
+    modified: git(['status', '--porcelain', '--', 'apps', 'packages'])
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => line.trim()),
+  };
+}
+
+function reachable(url: string): Promise<boolean> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    const socket = connect(Number(port || 6379), hostname);
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(2_000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
+async function evaluatorBenchmark(decisions: number): Promise<EvaluatorFigures[]> {
+  const child = forkBench('evaluator.ts', 'evaluator', [], { BENCH_EVALUATOR_DECISIONS: String(decisions) });
+  try {
+    const { figures } = await nextMessage<{ figures: EvaluatorFigures[] }>(
+      child,
+      (m) => m?.type === 'result',
+      15 * 60_000,
+      'evaluator micro-benchmark',
+    );
+    return figures;
+  } finally {
+    await stopChild(child, 'SIGKILL', 1_000);
+  }
+}
+
+// ---------------------------------------------------------------- the environment of a run
+
+interface Environment {
+  db: BenchDatabase;
+  warden: WardenTarget;
+  mcpUrl: string;
+  sessionId: string;
+  dataDir: string;
+}
+
+async function prepare(config: BenchConfig, options: { nodeFlags?: string[]; label: string }): Promise<Environment> {
+  const db = await createBenchDatabase(config.databaseUrl);
+  cleanups.push(async () => {
+    await db.drop();
+    log(`dropped database ${db.name}`);
+  });
+  log(`created database ${db.name}`);
+  const dataDir = mkdtempSync(join(tmpdir(), 'warden-bench-data-'));
+  cleanups.push(async () => rmSync(dataDir, { recursive: true, force: true }));
+  const mcp = await startMcpUpstream();
+  log(`MCP upstream at ${mcp.url} (pid ${mcp.pid})`);
+  const warden = await startWarden({
+    databaseUrl: db.url,
+    redisUrl: config.redisUrl,
+    dataDir,
+    logDir: OUT_DIR,
+    nodeFlags: options.nodeFlags,
+    label: options.label,
+  });
+  cleanups.push(() => warden.stop());
+  log(`Warden at ${warden.baseUrl} (server pid ${warden.pid}; log ${warden.logFile})`);
+  const seeded = await seedWarden(warden.baseUrl, warden.key, mcp.url, POLICIES);
+  log(`seeded: ${POLICIES} policies × 10 rules, 100 agents, MCP server 'tools', session ${seeded.sessionId}`);
+  return { db, warden, mcpUrl: mcp.url, sessionId: seeded.sessionId, dataDir };
+}
+
+const jsonHeaders = (key: string) => ({
+  authorization: `Bearer ${key}`,
+  'content-type': 'application/json',
+  'x-warden-agent-key': AGENT_KEY,
+});
+
+// ---------------------------------------------------------------- the full benchmark
+
+async function benchmark(config: BenchConfig): Promise<void> {
+  const startedAt = new Date().toISOString();
+  const machine = machineInfo();
+  const code = codeInfo();
+  mkdirSync(OUT_DIR, { recursive: true });
+  if (machine.loadAvgAtStart[0] !== undefined && machine.loadAvgAtStart[0] > machine.cores * 0.5) {
+    log(
+      `warning: load average ${machine.loadAvgAtStart.join(' ')} on ${machine.cores} cores: other work on this machine will disturb the figures`,
+    );
+  }
+  const redisUp = await reachable(config.redisUrl);
+  if (!redisUp) log(`warning: ${config.redisUrl} does not answer: Warden's rate limiter will count in memory (its insurance)`);
+
+  log(`evaluator micro-benchmark (${config.evaluatorDecisions} decisions per set)…`);
+  const evaluator = await evaluatorBenchmark(config.evaluatorDecisions);
+
+  const env = await prepare(config, { label: 'warden' });
+  const postgres = await serverFacts(env.db.pool);
+  const b0 = await startBaseline('b0', env.db.url);
+  const b1 = await startBaseline('b1', env.db.url);
+  log(`B0 at ${b0.origin} (pid ${b0.pid}), B1 at ${b1.origin} (pid ${b1.pid})`);
+
+  const headers = jsonHeaders(env.warden.key);
+  const body = JSON.stringify(EVALUATE_BODY);
+  const scenarios: Record<string, Scenario> = {
+    B0: { target: 'B0', scenario: 'evaluate', pid: b0.pid, url: `${b0.origin}/api/v1/policy/evaluate`, method: 'POST', headers, body },
+    B1: {
+      target: 'B1',
+      scenario: 'evaluate',
+      pid: b1.pid,
+      dbApplication: B1_APP_NAME,
+      url: `${b1.origin}/api/v1/policy/evaluate`,
+      method: 'POST',
+      headers,
+      body,
+      audit: { table: 'bench_audit_events', perOk: 1 },
+    },
+    S: {
+      target: 'S',
+      scenario: 'evaluate',
+      pid: env.warden.pid,
+      dbApplication: WARDEN_APP_NAME,
+      url: `${env.warden.baseUrl}/policy/evaluate`,
+      method: 'POST',
+      headers,
+      body,
+      audit: { table: 'audit_events', perOk: 1 },
+    },
+    agents: {
+      target: 'S',
+      scenario: 'agents_list',
+      pid: env.warden.pid,
+      dbApplication: WARDEN_APP_NAME,
+      url: `${env.warden.baseUrl}/agents?limit=100`,
+      method: 'GET',
+      headers: { authorization: headers.authorization },
+    },
+    mcpSession: {
+      target: 'S',
+      scenario: 'mcp_call_session',
+      pid: env.warden.pid,
+      dbApplication: WARDEN_APP_NAME,
+      url: `${env.warden.baseUrl}/runtime/mcp/call`,
+      method: 'POST',
+      headers,
+      body: JSON.stringify(MCP_CALL_BODY(env.sessionId)),
+      audit: { table: 'audit_events', perOk: 2 }, // the decision and the execution's outcome
+    },
+    mcpOneShot: {
+      target: 'S',
+      scenario: 'mcp_call_no_session',
+      pid: env.warden.pid,
+      dbApplication: WARDEN_APP_NAME,
+      url: `${env.warden.baseUrl}/runtime/mcp/call`,
+      method: 'POST',
+      headers,
+      body: JSON.stringify(MCP_CALL_BODY(undefined)),
+      audit: { table: 'audit_events', perOk: 2 },
+    },
+  };
+
+  const runs: Measured[] = [];
+  const failures: Array<{ run: string; error: string }> = [];
+  const base: Omit<RunOptions, 'round' | 'rate'> = {
+    connections: config.connections,
+    warmupSeconds: config.warmupSeconds,
+    seconds: config.seconds,
+    pool: env.db.pool,
+  };
+  const run = async (key: string, mode: 'closed' | 'open', round: number, rate?: number): Promise<Measured | undefined> => {
+    const scenario = scenarios[key] as Scenario;
+    const label = `${scenario.target} ${scenario.scenario} ${mode}${rate ? ` @${Math.round(rate)}/s` : ''} (round ${round})`;
+    if (aborted) throw new Error('aborted');
+    log(`${label}…`);
+    try {
+      const measured = await runLoad(scenario, mode, { ...base, round, rate });
+      runs.push(measured);
+      const l = measured.load;
+      log(
+        `  ${l.rps.toFixed(0)} req/s, p50 ${l.latencyMs.p50.toFixed(2)} ms, p99 ${l.latencyMs.p99.toFixed(2)} ms, ` +
+          `${measured.cpuMsPerRequest.toFixed(3)} CPU ms/req (+ ${measured.dbCpuMsPerRequest?.toFixed(3) ?? '–'} in PostgreSQL), errors ${l.errors + l.non2xx}` +
+          (measured.audit ? `, audit ${measured.audit.written}/${measured.audit.expected}` : ''),
+      );
+      return measured;
+    } catch (error) {
+      if (aborted) throw error;
+      log(`  FAILED: ${(error as Error).message}`);
+      failures.push({ run: label, error: (error as Error).message });
+      return undefined;
+    }
+  };
+
+  // 0. prime each server once (JIT, caches, pools), unmeasured, so round 1 is not a cold start
+  const primeSeconds = Math.min(5, config.seconds);
+  for (const key of ['B0', 'B1', 'S']) {
+    if (aborted) throw new Error('aborted');
+    const scenario = scenarios[key] as Scenario;
+    log(`priming ${scenario.target} (${primeSeconds} s closed loop, not counted)…`);
+    const primed = await runLoad(scenario, 'closed', { ...base, warmupSeconds: 1, seconds: primeSeconds, round: 0 }).catch(
+      (error: Error) => {
+        if (aborted) throw error;
+        log(`  priming failed: ${error.message}`);
+        return undefined;
+      },
+    );
+    if (primed) log(`  ${primed.load.rps.toFixed(0)} req/s`);
+  }
+
+  // 1. closed loop, interleaved: B0, (B1, S) × rounds, B0
+  await run('B0', 'closed', 1);
+  for (let round = 1; round <= config.rounds; round++) {
+    await run('B1', 'closed', round);
+    await run('S', 'closed', round);
+  }
+  await run('B0', 'closed', 2);
+
+  // 2. open loop at half of S's maximum, interleaved: (B1, S) × rounds, B0
+  const sMax = median(runs.filter((m) => m.target === 'S' && m.scenario === 'evaluate' && m.mode === 'closed').map((m) => m.load.rps));
+  const halfRate = Number.isFinite(sMax) && sMax > 0 ? Math.max(10, Math.round(sMax / 2)) : 100;
+  for (let round = 1; round <= config.rounds; round++) {
+    await run('B1', 'open', round, halfRate);
+    await run('S', 'open', round, halfRate);
+  }
+  await run('B0', 'open', 1, halfRate);
+
+  // 3. the other operations of S: closed, then open at half of their own maximum
+  for (const key of ['agents', 'mcpSession', 'mcpOneShot']) {
+    const closed = await run(key, 'closed', 1);
+    const rate = closed && closed.load.rps > 0 ? Math.max(5, Math.round(closed.load.rps / 2)) : undefined;
+    if (rate) await run(key, 'open', 1, rate);
+  }
+
+  const wardenHwm = (() => {
+    try {
+      return memoryMb(env.warden.pid).hwm;
+    } catch {
+      return Number.NaN;
+    }
+  })();
+
+  log('stopping the servers…');
+  await cleanup();
+
+  const summaries = summarise(runs);
+  const find = (target: string, scenario: string, mode: 'closed' | 'open') =>
+    summaries.find((s) => s.target === target && s.scenario === scenario && s.mode === mode);
+  const s = find('S', 'evaluate', 'closed');
+  const b1s = find('B1', 'evaluate', 'closed');
+  const b0s = find('B0', 'evaluate', 'closed');
+  const sOpen = find('S', 'evaluate', 'open');
+  const b1Open = find('B1', 'evaluate', 'open');
+  const ratio = (a: number | null | undefined, b: number | null | undefined) => (a && b ? Number((a / b).toFixed(3)) : null);
+  const sRuns = runs.filter((m) => m.target === 'S' && m.scenario === 'evaluate');
+  const ev50 = evaluator.find((f) => f.policies === 50);
+  // Each round's S against the B1 run just before it: robust to load that drifts between rounds.
+  const closedEvaluate = (target: string, round: number) =>
+    runs.find((m) => m.target === target && m.scenario === 'evaluate' && m.mode === 'closed' && m.round === round);
+  const perRound: number[] = [];
+  for (let round = 1; round <= config.rounds; round++) {
+    const pair = [closedEvaluate('S', round), closedEvaluate('B1', round)];
+    if (pair[0] && pair[1]) perRound.push(Number((pair[0].load.rps / pair[1].load.rps).toFixed(3)));
+  }
+  const headline = {
+    s_over_b1_rps: ratio(s?.rps.median, b1s?.rps.median),
+    s_over_b1_rps_per_round: perRound,
+    s_over_b1_rps_median_of_rounds: perRound.length ? Number(median(perRound).toFixed(3)) : null,
+    s_over_b0_rps: ratio(s?.rps.median, b0s?.rps.median),
+    b1_over_b0_rps: ratio(b1s?.rps.median, b0s?.rps.median),
+    s_rps: s?.rps.median ?? null,
+    b1_rps: b1s?.rps.median ?? null,
+    b0_rps: b0s?.rps.median ?? null,
+    open_rate: halfRate,
+    s_p50_ms: sOpen?.latencyMs.p50 ?? null,
+    s_p99_ms: sOpen?.latencyMs.p99 ?? null,
+    b1_p50_ms: b1Open?.latencyMs.p50 ?? null,
+    b1_p99_ms: b1Open?.latencyMs.p99 ?? null,
+    s_cpu_ms_per_req: s?.cpuMsPerRequest ?? null,
+    b1_cpu_ms_per_req: b1s?.cpuMsPerRequest ?? null,
+    s_over_b1_cpu_per_req: ratio(s?.cpuMsPerRequest, b1s?.cpuMsPerRequest),
+    s_db_cpu_ms_per_req: s?.dbCpuMsPerRequest ?? null,
+    b1_db_cpu_ms_per_req: b1s?.dbCpuMsPerRequest ?? null,
+    s_rss_peak_mb: Math.max(...sRuns.map((m) => m.rssPeakMb)),
+    s_errors: sRuns.reduce((a, m) => a + m.load.errors + m.load.non2xx, 0),
+    s_audit_rows_ok: sRuns.every((m) => m.audit?.ok === true),
+    evaluator_p50_us_50x10: ev50?.perDecisionUs.p50 ?? null,
+  };
+  const targets = {
+    's_over_b1 >= 0.5': headline.s_over_b1_rps !== null && headline.s_over_b1_rps >= 0.5,
+    's_over_b1 >= 0.65 (stretch)': headline.s_over_b1_rps !== null && headline.s_over_b1_rps >= 0.65,
+    's_p99 <= 10 ms at half of S max': headline.s_p99_ms !== null && headline.s_p99_ms <= 10,
+    'no errors (S evaluate)': headline.s_errors === 0,
+    'no lost audit rows (S evaluate)': headline.s_audit_rows_ok,
+    'evaluator p50 <= 10 us (50 x 10)': headline.evaluator_p50_us_50x10 !== null && headline.evaluator_p50_us_50x10 <= 10,
+  };
+
+  const result = {
+    benchmark: 'warden',
+    version: 1,
+    startedAt,
+    finishedAt: new Date().toISOString(),
+    machine: {
+      ...machine,
+      loadAvgAtEnd: loadavg().map((v) => Number(v.toFixed(2))),
+      postgres,
+      redis: { url: config.redisUrl, reachable: redisUp },
+    },
+    config: {
+      seconds: config.seconds,
+      warmupSeconds: config.warmupSeconds,
+      rounds: config.rounds,
+      connections: config.connections,
+      policies: `${POLICIES} x 10`,
+      database: env.db.name,
+      wardenEnv: {
+        NODE_ENV: 'production',
+        WARDEN_RATE_LIMIT_PER_MINUTE: '100000000',
+        REDIS_URL: config.redisUrl,
+        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
+        validateResponses: false,
+      },
+      wardenCommand: 'npx tsx apps/server/src/main.ts',
+      wardenProcessTree: env.warden.tree,
+      requestBody: EVALUATE_BODY,
+    },
+    code,
+    headline,
+    targets,
+    evaluator,
+    summaries,
+    wardenPeakRssMbOverall: Number.isFinite(wardenHwm) ? Number(wardenHwm.toFixed(1)) : null,
+    runs: runs.map((m) => ({ ...m, load: { ...m.load } })),
+    failures,
+  };
+
+  const out: string[] = [];
+  out.push('');
+  out.push(`Warden benchmark — ${startedAt}`);
+  if ((machine.loadAvgAtStart[0] ?? 0) > machine.cores * 0.5) {
+    out.push(
+      `WARNING: load average ${machine.loadAvgAtStart.join(' ')} at start on ${machine.cores} cores: other work shared this machine; the figures are disturbed (see loadAvg1 per run in the JSON)`,
+    );
+  }
+  out.push(
+    `machine: ${machine.cores} cores (${machine.cpuModel}), node ${machine.node}, ${machine.totalMemMb} MB RAM, load average at start ${machine.loadAvgAtStart.join(' ')}, at end ${result.machine.loadAvgAtEnd.join(' ')}`,
+  );
+  out.push(
+    `postgres: ${postgres.version}, synchronous_commit=${postgres.synchronous_commit}, fsync=${postgres.fsync}; database ${env.db.name} (${redact(config.databaseUrl).replace(/\/[^/]*$/, '/…')}), dropped at the end`,
+  );
+  out.push(
+    `Warden: npx tsx apps/server/src/main.ts, NODE_ENV=production (no response validation), rate limit 100000000/min in Redis at ${config.redisUrl}${redisUp ? '' : ' (NOT REACHABLE: in-memory insurance)'}`,
+  );
+  out.push(
+    `load: ${config.connections} connections closed loop; ${config.warmupSeconds} s warm-up + ${config.seconds} s measured per run; ${config.rounds} rounds B1/S interleaved`,
+  );
+  out.push(
+    `code: commit ${code.commit}${code.modified.length ? ` + ${code.modified.length} modified/new paths under apps/ packages/ (listed in the JSON)` : ', clean'}`,
+  );
+  out.push(`same body for B0/B1/S: ${JSON.stringify(EVALUATE_BODY)}`);
+  out.push('');
+  out.push(`Evaluator micro-benchmark (in-process decide(), per call):`);
+  out.push(formatEvaluator(evaluator));
+  out.push('');
+  out.push(formatTables(summaries));
+  out.push('');
+  out.push('Headline (medians):');
+  out.push(`  S/B1 requests/s = ${headline.s_over_b1_rps}   (S ${headline.s_rps}/s, B1 ${headline.b1_rps}/s; target ≥ 0.5, stretch 0.65)`);
+  out.push(
+    `  S/B1 per round (S against the B1 run just before it): ${perRound.join(', ')}; median ${headline.s_over_b1_rps_median_of_rounds}`,
+  );
+  out.push(`  S/B0 requests/s = ${headline.s_over_b0_rps}   (B0 ${headline.b0_rps}/s)`);
+  out.push(
+    `  open loop at ${halfRate}/s (half of S's max): S p50 ${headline.s_p50_ms} ms, p99 ${headline.s_p99_ms} ms; B1 p50 ${headline.b1_p50_ms} ms, p99 ${headline.b1_p99_ms} ms (target S p99 ≤ 10 ms)`,
+  );
+  out.push(
+    `  CPU per request: S ${headline.s_cpu_ms_per_req} ms, B1 ${headline.b1_cpu_ms_per_req} ms (S/B1 ${headline.s_over_b1_cpu_per_req}); ` +
+      `in their PostgreSQL backends: S ${headline.s_db_cpu_ms_per_req} ms, B1 ${headline.b1_db_cpu_ms_per_req} ms`,
+  );
+  out.push(
+    `  S errors ${headline.s_errors}; audit rows == 2xx in every S run: ${headline.s_audit_rows_ok}; Warden peak RSS ${headline.s_rss_peak_mb.toFixed(0)} MB`,
+  );
+  out.push(`  evaluator p50 ${headline.evaluator_p50_us_50x10} µs per decision with 50 × 10 rules (target ≤ 10 µs)`);
+  out.push('Targets:');
+  for (const [name, ok] of Object.entries(targets)) out.push(`  ${ok ? 'PASS' : 'FAIL'}  ${name}`);
+  if (failures.length) {
+    out.push('Failed runs:');
+    for (const f of failures) out.push(`  ${f.run}: ${f.error}`);
+  }
+  out.push(`(JSON also in ${join(OUT_DIR, 'latest.json')}; Warden log in ${env.warden.logFile})`);
+  const json = JSON.stringify(result);
+  writeFileSync(join(OUT_DIR, 'latest.json'), `${JSON.stringify(result, null, 2)}\n`);
+  process.stdout.write(`${out.join('\n')}\n${json}\n`);
+  if (failures.length) process.exitCode = 1;
+}
+
+// ---------------------------------------------------------------- profile mode
+
+async function profile(config: BenchConfig): Promise<void> {
+  mkdirSync(OUT_DIR, { recursive: true });
+  const code = codeInfo();
+  const profDir = mkdtempSync(join(tmpdir(), 'warden-cpu-prof-'));
+  cleanups.push(async () => rmSync(profDir, { recursive: true, force: true }));
+  const env = await prepare(config, { nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profDir}`], label: 'warden-profiled' });
+  const headers = jsonHeaders(env.warden.key);
+  const scenario: Scenario = {
+    target: 'S',
+    scenario: 'evaluate',
+    pid: env.warden.pid,
+    dbApplication: WARDEN_APP_NAME,
+    url: `${env.warden.baseUrl}/policy/evaluate`,
+    method: 'POST',
+    headers,
+    body: JSON.stringify(EVALUATE_BODY),
+    audit: { table: 'audit_events', perOk: 1 },
+  };
+  const window = { startUs: 0, endUs: 0 };
+  log(`profiling: ${config.warmupSeconds} s warm-up + ${config.profileSeconds} s closed-loop evaluate load, server pid ${env.warden.pid}`);
+  const measured = await runLoad(scenario, 'closed', {
+    connections: config.connections,
+    warmupSeconds: config.warmupSeconds,
+    seconds: config.profileSeconds,
+    round: 1,
+    pool: env.db.pool,
+    onMeasure: (phase, us) => {
+      if (phase === 'start') window.startUs = us;
+      else window.endUs = us;
+    },
+  });
+  log(`  ${measured.load.rps.toFixed(0)} req/s under the profiler; SIGINT to the server so it writes its profile…`);
+  const serverPid = env.warden.pid;
+  await env.warden.stop('SIGINT');
+  // CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile: the server's main thread is thread 0.
+  const file = readdirSync(profDir).find((name) => {
+    const parts = name.split('.');
+    return name.endsWith('.cpuprofile') && parts[3] === String(serverPid) && parts[4] === '0';
+  });
+  if (!file) throw new Error(`no .cpuprofile of pid ${serverPid} in ${profDir} (found: ${readdirSync(profDir).join(', ') || 'nothing'})`);
+  const kept = join(OUT_DIR, 'warden.cpuprofile');
+  copyFileSync(join(profDir, file), kept);
+  const summary: ProfileSummary = summariseProfile(kept, window, 15);
+  writeFileSync(join(OUT_DIR, 'profile-summary.json'), `${JSON.stringify({ code, summary, load: measured }, null, 2)}\n`);
+  await cleanup();
+  const out = [
+    '',
+    `Warden (commit ${code.commit}${code.modified.length ? ` + ${code.modified.length} modified` : ''}) under --cpu-prof: ${measured.load.rps.toFixed(0)} req/s, ` +
+      `${measured.cpuMsPerRequest.toFixed(3)} CPU ms/req (${measured.serverSystemPercent.toFixed(0)}% in the kernel; profiler overhead included), ` +
+      `+ ${measured.dbCpuMsPerRequest?.toFixed(3) ?? '–'} ms/req in its PostgreSQL backends, audit ${measured.audit?.written}/${measured.audit?.expected}`,
+    formatProfile(summary),
+    `(profile kept in ${kept}; open it in Chrome DevTools → Performance, or speedscope)`,
+  ];
+  process.stdout.write(
+    `${out.join('\n')}\n${JSON.stringify({ benchmark: 'warden-profile', code, summary, load: measured.load, cpuMsPerRequest: measured.cpuMsPerRequest })}\n`,
+  );
+}
+
+// ---------------------------------------------------------------- main
+
+async function main(): Promise<void> {
+  let config: BenchConfig;
+  try {
+    config = loadBenchConfig();
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n`);
+    process.exit(error instanceof UsageError ? 2 : 1);
+  }
+  if (!existsSync('/proc/self/stat')) {
+    process.stderr.write('npm run bench reads /proc for CPU time and memory: it runs on Linux only\n');
+    process.exit(2);
+  }
+  try {
+    if (config.profile) await profile(config);
+    else await benchmark(config);
+  } catch (error) {
+    log(`failed: ${(error as Error).stack ?? error}`);
+    process.exitCode = 1;
+  } finally {
+    await cleanup();
+  }
+}
+
+await main();

@@ -1,0 +1,263 @@
+/**
+ * The load generator, a child process of its own (so it never shares an event loop with a
+ * server under test). One run per process, driven over IPC:
+ *
+ *   parent → { type: 'run', spec }      child warms up, drains, → { type: 'warm', rps }
+ *   parent → { type: 'go', amount?, requestId }
+ *                                       child measures, drains, → { type: 'result', result }
+ *
+ * Every request of the measured phase carries X-Request-Id: <requestId> (one UUID per run),
+ * which Warden (and B1) record in the audit row: the parent counts exactly the rows of the
+ * measured phase, whatever requests of the warm-up were still being finished.
+ *
+ * closed: autocannon, `connections` connections, pipelining 1. The warm-up runs for a
+ *   duration; the measured phase sends a fixed number of requests (warm-up rate × seconds,
+ *   given by the parent) so that every request sent is answered before the run ends: then
+ *   the server's audit rows can be counted exactly against the 2xx answers.
+ * open: a fixed-rate sender over an undici Pool. Request i is due at start + i/rate whatever
+ *   the previous answers did; its latency runs from that due time to the end of its answer
+ *   (so a stall counts in full: no coordinated omission). Waits for every answer (bounded).
+ */
+import { performance } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import { Pool } from 'undici';
+
+export interface RunSpec {
+  mode: 'closed' | 'open';
+  url: string;
+  method: 'GET' | 'POST';
+  headers: Record<string, string>;
+  body?: string;
+  connections: number;
+  warmupSeconds: number;
+  seconds: number;
+  /** open: requests per second. */
+  rate?: number;
+}
+
+export interface LoadResult {
+  mode: 'closed' | 'open';
+  /** Answers received in the measured phase. */
+  responses: number;
+  ok2xx: number;
+  non2xx: number;
+  /** Connection errors and timeouts (no answer at all). */
+  errors: number;
+  statusCodes: Record<string, number>;
+  durationS: number;
+  /** Answers per second over the measured phase. */
+  rps: number;
+  latencyMs: { p50: number; p90: number; p99: number; p999: number; max: number; mean: number };
+  /** open only: the target rate, and how late the sender itself was (its p99 lag behind schedule). */
+  targetRate?: number;
+  sendLagP99Ms?: number;
+  /** open only: requests still unanswered when the drain timed out (counted in errors). */
+  unanswered?: number;
+  /** CPU time of the load generator itself during the measured phase (ms). */
+  clientCpuMs?: number;
+}
+
+const DRAIN_TIMEOUT_MS = 30_000;
+const REQUEST_TIMEOUT_S = 10;
+
+function percentile(sorted: Float64Array, q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[index] as number;
+}
+
+function closedRun(spec: RunSpec, options: { duration?: number; amount?: number }): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let lastAnswer = started;
+    const instance = autocannon(
+      {
+        url: spec.url,
+        method: spec.method,
+        headers: spec.headers,
+        body: spec.body,
+        connections: spec.connections,
+        pipelining: 1,
+        timeout: REQUEST_TIMEOUT_S,
+        sampleInt: 250,
+        ...options,
+      },
+      (error, result) => {
+        if (error) return reject(error);
+        const statusCodes: Record<string, number> = {};
+        let responses = 0;
+        for (const [code, { count }] of Object.entries(result.statusCodeStats ?? {})) {
+          statusCodes[code] = count;
+          responses += count;
+        }
+        const durationS = (lastAnswer - started) / 1000;
+        resolve({
+          mode: 'closed',
+          responses,
+          ok2xx: result['2xx'],
+          non2xx: result.non2xx,
+          errors: result.errors,
+          statusCodes,
+          durationS,
+          rps: durationS > 0 ? responses / durationS : 0,
+          latencyMs: {
+            p50: result.latency.p50,
+            p90: result.latency.p90,
+            p99: result.latency.p99,
+            p999: result.latency.p99_9 ?? result.latency.p999 ?? Number.NaN,
+            max: result.latency.max,
+            mean: result.latency.mean,
+          },
+        });
+      },
+    );
+    instance.on('response', () => {
+      lastAnswer = performance.now();
+    });
+  });
+}
+
+async function openRun(spec: RunSpec, pool: Pool, seconds: number): Promise<LoadResult> {
+  const rate = spec.rate ?? 0;
+  if (!(rate > 0)) throw new Error('open loop: rate must be positive');
+  const url = new URL(spec.url);
+  const path = `${url.pathname}${url.search}`;
+  const total = Math.max(1, Math.floor(seconds * rate));
+  const interval = 1000 / rate;
+  const latencies = new Float64Array(total);
+  const lags = new Float64Array(total);
+  const statusCodes: Record<string, number> = {};
+  let answered = 0;
+  let ok2xx = 0;
+  let errors = 0;
+  let inFlight = 0;
+  let sent = 0;
+  let lastAnswer = 0;
+  const body = spec.body === undefined ? undefined : Buffer.from(spec.body);
+  let drained: (() => void) | undefined;
+
+  const fire = (due: number) => {
+    inFlight += 1;
+    lags[sent] = performance.now() - due;
+    pool
+      .request({ path, method: spec.method, headers: spec.headers, body })
+      .then(async ({ statusCode, body: answer }) => {
+        await answer.dump();
+        const now = performance.now();
+        lastAnswer = now;
+        latencies[answered] = now - due;
+        answered += 1;
+        statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
+        if (statusCode >= 200 && statusCode < 300) ok2xx += 1;
+      })
+      .catch(() => {
+        errors += 1;
+      })
+      .finally(() => {
+        inFlight -= 1;
+        if (inFlight === 0 && sent === total) drained?.();
+      });
+  };
+
+  const start = performance.now() + 5;
+  await new Promise<void>((allSent) => {
+    const pump = () => {
+      const now = performance.now();
+      while (sent < total && start + sent * interval <= now) {
+        fire(start + sent * interval);
+        sent += 1;
+      }
+      if (sent < total) setTimeout(pump, Math.max(0, Math.min(1, start + sent * interval - now)));
+      else allSent();
+    };
+    setTimeout(pump, 5);
+  });
+  if (inFlight > 0) {
+    await new Promise<void>((resolve) => {
+      drained = resolve;
+      setTimeout(resolve, DRAIN_TIMEOUT_MS).unref();
+    });
+  }
+  const unanswered = inFlight;
+  const sorted = latencies.slice(0, answered).sort();
+  const lagSorted = lags.slice(0, sent).sort();
+  const durationS = ((answered > 0 ? lastAnswer : performance.now()) - start) / 1000;
+  let sum = 0;
+  for (const value of sorted) sum += value;
+  return {
+    mode: 'open',
+    responses: answered,
+    ok2xx,
+    non2xx: answered - ok2xx,
+    errors: errors + unanswered,
+    statusCodes,
+    durationS,
+    rps: durationS > 0 ? answered / durationS : 0,
+    latencyMs: {
+      p50: percentile(sorted, 0.5),
+      p90: percentile(sorted, 0.9),
+      p99: percentile(sorted, 0.99),
+      p999: percentile(sorted, 0.999),
+      max: sorted.length ? (sorted[sorted.length - 1] as number) : Number.NaN,
+      mean: sorted.length ? sum / sorted.length : Number.NaN,
+    },
+    targetRate: rate,
+    sendLagP99Ms: percentile(lagSorted, 0.99),
+    unanswered,
+  };
+}
+
+const tagged = (spec: RunSpec, requestId: string): RunSpec => ({ ...spec, headers: { ...spec.headers, 'x-request-id': requestId } });
+
+function cpuMsSince(start: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(start);
+  return (used.user + used.system) / 1000;
+}
+
+type IpcMessage = { type?: unknown } | null | undefined;
+
+function waitFor<T>(accept: (message: IpcMessage) => boolean): Promise<T> {
+  return new Promise((resolve) => {
+    const onMessage = (message: unknown) => {
+      if (!accept(message as IpcMessage)) return;
+      process.off('message', onMessage);
+      resolve(message as T);
+    };
+    process.on('message', onMessage);
+  });
+}
+
+async function main(): Promise<void> {
+  const { spec } = await waitFor<{ spec: RunSpec }>((m) => m?.type === 'run');
+  let result: LoadResult;
+  if (spec.mode === 'closed') {
+    const warm = await closedRun(spec, { duration: spec.warmupSeconds });
+    process.send?.({ type: 'warm', rps: warm.rps, warm });
+    const { amount, requestId } = await waitFor<{ amount: number; requestId: string }>((m) => m?.type === 'go');
+    const cpu = process.cpuUsage();
+    result = await closedRun(tagged(spec, requestId), { amount: Math.max(amount, spec.connections) });
+    result.clientCpuMs = cpuMsSince(cpu);
+  } else {
+    const pool = new Pool(new URL(spec.url).origin, {
+      connections: Math.max(spec.connections, 64),
+      pipelining: 1,
+      headersTimeout: REQUEST_TIMEOUT_S * 1000,
+      bodyTimeout: REQUEST_TIMEOUT_S * 1000,
+      keepAliveTimeout: 60_000,
+    });
+    const warm = await openRun(spec, pool, spec.warmupSeconds);
+    process.send?.({ type: 'warm', rps: warm.rps, warm });
+    const { requestId } = await waitFor<{ requestId: string }>((m) => m?.type === 'go');
+    const cpu = process.cpuUsage();
+    result = await openRun(tagged(spec, requestId), pool, spec.seconds);
+    result.clientCpuMs = cpuMsSince(cpu);
+    await pool.close();
+  }
+  process.send?.({ type: 'result', result }, undefined, {}, () => process.exit(0));
+}
+
+process.on('disconnect', () => process.exit(0));
+main().catch((error) => {
+  process.stderr.write(`loadgen failed: ${(error as Error).stack}\n`);
+  process.exit(1);
+});
