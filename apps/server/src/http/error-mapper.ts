@@ -33,6 +33,8 @@ function codeForValidation(req: Request, firstErrorPath: string): ApiError['code
 
 function toApiError(error: unknown, req: Request): ApiError {
   if (error instanceof ApiError) return error;
+  // the router could not percent-decode a path segment
+  if (error instanceof URIError) return new ApiError('invalid_request', 'The path is not validly percent-encoded', { cause: error });
   const e = error as ValidatorError;
   const status = e.status ?? e.statusCode;
   // body-parser

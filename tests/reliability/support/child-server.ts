@@ -1,0 +1,149 @@
+/**
+ * Warden as a user runs it: `apps/server/src/main.ts` in a child process of its own (node with
+ * tsx's loader, so the child's pid is the server's — what `npx tsx` runs, minus the wrapper
+ * processes), on a free loopback port, with its stdout/stderr captured. The child is started
+ * in its own process group and always killed as a group.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import pg from 'pg';
+
+export const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
+const SERVER = join(ROOT, 'apps/server/src/main.ts');
+const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+
+export interface ChildServer {
+  pid: number;
+  port: number;
+  /** http://127.0.0.1:PORT/api/v1 */
+  url: string;
+  /** Everything the process wrote to stdout and stderr so far. */
+  output(): string;
+  /** Null while running. */
+  exitStatus(): { code: number | null; signal: NodeJS.Signals | null } | null;
+  /** Sends a signal to the server's process group. */
+  signal(signal: NodeJS.Signals): void;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+/** The child's environment: this process's, without anything that would point it elsewhere, plus `extra`. */
+export function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of [
+    'DATABASE_URL',
+    'WARDEN_DATA_DIR',
+    'WARDEN_BOOTSTRAP_KEY',
+    'PORT',
+    'HOST',
+    'REDIS_URL',
+    'NODE_ENV',
+    'WARDEN_EGRESS_ALLOWLIST',
+    'VITEST',
+    'VITEST_POOL_ID',
+    'VITEST_WORKER_ID',
+    'NODE_OPTIONS',
+  ])
+    delete env[name];
+  for (const [name, value] of Object.entries(extra)) if (value !== undefined) env[name] = value;
+  return env;
+}
+
+export async function startChildServer(options: {
+  env: Record<string, string | undefined>;
+  port?: number;
+  readyTimeoutMs?: number;
+  nodeArgs?: string[];
+}): Promise<ChildServer> {
+  const port = options.port ?? (await freePort());
+  const child: ChildProcess = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', TSX_LOADER, SERVER], {
+    cwd: ROOT,
+    env: childEnv({ ...options.env, PORT: String(port), HOST: '127.0.0.1' }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let output = '';
+  let status: { code: number | null; signal: NodeJS.Signals | null } | null = null;
+  child.stdout?.on('data', (chunk) => {
+    output += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    output += chunk;
+  });
+  const exited = new Promise<void>((resolve) => {
+    child.on('exit', (code, signal) => {
+      status = { code, signal };
+      resolve();
+    });
+  });
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-(child.pid as number), sig);
+    } catch {
+      // already gone
+    }
+  };
+  const server: ChildServer = {
+    pid: child.pid as number,
+    port,
+    url: `http://127.0.0.1:${port}/api/v1`,
+    output: () => output,
+    exitStatus: () => status,
+    signal,
+    stop: async (graceMs = 10_000) => {
+      if (status) return;
+      signal('SIGTERM');
+      const timer = setTimeout(() => signal('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+  const deadline = Date.now() + (options.readyTimeoutMs ?? 90_000);
+  while (Date.now() < deadline) {
+    if (status) throw new Error(`the server exited while starting (${JSON.stringify(status)}):\n${output.slice(-3000)}`);
+    try {
+      const res = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(2_000) });
+      if (res.status === 200) return server;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  signal('SIGKILL');
+  throw new Error(`the server did not answer /health within the start bound:\n${output.slice(-3000)}`);
+}
+
+/** A fresh database on the PostgreSQL server of `baseUrl`; `drop` removes it (forcing out connections). */
+export async function freshDatabase(baseUrl: string, prefix: string): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
+  const name = `${prefix}_${Date.now()}_${randomBytes(3).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: baseUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(baseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    name,
+    drop: async () => {
+      const client = new pg.Client({ connectionString: baseUrl });
+      await client.connect();
+      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await client.end();
+    },
+  };
+}
+
+/** A workspace API key in the bootstrap format. */
+export const randomKey = (label: string) => `wk_${label}_${randomBytes(24).toString('base64url')}`;
