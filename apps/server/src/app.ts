@@ -24,8 +24,8 @@ import { authenticate } from './http/authenticate.ts';
 import { dashboardAssets } from './http/dashboard-assets.ts';
 import { docsRouter } from './http/docs.ts';
 import { errorMapper } from './http/error-mapper.ts';
-import { inputGuard } from './http/input-guard.ts';
 import { ApiError } from './http/errors.ts';
+import { inputGuard } from './http/input-guard.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter } from './http/router.ts';
@@ -103,7 +103,13 @@ export function createApp(deps: AppDeps): Express {
   const v1 = express.Router();
   // Identity and rate limit come before the body parser, so that every answer (a malformed
   // body's 400 and a large body's 413 too) carries the rate-limit headers.
-  v1.use(authenticate(database.db, config.rateLimitPerMinute), limit, requireIdentity('/health'), express.json({ limit: BODY_LIMIT }), inputGuard);
+  v1.use(
+    authenticate(database.db, config.rateLimitPerMinute),
+    limit,
+    requireIdentity('/health'),
+    express.json({ limit: BODY_LIMIT }),
+    inputGuard,
+  );
   app.use(BASE_PATH, v1);
   app.use(validator(loadSpec(), BASE_PATH, config.validateResponses));
   app.use(BASE_PATH, createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp })));

@@ -27,7 +27,10 @@ function bodyProblem(body: unknown): string | null {
 }
 
 export function inputGuard(req: Request, _res: Response, next: NextFunction): void {
-  if (/%00/i.test(req.originalUrl)) return next(new ApiError('invalid_request', 'the URL may not contain the NUL character'));
+  if (/%00/i.test(req.originalUrl)) {
+    next(new ApiError('invalid_request', 'the URL may not contain the NUL character'));
+    return;
+  }
   const problem = bodyProblem(req.body);
   next(problem ? new ApiError('invalid_request', `body: ${problem}`) : undefined);
 }
