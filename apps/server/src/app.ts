@@ -86,6 +86,22 @@ export function createApp(deps: AppDeps): Express {
   app.set('query parser', 'simple');
 
   app.use(requestContext);
+  if (config.logRequests) {
+    // One line per answered request: method, path, status, duration, request id (no bodies, no headers).
+    app.use((req, res, next) => {
+      const started = performance.now();
+      res.on('finish', () =>
+        logger.info('request', {
+          method: req.method,
+          path: req.path,
+          status: res.statusCode,
+          ms: Math.round(performance.now() - started),
+          requestId: req.requestId,
+        }),
+      );
+      next();
+    });
+  }
   app.get(`${BASE_PATH}/openapi.json`, (_req, res) => {
     res.type('application/json').send(specText);
   });

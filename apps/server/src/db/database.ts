@@ -39,8 +39,10 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
     const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
-    // An idle client that loses its connection must not crash the process.
+    // A client that loses its connection (idle or checked out) must not crash the process:
+    // the query in flight fails with the error and the pool replaces the client.
     pool.on('error', () => {});
+    pool.on('connect', (client) => client.on('error', () => {}));
     return {
       db: new Kysely<DB>({ dialect: new PostgresDialect({ pool }) }),
       kind: 'postgres',

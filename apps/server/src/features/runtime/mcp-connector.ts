@@ -50,8 +50,18 @@ export class McpConnector {
       }
     }
     const sse = client();
-    await sse.connect(new SSEClientTransport(url, { fetch }), { timeout: MCP_REQUEST_TIMEOUT_MS });
-    return sse;
+    try {
+      // The SSE transport's start has no timeout of its own: bound it, and close the client on
+      // failure so it does not keep reconnecting in the background.
+      await Promise.race([
+        sse.connect(new SSEClientTransport(url, { fetch }), { timeout: MCP_REQUEST_TIMEOUT_MS }),
+        new Promise((_, reject) => setTimeout(() => reject(new Error('no answer within the MCP timeout')), MCP_REQUEST_TIMEOUT_MS).unref()),
+      ]);
+      return sse;
+    } catch (error) {
+      await sse.close().catch(() => undefined);
+      throw error;
+    }
   }
 
   /**
