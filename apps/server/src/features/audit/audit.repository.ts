@@ -1,9 +1,5 @@
-import type { Insertable, Kysely } from 'kysely';
-import type { AuditEventsTable, DB } from '../../db/schema.ts';
-
-export type AuditEventRow = Insertable<AuditEventsTable>;
-
-export const insertAuditEvent = (db: Kysely<DB>, row: AuditEventRow) => db.insertInto('audit_events').values(row).execute();
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
 
 export interface AuditFilters {
   agent?: string;
