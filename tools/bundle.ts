@@ -9,8 +9,9 @@
  * - `{ $merge: [fileA, fileB] }` is replaced by the union of those files' mappings (the
  *   dashboard spec reuses every v1 schema beside its own).
  * - What holds for every operation is written once and added here: the standard response
- *   headers (components/headers.yaml) on every response, `Retry-After` on 429s, and the 401,
- *   429, 500 and default responses on every operation that needs a key.
+ *   headers (components/headers.yaml) on every response, `Retry-After` on 429s and on the
+ *   ServiceUnavailable (503) component, the 401 response on every operation that needs a
+ *   key, and the 429, 500, 503 and default responses on every operation.
  */
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
@@ -65,9 +66,16 @@ function inlineFileRefs(node: Json, baseDir: string): Json {
 const headerRefs = (names: string[]): JsonObject =>
   Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
-function addHeaders(response: JsonObject, status: string): void {
+/**
+ * Retry-After goes on a 429 written in an operation, and on the components that tell the
+ * caller to retry: TooManyRequests (429) and ServiceUnavailable (503). Health's own 503 is a
+ * probe's answer and carries none.
+ */
+const RETRY_AFTER_COMPONENTS = new Set(['TooManyRequests', 'ServiceUnavailable']);
+
+function addHeaders(response: JsonObject, retryAfter: boolean): void {
   if (typeof response.$ref === 'string') return; // the component itself gets them
-  const names = status === '429' ? [...COMMON_HEADERS, 'Retry-After'] : COMMON_HEADERS;
+  const names = retryAfter ? [...COMMON_HEADERS, 'Retry-After'] : COMMON_HEADERS;
   response.headers = { ...headerRefs(names), ...(isObject(response.headers) ? response.headers : {}) };
 }
 
@@ -76,6 +84,8 @@ const UNIVERSAL_RESPONSES: Array<[string, string, boolean]> = [
   ['401', 'Unauthorized', true],
   ['429', 'TooManyRequests', false],
   ['500', 'InternalError', false],
+  // Any operation may meet an unreachable database, from the key lookup on.
+  ['503', 'ServiceUnavailable', false],
   ['default', 'Default', false],
 ];
 
@@ -102,12 +112,12 @@ export function bundleSpec(rootFile: string): JsonObject {
       const ordered = Object.keys(opResponses).sort((a, b) => (a === 'default' ? 1 : b === 'default' ? -1 : a.localeCompare(b)));
       operation.responses = Object.fromEntries(ordered.map((status) => [status, opResponses[status] as Json]));
       for (const [status, response] of Object.entries(operation.responses)) {
-        if (isObject(response)) addHeaders(response, status);
+        if (isObject(response)) addHeaders(response, status === '429');
       }
     }
   }
   for (const [name, response] of Object.entries(responses)) {
-    if (isObject(response)) addHeaders(response, name === 'TooManyRequests' ? '429' : 'any');
+    if (isObject(response)) addHeaders(response, RETRY_AFTER_COMPONENTS.has(name));
   }
   return doc;
 }

@@ -7,15 +7,20 @@
  * on them, and drives a steady mix of failures through POST /runtime/execute for SOAK_SECONDS
  * (default 300):
  *   - http_proxy to the hanging upstream (timeout_ms 500) and to the resetting one;
- *   - mcp_proxy to an MCP server that resets, and to one that hangs (15 s MCP timeout).
+ *   - mcp_proxy to an MCP server that resets (once with transport `auto`, which gives up after
+ *     the Streamable HTTP reset, once with transport `sse`), and to one that hangs (15 s MCP
+ *     timeout).
  * Every 10 s (SOAK_SAMPLE_SECONDS) it samples the server process's RSS (VmRSS of
- * /proc/<pid>/status) and its open sockets (`socket:` links in /proc/<pid>/fd) and prints a
- * table row. Two samples are taken with the load paused and in-flight requests drained (so
+ * /proc/<pid>/status), its open sockets (`socket:` links in /proc/<pid>/fd) and its V8 heap:
+ * `heap` is the used heap at the sample (from a diagnostic report the server writes on
+ * SIGUSR2: it includes garbage not yet collected), `post-GC` the heap left by the latest full
+ * (mark-compact) collection (from --trace-gc), the better measure of what is retained. It
+ * prints a table row. Two samples are taken with the load paused and in-flight requests drained (so
  * they compare like with like: no request sockets in them): the first sample after the
  * warm-up (SOAK_WARMUP_SECONDS, default 60) and the last one, at the end. The final JSON line
  * has first/post-warm-up/last/max of each, and the verdict: "flat" when the last sample is
- * within 10% (RSS) and ±5 sockets of the post-warm-up one, else "growing" ("server died" if
- * it exited). Exits 1 unless flat.
+ * at most 10% (RSS) and 5 sockets above the post-warm-up one, else "growing" ("server died" if
+ * it exited); the heap figures are reported beside it. Exits 1 unless flat.
  * SOAK_KINDS=http (or a comma list of `http hang`, `http reset`, `mcp reset`, `mcp hang`) keeps
  * only some of the lanes, to tell which failure leaks.
  * Only 127.0.0.1 is ever contacted; every loop is bounded by the duration.
@@ -23,8 +28,9 @@
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type ChildServer, freshDatabase, randomKey, startChildServer } from '../tests/reliability/support/child-server.ts';
+import { type ChildServer, randomKey, startChildServer } from '../tests/reliability/support/child-server.ts';
 import { type FaultyUpstream, startHangingUpstream, startResettingUpstream } from '../tests/reliability/support/faulty-upstreams.ts';
+import { freshDatabase } from '../tests/support/database.ts';
 
 const SECONDS = Number(process.env.SOAK_SECONDS ?? 300);
 const SAMPLE_SECONDS = Number(process.env.SOAK_SAMPLE_SECONDS ?? 10);
@@ -36,6 +42,10 @@ interface Sample {
   t: number;
   rssKb: number;
   sockets: number;
+  /** V8 heap in use at the sample (MiB), garbage included; NaN if no report came. */
+  heapMb: number;
+  /** V8 heap after the latest full collection (MiB); NaN before the first one. */
+  postGcMb: number;
   requests: number;
   upstreamOpen: number;
 }
@@ -57,6 +67,40 @@ function openSockets(pid: number): number {
     }
   }
   return n;
+}
+
+/** Asks the server for a diagnostic report (SIGUSR2) and reads its used V8 heap, in MiB. */
+async function heapMb(pid: number, reportDir: string): Promise<number> {
+  for (const name of readdirSync(reportDir)) rmSync(join(reportDir, name), { force: true });
+  process.kill(pid, 'SIGUSR2');
+  const deadline = Date.now() + 3_000;
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    const file = readdirSync(reportDir).find((name) => name.endsWith('.json'));
+    if (!file) continue;
+    try {
+      const report = JSON.parse(readFileSync(join(reportDir, file), 'utf8')) as { javascriptHeap?: { usedMemory?: number } };
+      rmSync(join(reportDir, file), { force: true });
+      return Math.round(((report.javascriptHeap?.usedMemory ?? Number.NaN) / 1024 / 1024) * 10) / 10;
+    } catch {
+      // still being written
+    }
+  }
+  return Number.NaN;
+}
+
+/**
+ * The heap left by the latest mark-compact of the server's main isolate, in MiB, from its
+ * --trace-gc output (`[pid:0xISOLATE] … Mark-Compact 80.1 (95.0) -> 56.2 (90.3) MB`). tsx's
+ * module loader runs in a worker thread whose own (small) isolate traces too: the largest
+ * isolate is the server's.
+ */
+function postGcMb(output: string): number {
+  const latest = new Map<string, number>();
+  for (const match of output.matchAll(/\[\d+:(0x[0-9a-f]+)\][^\n]*?Mark-Compact(?: \(reduce\))? [\d.]+ \([\d.]+\) -> ([\d.]+) \(/g)) {
+    latest.set(match[1] as string, Number(match[2]));
+  }
+  return latest.size ? Math.max(...latest.values()) : Number.NaN;
 }
 
 async function main(): Promise<number> {
@@ -83,16 +127,28 @@ async function main(): Promise<number> {
     env.WARDEN_DATA_DIR = dataDir;
   }
   let server: ChildServer | undefined;
+  const reportDir = mkdtempSync(join(tmpdir(), 'warden-soak-reports-'));
   const cleanup = async () => {
     await server?.stop(5_000);
     await Promise.all(upstreams.map((u) => u.close()));
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    rmSync(reportDir, { recursive: true, force: true });
     await drop?.().catch(() => undefined);
   };
   process.once('SIGINT', () => void cleanup().then(() => process.exit(130)));
 
   try {
-    server = await startChildServer({ env });
+    server = await startChildServer({
+      env,
+      nodeArgs: [
+        '--trace-gc',
+        '--trace-gc-ignore-scavenger',
+        '--report-on-signal',
+        '--report-signal=SIGUSR2',
+        `--report-directory=${reportDir}`,
+        '--report-compact',
+      ],
+    });
     const live = server;
     const call = async (path: string, body: unknown, timeoutMs = 60_000) => {
       const res = await fetch(`${live.url}${path}`, {
@@ -108,6 +164,7 @@ async function main(): Promise<number> {
       ['/agents', { name: 'Soak Bot', provider: 'local', slug: 'soak-bot' }],
       ['/mcp-servers', { name: 'hang', slug: 'hang-mcp', transport_url: mcpHanging.url, transport: 'streamable_http' }],
       ['/mcp-servers', { name: 'reset', slug: 'reset-mcp', transport_url: mcpResetting.url, transport: 'auto' }],
+      ['/mcp-servers', { name: 'reset over SSE', slug: 'reset-sse-mcp', transport_url: mcpResetting.url, transport: 'sse' }],
     ] as const) {
       const status = await call(path, body);
       if (!status.startsWith('201')) throw new Error(`setup ${path}: ${status}`);
@@ -123,6 +180,11 @@ async function main(): Promise<number> {
         }),
       'mcp reset': () =>
         call('/runtime/execute', { input, execution: { mode: 'mcp_proxy', server: 'reset-mcp', tool: 'echo', arguments: { text: 'x' } } }),
+      'mcp sse reset': () =>
+        call('/runtime/execute', {
+          input,
+          execution: { mode: 'mcp_proxy', server: 'reset-sse-mcp', tool: 'echo', arguments: { text: 'x' } },
+        }),
       'mcp hang': () => call('/runtime/execute', { input, execution: { mode: 'mcp_proxy', server: 'hang-mcp', tool: 'echo' } }),
     };
     // lanes: each runs one kind back to back until the end; a gate lets them drain for the
@@ -132,7 +194,7 @@ async function main(): Promise<number> {
       .split(',')
       .map((k) => k.trim())
       .filter(Boolean);
-    const lanes = ['http hang', 'http hang', 'http hang', 'http reset', 'http reset', 'mcp reset', 'mcp reset', 'mcp hang'].filter(
+    const lanes = ['http hang', 'http hang', 'http hang', 'http reset', 'http reset', 'mcp reset', 'mcp sse reset', 'mcp hang'].filter(
       (kind) => only.length === 0 || only.some((prefix) => kind.startsWith(prefix)),
     );
     const counts: Record<string, Record<string, number>> = {};
@@ -166,21 +228,25 @@ async function main(): Promise<number> {
     const drain = async () => {
       const deadline = Date.now() + 30_000;
       while (inFlight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      await new Promise((r) => setTimeout(r, 2_000)); // let closed sockets go
+      // let closed sockets go, and the driver's idle keep-alive connections time out (the
+      // server's keepAliveTimeout is Node's 5 s): they are not the server's to keep
+      await new Promise((r) => setTimeout(r, 6_000));
     };
 
     const samples: Sample[] = [];
-    const sample = (label = '') => {
+    const sample = async (label = '') => {
       const s: Sample = {
         t: Math.round((Date.now() - started) / 1000),
         rssKb: rssKb(live.pid),
         sockets: openSockets(live.pid),
+        heapMb: await heapMb(live.pid, reportDir),
+        postGcMb: postGcMb(live.output()),
         requests,
         upstreamOpen: upstreams.reduce((n, u) => n + u.open(), 0),
       };
       samples.push(s);
       console.log(
-        `${String(s.t).padStart(6)} ${String(s.rssKb).padStart(10)} ${String(s.sockets).padStart(8)} ${String(s.requests).padStart(9)} ${String(s.upstreamOpen).padStart(14)}  ${label}`,
+        `${String(s.t).padStart(6)} ${String(s.rssKb).padStart(10)} ${String(s.sockets).padStart(8)} ${String(s.heapMb).padStart(10)} ${String(s.postGcMb).padStart(13)} ${String(s.requests).padStart(9)} ${String(s.upstreamOpen).padStart(14)}  ${label}`,
       );
       return s;
     };
@@ -188,9 +254,9 @@ async function main(): Promise<number> {
       `soak: ${SECONDS} s, sample every ${SAMPLE_SECONDS} s, warm-up ${WARMUP_SECONDS} s, server pid ${live.pid} (${process.env.DATABASE_URL ? 'PostgreSQL' : 'embedded database'}, NODE_ENV=production)`,
     );
     console.log(
-      `${'t (s)'.padStart(6)} ${'RSS (kB)'.padStart(10)} ${'sockets'.padStart(8)} ${'requests'.padStart(9)} ${'upstream open'.padStart(14)}`,
+      `${'t (s)'.padStart(6)} ${'RSS (kB)'.padStart(10)} ${'sockets'.padStart(8)} ${'heap (MiB)'.padStart(10)} ${'post-GC (MiB)'.padStart(13)} ${'requests'.padStart(9)} ${'upstream open'.padStart(14)}`,
     );
-    sample('start');
+    await sample('start');
     let baseline: Sample | undefined;
     let nextSample = started + SAMPLE_SECONDS * 1000;
     while (Date.now() < endAt && !live.exitStatus()) {
@@ -202,17 +268,17 @@ async function main(): Promise<number> {
           openGate = resolve;
         });
         await drain();
-        baseline = sample('post-warm-up (drained)');
+        baseline = await sample('post-warm-up (drained)');
         gate = undefined;
         openGate();
-      } else sample('under load');
+      } else await sample('under load');
     }
     await Promise.all(running);
     const died = live.exitStatus();
     let last: Sample | undefined;
     if (!died) {
       await drain();
-      last = sample('end (drained)');
+      last = await sample('end (drained)');
     }
 
     const afterWarmup = baseline ?? (samples[0] as Sample);
@@ -225,8 +291,10 @@ async function main(): Promise<number> {
     });
     const rss = stat((s) => s.rssKb);
     const sockets = stat((s) => s.sockets);
+    const heap = stat((s) => s.heapMb);
+    const postGc = stat((s) => s.postGcMb);
     const rssFlat = end.rssKb <= afterWarmup.rssKb * (1 + RSS_TOLERANCE);
-    const socketsFlat = Math.abs(end.sockets - afterWarmup.sockets) <= SOCKET_TOLERANCE;
+    const socketsFlat = end.sockets - afterWarmup.sockets <= SOCKET_TOLERANCE;
     const verdict = died ? 'server died' : rssFlat && socketsFlat ? 'flat' : 'growing';
     for (const [kind, outcomes] of Object.entries(counts)) console.log(`${kind.padEnd(11)} ${JSON.stringify(outcomes)}`);
     console.log(
@@ -242,6 +310,9 @@ async function main(): Promise<number> {
         ),
         rss_kb: rss,
         sockets,
+        heap_mb: heap,
+        post_gc_heap_mb: postGc,
+        full_gcs: [...live.output().matchAll(/Mark-Compact/g)].length,
         server_exited: died,
         rss_flat: rssFlat,
         sockets_flat: socketsFlat,

@@ -467,6 +467,7 @@ describe('GET /approvals (listApprovals)', () => {
   it.each([
     ['unknown status', 'status=maybe'],
     ['limit over 100', 'limit=101'],
+    ['limit overflowing to infinity, with a filter', 'status=expired&limit=1e999'],
     ['forged cursor', 'cursor=bm90LWEtY3Vyc29y'],
     ['unknown parameter', 'colour=red'],
   ])('answers 400 invalid_request for %s', async (_label, query) => {

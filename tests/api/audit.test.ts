@@ -386,6 +386,29 @@ describe('GET /audit/verify (verifyAuditChain)', () => {
     for (const event of events) expect(event.hash).toMatch(/^[0-9a-f]{64}$/);
   });
 
+  it('seals and verifies events whose context is nested as deep as the API accepts', async () => {
+    const key = await freshWorkspace();
+    /** `levels` objects and arrays, alternating, the outermost an object. */
+    const nested = (levels: number) => {
+      let value: unknown = ['leaf', 1, null];
+      for (let i = 1; i < levels; i++) value = (levels - i) % 2 ? { [`k${i}`]: value, n: i } : [value, i];
+      return value as Record<string, unknown>;
+    };
+    // The body is level 0 and JSON may be nested 32 levels: POST /audit's `context` (level 1)
+    // may hold 31 levels, POST /policy/evaluate's `input.context` (level 2) 30.
+    await record(key, { action: 'deep.audit', result: 'blocked', context: nested(31) });
+    expect((await server.api('POST', '/audit', { key, body: { action: 'x', result: 'blocked', context: nested(32) } })).status).toBe(400);
+    await server.api('POST', '/agents', { key, body: { name: 'Deep', slug: 'deep', provider: 'local' } });
+    const evaluated = await server.api('POST', '/policy/evaluate', {
+      key,
+      body: { input: { action: 'deep.eval', agent: 'deep', context: nested(30) } },
+    });
+    expect(evaluated.status).toBe(200);
+
+    expect(await sealed(key)).toMatchObject({ valid: true, checked: 2, unsealed: 0, first_invalid_sequence: null });
+    expect((await listAll(key, '/audit-logs')).map((e) => e.action).sort()).toEqual(['deep.audit', 'deep.eval']);
+  });
+
   it('reports the first tampered event by its sequence', async () => {
     const key = await freshWorkspace();
     const bystander = await freshWorkspace();

@@ -359,6 +359,22 @@ describe('POST /policy/evaluate (evaluatePolicy)', () => {
       expect(broken.body.error.code).toBe('invalid_policy');
       expect((await server.api('GET', `/policies/${fine.id}`, { key })).body.data.rules[0].condition).toBe('context.amount > 100');
     });
+
+    it('refuses a long unknown identifier with 400 invalid_policy and a short message quoting its start, on create and update', async () => {
+      const key = await freshWorkspace();
+      const condition = `${'x'.repeat(4000)} == 1`; // within the 4,096 allowed; the error quotes the identifier
+      const created = await server.api('POST', '/policies', { key, body: { name: 'Long', rules: [{ condition, effect: 'block' }] } });
+      expect(created.status).toBe(400);
+      expect(created.body.error.code).toBe('invalid_policy');
+      expect(created.body.error.message).toMatch(/^rules\[0\]\.condition: Unknown variable: x+…/);
+      expect(created.body.error.message.length).toBeLessThanOrEqual(2000);
+
+      const fine = await createPolicy(key, { name: 'Fine', rules: [{ condition: 'true', effect: 'block' }] });
+      const updated = await server.api('PATCH', `/policies/${fine.id}`, { key, body: { rules: [{ condition, effect: 'block' }] } });
+      expect(updated.status).toBe(400);
+      expect(updated.body.error.code).toBe('invalid_policy');
+      expect(updated.body.error.message.length).toBeLessThanOrEqual(2000);
+    });
   });
 
   describe('errors', () => {
@@ -444,6 +460,25 @@ describe('POST /policy/evaluate (evaluatePolicy)', () => {
       const events = await auditEvents(key, '&action=payments.send');
       expect(events).toHaveLength(1);
       expect(events[0]).toMatchObject({ result: 'blocked', agent: 'payments', policy: 'Amount limit', source: 'evaluation' });
+    });
+
+    it('answers 400 evaluation_failed with a bounded message when the failing condition names a long key, and lists its audit event', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Keys', slug: 'keys' });
+      await createPolicy(key, {
+        name: 'Long key',
+        rules: [{ match: { action: ['keys.use'] }, condition: `context.${'k'.repeat(3000)} == 1`, effect: 'block' }],
+      });
+      const res = await evaluate(key, { input: { action: 'keys.use', agent: 'keys', context: {} } });
+      expect(res.status).toBe(400);
+      expect(res.body.error.code).toBe('evaluation_failed');
+      expect(res.body.error.message).toMatch(/^condition of policy 'Long key' failed: .*No such key: k+…$/);
+      expect(res.body.error.message.length).toBeLessThanOrEqual(1000);
+
+      // The audit event holds the same message, so GET /audit-logs can answer it within the spec.
+      const events = await auditEvents(key, '&action=keys.use');
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({ result: 'blocked', policy: 'Long key', message: res.body.error.message });
     });
 
     it('answers 401 unauthorized without a key', async () => {
@@ -539,6 +574,21 @@ describe('POST /policy/evaluate (evaluatePolicy)', () => {
   });
 
   describe('security', () => {
+    it('decides against a glob that would make a backtracking regex run for seconds, at once', async () => {
+      const key = await freshWorkspace();
+      await createAgent(key, { name: 'Greedy', slug: 'greedy' });
+      await createPolicy(key, { name: 'Tricky', rules: [{ match: { action: [`${'*a'.repeat(10)}*b`] }, effect: 'block' }] });
+      const started = performance.now();
+      const res = await evaluate(key, { input: { action: 'a'.repeat(40), agent: 'greedy' } });
+      expect(res.status).toBe(200);
+      expect(res.body.data).toMatchObject({ action: 'allow', matched: false });
+      // 33 s with the regex matcher; a bound for a hang, not a speed target
+      expect(performance.now() - started).toBeLessThan(5_000);
+      expect((await evaluate(key, { input: { action: `${'a'.repeat(40)}b`, agent: 'greedy' } })).body.data).toMatchObject({
+        action: 'block',
+      });
+    });
+
     it('answers 403 insufficient_permission for a key with every permission but runtime:evaluate', async () => {
       const key = await keyFor(server, PERMISSIONS.filter((p) => p !== 'runtime:evaluate').join(','));
       const res = await evaluate(key, { input: { action: 'a', agent: 'ghost' } });

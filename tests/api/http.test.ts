@@ -205,6 +205,14 @@ describe('routing and body errors', () => {
     expect(res.body.error.code).toBe('payload_too_large');
   });
 
+  it('answers 400 with a message of at most 2,000 characters when the message would quote a longer input', async () => {
+    const res = await server.api('GET', `/agents?${'q'.repeat(3000)}=1`);
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+    expect(res.body.error.message.length).toBeLessThanOrEqual(2000);
+    expect(res.body.error.message).toMatch(/^\/query\/q+…$/);
+  });
+
   it('answers 400, not 413, for a body just under 1 MiB that breaks the schema', async () => {
     const body = JSON.stringify({ name: 'Big', provider: 'local', description: 'a'.repeat(MiB - 200) });
     expect(body.length).toBeLessThan(MiB);

@@ -24,6 +24,17 @@ describe('input the database cannot store is refused with 400 invalid_request, n
     ['a NUL in an audit event (nothing is recorded, no 503)', 'POST', '/audit', { action: 'x\u0000', result: 'blocked' }],
     ['a NUL in a JSON key of free-form context', 'POST', '/approvals', { title: 't', context: { 'k\u0000': 1 } }],
     ['JSON nested deeper than 32 levels', 'POST', '/approvals', { title: 't', context: nested(40) }],
+    ['a lone high surrogate in a JSON string', 'POST', '/agents', { name: 'a\ud800b', provider: 'local' }],
+    ['a lone low surrogate in an audit event (nothing is recorded, no 503)', 'POST', '/audit', { action: '\udfff', result: 'blocked' }],
+    ['a surrogate pair in the wrong order', 'POST', '/mcp-servers', { name: '\udc00\ud800', transport_url: 'http://127.0.0.1:9/mcp' }],
+    ['a lone surrogate in a JSON key of free-form context', 'POST', '/approvals', { title: 't', context: { 'k\ud83d': 1 } }],
+    [
+      'a lone surrogate deep in free-form context',
+      'POST',
+      '/policy/evaluate',
+      { input: { action: 'a', context: { a: [{ b: 'x\ud83d' }] } } },
+    ],
+    ['the UTF-8 bytes of a surrogate in a path id', 'GET', '/policies/%ED%A0%80', undefined],
   ])('refuses %s', async (_label, method, path, body) => {
     const res = await server.api(method, path, { body });
     expect(res.status).toBe(400);
@@ -33,5 +44,21 @@ describe('input the database cannot store is refused with 400 invalid_request, n
   it('accepts the same requests without the offending input', async () => {
     expect((await server.api('POST', '/agents', { body: { name: 'ab', provider: 'local' } })).status).toBe(201);
     expect((await server.api('POST', '/approvals', { body: { title: 't', context: nested(10) } })).status).toBe(201);
+  });
+
+  it('accepts and keeps well-formed surrogate pairs (characters outside the BMP)', async () => {
+    const created = await server.api('POST', '/agents', { body: { name: 'bot \u{1F916}', provider: 'local', slug: 'emoji-bot' } });
+    expect(created.status).toBe(201);
+    expect((await server.api('GET', '/agents/emoji-bot')).body.data.name).toBe('bot \u{1F916}');
+    const event = await server.api('POST', '/audit', {
+      body: { action: 'emoji.\u{1F600}', result: 'blocked', context: { '\u{1F600}': '\u{1D11E}' } },
+    });
+    expect(event.status).toBe(201);
+  });
+
+  it('answers a query holding the UTF-8 bytes of a surrogate without a 5xx (they decode to U+FFFD)', async () => {
+    const res = await server.api('GET', '/audit-logs?agent=%ED%A0%80&action=%ED%B0%80');
+    expect(res.status).toBe(200);
+    expect(res.body.data).toEqual([]);
   });
 });

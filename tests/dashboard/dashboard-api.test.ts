@@ -460,6 +460,21 @@ describe('webhook endpoints (/webhooks)', () => {
       expect(res.body.error.code).toBe('not_found');
     }
   });
+
+  it('answers 400 invalid_request, never a 5xx, for a NUL or a lone surrogate in a string, and stores nothing', async () => {
+    const ws = await freshWorkspace('admin');
+    const session = await login(ws.key);
+    for (const body of [
+      { url: 'https://hooks.example.com/nul', events: ['agent.created'], description: 'a\u0000b' },
+      { url: 'https://hooks.example.com/lone', events: ['agent.created'], description: 'a\ud800b' },
+    ]) {
+      const res = await session.call('POST', '/webhooks', body);
+      expect(res.status, body.description).toBe(400);
+      expect(res.body.error.code).toBe('invalid_request');
+    }
+    expect((await session.call('GET', '/webhooks')).body.data).toEqual([]);
+    expect((await session.call('POST', '/webhooks', { url: 'https://hooks.example.com/ok', events: ['agent.created'] })).status).toBe(201);
+  });
 });
 
 describe('approvals (/approvals)', () => {

@@ -11,12 +11,12 @@
  * The same cut is then applied to Warden as a standalone process (`apps/server/src/main.ts`,
  * child process): it must still be alive after the outage and serve again by itself.
  */
-import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from '../support/database.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { type ChildServer, freshDatabase, randomKey, startChildServer } from './support/child-server.ts';
-import { startTcpProxy, type TcpProxy } from './support/tcp-proxy.ts';
+import { type ChildServer, randomKey, startChildServer } from './support/child-server.ts';
+import { startTcpProxy, type TcpProxy, throughProxy } from './support/tcp-proxy.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
 if (!BASE_URL) console.log('[outage] skipped: DATABASE_URL is not set (the embedded database cannot be stopped apart from the server)');
@@ -42,9 +42,8 @@ interface Answer {
 describe.skipIf(!BASE_URL)('PostgreSQL outage during a load of POST /policy/evaluate', () => {
   let proxy: TcpProxy;
   let server: TestServer;
-  let admin: pg.Client;
   let direct: pg.Client;
-  let dbName: string;
+  let drop: (() => Promise<void>) | undefined;
   const answers: Answer[] = [];
   let recoveredAfterMs = Number.NaN;
   let transportErrors = 0;
@@ -54,19 +53,11 @@ describe.skipIf(!BASE_URL)('PostgreSQL outage during a load of POST /policy/eval
 
   beforeAll(async () => {
     const base = new URL(BASE_URL as string);
-    dbName = `warden_outage_${Date.now()}_${randomBytes(3).toString('hex')}`;
-    admin = new pg.Client({ connectionString: BASE_URL });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${dbName}`);
+    const db = await freshDatabase(BASE_URL as string, 'warden_outage');
+    drop = db.drop;
     proxy = await startTcpProxy(Number(base.port || 5432), base.hostname);
-    const viaProxy = new URL(base);
-    viaProxy.hostname = '127.0.0.1';
-    viaProxy.port = String(proxy.port);
-    viaProxy.pathname = `/${dbName}`;
-    const directUrl = new URL(base);
-    directUrl.pathname = `/${dbName}`;
-    server = await startTestServer({ databaseUrl: viaProxy.toString(), rateLimitPerMinute: 10_000_000 });
-    direct = new pg.Client({ connectionString: directUrl.toString() });
+    server = await startTestServer({ databaseUrl: throughProxy(db.url, proxy), rateLimitPerMinute: 10_000_000 });
+    direct = new pg.Client({ connectionString: db.url });
     await direct.connect();
     const agent = await server.api('POST', '/agents', { body: { name: 'Outage Bot', provider: 'local', slug: 'outage-bot' } });
     expect(agent.status).toBe(201);
@@ -144,10 +135,7 @@ describe.skipIf(!BASE_URL)('PostgreSQL outage during a load of POST /policy/eval
     await server?.close().catch(() => undefined);
     await proxy?.close();
     await direct?.end().catch(() => undefined);
-    if (admin) {
-      await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`).catch(() => undefined);
-      await admin.end();
-    }
+    await drop?.().catch(() => undefined);
   });
 
   it('answers no 2xx without its audit event row (lost = 0)', async () => {
@@ -222,11 +210,8 @@ describe.skipIf(!BASE_URL)('PostgreSQL outage under load, standalone server proc
     const db = await freshDatabase(BASE_URL as string, 'warden_outage_child');
     drop = db.drop;
     proxy = await startTcpProxy(Number(base.port || 5432), base.hostname);
-    const viaProxy = new URL(db.url);
-    viaProxy.hostname = '127.0.0.1';
-    viaProxy.port = String(proxy.port);
     child = await startChildServer({
-      env: { DATABASE_URL: viaProxy.toString(), WARDEN_BOOTSTRAP_KEY: key, WARDEN_RATE_LIMIT_PER_MINUTE: '10000000' },
+      env: { DATABASE_URL: throughProxy(db.url, proxy), WARDEN_BOOTSTRAP_KEY: key, WARDEN_RATE_LIMIT_PER_MINUTE: '10000000' },
     });
     const server = child;
     const post = async (path: string, body: unknown) => {

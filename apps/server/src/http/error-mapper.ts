@@ -4,8 +4,12 @@
  */
 import { operations } from '@warden/contract';
 import type { NextFunction, Request, Response } from 'express';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import type { Logger } from '../logger.ts';
 import { ApiError } from './errors.ts';
+
+/** Retry-After (seconds) on every 503: the database is expected back shortly. */
+export const RETRY_AFTER_UNAVAILABLE_S = 2;
 
 interface ValidatorError {
   status?: number;
@@ -61,6 +65,10 @@ function toApiError(error: unknown, req: Request): ApiError {
         return new ApiError('invalid_request', detail || 'Invalid request', { cause: error });
     }
   }
+  // The database is unreachable (from the key lookup to the audit write): retry later, nothing was allowed.
+  if (isDatabaseUnavailable(error)) {
+    return new ApiError('service_unavailable', 'The database is unavailable; retry later', { cause: error });
+  }
   return new ApiError('internal_error', 'Internal error', { cause: error });
 }
 
@@ -72,6 +80,7 @@ export function errorMapper(logger: Logger) {
     }
     if (res.headersSent) return;
     res.set(apiError.headers);
+    if (apiError.status === 503 && !res.get('Retry-After')) res.set('Retry-After', String(RETRY_AFTER_UNAVAILABLE_S));
     res.status(apiError.status).json({ error: { code: apiError.code, message: apiError.message } });
   };
 }

@@ -3,6 +3,7 @@
  * `{error:{code,message}}`); `cause` is internal and goes to the log only.
  */
 import type { ErrorCode } from '@warden/contract';
+import { truncate } from '../text.ts';
 
 /** The HTTP status of every error code: fixed per code, as the spec's ErrorCode says. */
 export const STATUS_OF: Record<ErrorCode, number> = {
@@ -48,6 +49,13 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   service_unavailable: 503,
 };
 
+/**
+ * The spec's `maxLength` of `error.message`. Messages may quote client input (a CEL error
+ * quotes the condition), so any may be long; an over-long one would fail response validation
+ * and become a 500, so ApiError cuts it.
+ */
+export const MAX_MESSAGE_LENGTH = 2000;
+
 export class ApiError extends Error {
   readonly status: number;
   constructor(
@@ -55,7 +63,7 @@ export class ApiError extends Error {
     message: string,
     options?: { cause?: unknown; headers?: Record<string, string> },
   ) {
-    super(message, options);
+    super(truncate(message, MAX_MESSAGE_LENGTH), options);
     this.status = STATUS_OF[code];
     this.headers = options?.headers ?? {};
   }

@@ -1,24 +1,37 @@
 /**
  * Input the database cannot store or that costs too much to walk is refused up front with a
- * clear 400, instead of failing deep inside (PostgreSQL text and jsonb refuse the NUL
- * character): no NUL in the path, the query or any JSON string or key, and JSON nested at
- * most MAX_DEPTH levels. The scan is iterative, so no body can exhaust the stack.
+ * clear 400, instead of failing deep inside: PostgreSQL text and jsonb refuse the NUL
+ * character, and jsonb refuses an unpaired UTF-16 surrogate (`"\ud800"` is valid JSON, but
+ * no Unicode text), so neither may appear in the path, the query or any JSON string or key;
+ * and JSON may be nested at most MAX_DEPTH levels. The scan is iterative, so no body can
+ * exhaust the stack.
  */
 import type { NextFunction, Request, Response } from 'express';
 import { ApiError } from './errors.ts';
 
 export const MAX_DEPTH = 32;
 
-function bodyProblem(body: unknown): string | null {
-  const stack: Array<[unknown, number]> = [[body, 0]];
+/** NUL or an unpaired surrogate (in a `u` regular expression a well-formed pair is one code point, never `Cs`): one scan per string. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the NUL character is exactly what is looked for
+const UNSTORABLE = /[\u0000\p{Cs}]/u;
+
+function textProblem(text: string, what: string): string | null {
+  if (!UNSTORABLE.test(text)) return null;
+  return text.includes('\u0000') ? `${what} may not contain the NUL character` : `${what} may not contain an unpaired UTF-16 surrogate`;
+}
+
+function jsonProblem(root: unknown): string | null {
+  const stack: Array<[unknown, number]> = [[root, 0]];
   while (stack.length > 0) {
     const [value, depth] = stack.pop() as [unknown, number];
     if (typeof value === 'string') {
-      if (value.includes('\u0000')) return 'strings may not contain the NUL character';
+      const problem = textProblem(value, 'strings');
+      if (problem) return problem;
     } else if (value !== null && typeof value === 'object') {
       if (depth >= MAX_DEPTH) return `JSON may be nested at most ${MAX_DEPTH} levels deep`;
       for (const [key, child] of Object.entries(value)) {
-        if (key.includes('\u0000')) return 'keys may not contain the NUL character';
+        const problem = textProblem(key, 'keys');
+        if (problem) return problem;
         stack.push([child, depth + 1]);
       }
     }
@@ -31,6 +44,13 @@ export function inputGuard(req: Request, _res: Response, next: NextFunction): vo
     next(new ApiError('invalid_request', 'the URL may not contain the NUL character'));
     return;
   }
-  const problem = bodyProblem(req.body);
+  // The query as parsed (strings, or arrays of them). Today's parser turns malformed UTF-8 into
+  // U+FFFD, so no surrogate comes through it; the walk keeps it so if the parser changes.
+  const queryProblem = jsonProblem(req.query);
+  if (queryProblem) {
+    next(new ApiError('invalid_request', `query: ${queryProblem}`));
+    return;
+  }
+  const problem = jsonProblem(req.body);
   next(problem ? new ApiError('invalid_request', `body: ${problem}`) : undefined);
 }

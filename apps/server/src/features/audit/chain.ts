@@ -21,14 +21,50 @@ const SEAL_LOOKBACK_MS = 5 * 60_000;
 
 type EventFields = Selectable<AuditEventsTable>;
 
-/** JSON with object keys sorted, so equal values always serialise alike. */
-function stableJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(stableJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${stableJson(v)}`).join(',')}}`;
+/** Text emitted as is by stableJson (everything else on its stack is a value to serialise). */
+class Token {
+  constructor(readonly text: string) {}
+}
+const COMMA = new Token(',');
+const CLOSE_ARRAY = new Token(']');
+const CLOSE_OBJECT = new Token('}');
+
+const byKey = ([a]: [string, unknown], [b]: [string, unknown]) => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * JSON with object keys sorted, so equal values always serialise alike. Iterative (an
+ * explicit stack, not recursion), so no stored value, however deeply nested, can overflow
+ * the call stack and jam the sealer or the verification. The output must never change:
+ * sealed hashes depend on it.
+ */
+function stableJson(root: unknown): string {
+  const out: string[] = [];
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (value instanceof Token) {
+      out.push(value.text);
+    } else if (Array.isArray(value)) {
+      out.push('[');
+      stack.push(CLOSE_ARRAY);
+      for (let i = value.length - 1; i >= 0; i--) {
+        stack.push(value[i]);
+        if (i > 0) stack.push(COMMA);
+      }
+    } else if (value && typeof value === 'object') {
+      const entries = Object.entries(value as Record<string, unknown>).sort(byKey);
+      out.push('{');
+      stack.push(CLOSE_OBJECT);
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i] as [string, unknown];
+        stack.push(child, new Token(`${JSON.stringify(key)}:`));
+        if (i > 0) stack.push(COMMA);
+      }
+    } else {
+      out.push(JSON.stringify(value ?? null));
+    }
   }
-  return JSON.stringify(value ?? null);
+  return out.join('');
 }
 
 export function chainHash(previousHash: string, e: EventFields): string {

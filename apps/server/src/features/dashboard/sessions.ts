@@ -132,7 +132,9 @@ export function dashboardSession(db: Kysely<DB>, defaultRateLimit: number) {
       }
       next();
     } catch (error) {
-      next(error);
+      // As for bearer keys: the identity gate answers the failed lookup (503 when the database is down).
+      req.authFailure = error;
+      next();
     }
   };
 }

@@ -40,6 +40,7 @@
  * is a compile error. Positions are 0-based offsets into the expression string (UTF-16 code units).
  */
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
+import { truncate } from '../../text.ts';
 
 export interface ConditionVariables {
   input: Record<string, unknown>;
@@ -142,13 +143,19 @@ function failure(error: unknown): { ok: false; message: string; position: number
   return { ok: false, ...describeError(error) };
 }
 
+/**
+ * How much of a cel-js message is kept: it may quote the condition (up to 4,096 characters),
+ * and it ends up in error messages and audit events, whose `message` the spec caps at 2,000.
+ */
+const MAX_CEL_MESSAGE = 500;
+
 /** cel-js errors carry a one-line `summary` and a source `range`; `message` adds a multi-line source excerpt. */
 function describeError(error: unknown): { message: string; position: number | null } {
-  if (!(error instanceof Error)) return { message: String(error), position: null };
+  if (!(error instanceof Error)) return { message: truncate(String(error), MAX_CEL_MESSAGE), position: null };
   const { summary, range } = error as Error & { summary?: unknown; range?: { start?: unknown } };
   const message = typeof summary === 'string' && summary !== '' ? summary : error.message.split('\n')[0] || 'invalid condition';
   const position = typeof range?.start === 'number' ? range.start : null;
-  return { message, position };
+  return { message: truncate(message, MAX_CEL_MESSAGE), position };
 }
 
 function celTypeOf(value: unknown): string {

@@ -1104,6 +1104,10 @@ export type LogoutErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1144,6 +1148,10 @@ export type GetSessionErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1193,6 +1201,10 @@ export type LoginErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1248,6 +1260,10 @@ export type ListWebhookEndpointsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1301,6 +1317,10 @@ export type CreateWebhookEndpointErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1352,6 +1372,10 @@ export type DeleteWebhookEndpointErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1402,6 +1426,10 @@ export type GetWebhookEndpointErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1462,6 +1490,10 @@ export type UpdateWebhookEndpointErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1517,6 +1549,10 @@ export type RotateWebhookSecretErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1567,6 +1603,10 @@ export type SendWebhookTestErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1628,6 +1668,10 @@ export type ListWebhookDeliveriesErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1679,6 +1723,10 @@ export type ReplayWebhookDeliveryErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1734,6 +1782,10 @@ export type ListDashboardApprovalsErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1793,6 +1845,10 @@ export type DecideDashboardApprovalErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1866,6 +1922,10 @@ export type ListDashboardAuditLogsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1907,6 +1967,10 @@ export type VerifyDashboardAuditChainErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1947,6 +2011,10 @@ export type GetDashboardComplianceErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -2003,6 +2071,10 @@ export type ListDashboardAgentsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -2043,6 +2115,10 @@ export type GetBillingErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -2092,6 +2168,10 @@ export type SetBillingPlanErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */

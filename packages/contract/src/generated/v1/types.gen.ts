@@ -1022,6 +1022,10 @@ export type ListAgentsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1079,6 +1083,10 @@ export type CreateAgentErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1129,6 +1137,10 @@ export type DeleteAgentErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1178,6 +1190,10 @@ export type GetAgentErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1245,6 +1261,10 @@ export type UpdateAgentErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1299,6 +1319,10 @@ export type ListPoliciesErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1357,6 +1381,10 @@ export type CreatePolicyErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1406,6 +1434,10 @@ export type GetPolicyErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1473,6 +1505,10 @@ export type UpdatePolicyErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1532,6 +1568,10 @@ export type ListApprovalsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1588,6 +1628,10 @@ export type CreateApprovalErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1648,6 +1692,10 @@ export type ListApprovalRequestsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1705,6 +1753,10 @@ export type CreateApprovalRequestErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1755,6 +1807,10 @@ export type GetApprovalErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -1819,6 +1875,10 @@ export type DecideApprovalErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -1872,7 +1932,7 @@ export type CreateAuditEventErrors = {
      */
     500: Error;
     /**
-     * The decision could not be recorded (`audit_persist_failed`) or the database is unreachable (`service_unavailable`). Nothing was allowed.
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
      */
     503: Error;
     /**
@@ -1929,7 +1989,7 @@ export type CreateAuditEventAliasErrors = {
      */
     500: Error;
     /**
-     * The decision could not be recorded (`audit_persist_failed`) or the database is unreachable (`service_unavailable`). Nothing was allowed.
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
      */
     503: Error;
     /**
@@ -2005,6 +2065,10 @@ export type ListAuditLogsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -2077,6 +2141,10 @@ export type ListEventsErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -2118,6 +2186,10 @@ export type VerifyAuditChainErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -2158,6 +2230,10 @@ export type GetComplianceStatusErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -2212,7 +2288,7 @@ export type EvaluatePolicyErrors = {
      */
     500: Error;
     /**
-     * The decision could not be recorded (`audit_persist_failed`) or the database is unreachable (`service_unavailable`). Nothing was allowed.
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
      */
     503: Error;
     /**
@@ -2277,7 +2353,7 @@ export type ExecuteRuntimeErrors = {
      */
     502: Error;
     /**
-     * The decision could not be recorded (`audit_persist_failed`) or the database is unreachable (`service_unavailable`). Nothing was allowed.
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
      */
     503: Error;
     /**
@@ -2342,7 +2418,7 @@ export type DiscoverMcpToolsErrors = {
      */
     502: Error;
     /**
-     * The decision could not be recorded (`audit_persist_failed`) or the database is unreachable (`service_unavailable`). Nothing was allowed.
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
      */
     503: Error;
     /**
@@ -2407,7 +2483,7 @@ export type CallMcpToolErrors = {
      */
     502: Error;
     /**
-     * The decision could not be recorded (`audit_persist_failed`) or the database is unreachable (`service_unavailable`). Nothing was allowed.
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
      */
     503: Error;
     /**
@@ -2472,7 +2548,7 @@ export type OpenMcpSessionErrors = {
      */
     502: Error;
     /**
-     * The decision could not be recorded (`audit_persist_failed`) or the database is unreachable (`service_unavailable`). Nothing was allowed.
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
      */
     503: Error;
     /**
@@ -2529,6 +2605,10 @@ export type ListMcpServersErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -2587,6 +2667,10 @@ export type CreateMcpServerErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -2637,6 +2721,10 @@ export type DeleteMcpServerErrors = {
      */
     500: Error;
     /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
      * Any other error, e.g. 501 `not_implemented`.
      */
     default: Error;
@@ -2686,6 +2774,10 @@ export type GetMcpServerErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */
@@ -2752,6 +2844,10 @@ export type UpdateMcpServerErrors = {
      * An unexpected failure (`internal_error`). Nothing was allowed.
      */
     500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
     /**
      * Any other error, e.g. 501 `not_implemented`.
      */

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { chainHash } from '../src/features/audit/chain.ts';
+
+type Event = Parameters<typeof chainHash>[1];
+
+const event = (context: unknown): Event =>
+  ({
+    workspace_id: '0b6f2f4e-5d1c-4a55-9d0e-6f2b8c1e7a10',
+    id: '7d1e0c55-3c0f-4a8e-b1f4-2a9c5e6d8f01',
+    event_timestamp: new Date('2026-01-02T03:04:05.678Z'),
+    source: 'evaluation',
+    agent: 'billing-bot',
+    agent_id: null,
+    action: 'refund.create',
+    resource: 'orders/42',
+    tool: null,
+    environment: 'production',
+    user_name: null,
+    policy: 'Refunds',
+    result: 'approval_required',
+    severity: 'high',
+    message: 'Needs a human \u{1F600}',
+    approval_id: null,
+    request_id: 'req-1',
+    context,
+  }) as unknown as Event;
+
+describe('chainHash', () => {
+  it('is the hash existing chains were sealed with (canonical JSON: sorted keys, nested values, escapes)', () => {
+    // Pinned from the recursive serialiser this replaced: a change here breaks every sealed chain.
+    const context = { z: [1, 2.5, -0, 1e21, null, true, 'é'], a: { y: { x: [] }, b: {} }, '10': 'ten', '2': 'two', A: '"quoted"\n' };
+    expect(chainHash('prev', event(context))).toBe('1c42579088bd5e3ac2cdb6c171a428fab9d537f291b25665dd51e2293a83117f');
+  });
+
+  it('does not depend on the order of keys', () => {
+    expect(chainHash('', event({ a: 1, b: { c: 2, d: 3 } }))).toBe(chainHash('', event({ b: { d: 3, c: 2 }, a: 1 })));
+  });
+
+  it('hashes a value nested 100,000 levels deep without exhausting the stack', () => {
+    let deep: unknown = 'bottom';
+    for (let i = 0; i < 100_000; i++) deep = i % 2 ? { a: deep } : [deep];
+    expect(chainHash('', event(deep))).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
