@@ -30,6 +30,8 @@ export interface BenchConfig {
   profile: boolean;
   /** Seconds of load in profile mode (BENCH_PROFILE_SECONDS, default 10). */
   profileSeconds: number;
+  /** Requests per second of an open-loop load in profile mode instead of the closed loop (BENCH_PROFILE_RATE). */
+  profileRate?: number;
 }
 
 export class UsageError extends Error {}
@@ -54,5 +56,6 @@ export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchCo
     redisUrl: env('REDIS_URL') ?? 'redis://127.0.0.1:6379',
     profile: argv.includes('--profile') || env('BENCH_PROFILE') === '1' || env('BENCH_PROFILE') === 'true',
     profileSeconds: positive('BENCH_PROFILE_SECONDS', 10),
+    profileRate: env('BENCH_PROFILE_RATE') ? positive('BENCH_PROFILE_RATE', 1, true) : undefined,
   };
 }

@@ -517,9 +517,12 @@ async function profile(config: BenchConfig): Promise<void> {
     audit: { table: 'audit_events', perOk: 1 },
   };
   const window = { startUs: 0, endUs: 0 };
-  log(`profiling: ${config.warmupSeconds} s warm-up + ${config.profileSeconds} s closed-loop evaluate load, server pid ${env.warden.pid}`);
-  const measured = await runLoad(scenario, 'closed', {
+  const mode = config.profileRate ? 'open' : 'closed';
+  const load = config.profileRate ? `open-loop evaluate load at ${config.profileRate}/s` : 'closed-loop evaluate load';
+  log(`profiling: ${config.warmupSeconds} s warm-up + ${config.profileSeconds} s ${load}, server pid ${env.warden.pid}`);
+  const measured = await runLoad(scenario, mode, {
     connections: config.connections,
+    rate: config.profileRate,
     warmupSeconds: config.warmupSeconds,
     seconds: config.profileSeconds,
     round: 1,

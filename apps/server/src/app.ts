@@ -6,7 +6,6 @@
  */
 import { dashboard, operations } from '@warden/contract';
 import express, { type Express, type RequestHandler } from 'express';
-import * as OpenApiValidator from 'express-openapi-validator';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
 import type { EgressGuard } from './egress/guard.ts';
@@ -21,14 +20,17 @@ import type { McpConnector } from './features/runtime/mcp-connector.ts';
 import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { checkRules, createHandlers } from './handlers.ts';
 import { authenticate } from './http/authenticate.ts';
+import { identityRefusal } from './http/context.ts';
 import { dashboardAssets } from './http/dashboard-assets.ts';
 import { docsRouter } from './http/docs.ts';
 import { errorMapper } from './http/error-mapper.ts';
 import { ApiError } from './http/errors.ts';
 import { inputGuard } from './http/input-guard.ts';
+import type { KeyCache } from './http/key-cache.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
-import { createRouter } from './http/router.ts';
+import { createRouter, type RouterOptions } from './http/router.ts';
+import { contractValidator } from './http/validator.ts';
 import type { Logger } from './logger.ts';
 import { loadDashboardSpec, loadSpec, specText } from './spec.ts';
 
@@ -45,30 +47,29 @@ export interface AppDeps {
   mcp: McpConnector;
   webhooks: WebhookService;
   rateLimitStore: RateLimitStore;
+  /** Identities of recently used keys; the server keeps it in step with the database's notifications. */
+  keys: KeyCache;
 }
 
-function validator(apiSpec: Record<string, unknown>, basePath: string, validateResponses: boolean) {
-  return OpenApiValidator.middleware({
-    apiSpec: apiSpec as never,
-    validateApiSpec: false,
-    validateRequests: { allowUnknownQueryParameters: false, coerceTypes: true },
-    validateResponses: validateResponses ? { removeAdditional: false } : false,
-    validateSecurity: false,
-    ignoreUndocumented: false,
-    ignorePaths: (path: string) => !path.startsWith(`${basePath}/`),
-  });
-}
+/** Operations that can change what a key's identity carries: keys, workspace settings, policy and agent versions. */
+const CONFIGURATION_PERMISSIONS = new Set(['policies:write', 'agents:write', 'admin']);
 
 /** Everything but the listed public paths needs an identity; refusing before validation tells an anonymous caller nothing about the API. */
 const requireIdentity =
   (...publicPaths: string[]): RequestHandler =>
   (req, _res, next) => {
-    if (!req.auth && !publicPaths.includes(req.path)) return next(new ApiError('unauthorized', 'A valid API key is required'));
-    next();
+    next(!req.auth && !publicPaths.includes(req.path) ? identityRefusal(req) : undefined);
   };
 
 export function createApp(deps: AppDeps): Express {
-  const { config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore } = deps;
+  const { config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore, keys } = deps;
+  // This process's own configuration changes are dropped from the key cache before their answer
+  // leaves (other processes learn of them by notification).
+  const routerOptions: RouterOptions = {
+    onSuccess: (row, auth) => {
+      if (row.method !== 'get' && row.permission && CONFIGURATION_PERMISSIONS.has(row.permission)) keys.forgetWorkspace(auth.workspaceId);
+    },
+  };
   // One limiter for both APIs: a key's requests count once, whichever API they use.
   const limit = rateLimit(config.rateLimitPerMinute, rateLimitStore);
   const decisions = new DecisionService(
@@ -76,7 +77,7 @@ export function createApp(deps: AppDeps): Express {
     new PolicyCache(database.db),
     sealer,
     new AgentDirectory(database.db),
-    new AuditWriter(database.db, database.kind === 'pglite' ? 1 : 4),
+    new AuditWriter(database.db),
   );
   const app = express();
   app.disable('x-powered-by');
@@ -120,15 +121,18 @@ export function createApp(deps: AppDeps): Express {
   // Identity and rate limit come before the body parser, so that every answer (a malformed
   // body's 400 and a large body's 413 too) carries the rate-limit headers.
   v1.use(
-    authenticate(database.db, config.rateLimitPerMinute),
+    authenticate(database.db, config.rateLimitPerMinute, keys),
     limit,
     requireIdentity('/health'),
     express.json({ limit: BODY_LIMIT }),
     inputGuard,
   );
   app.use(BASE_PATH, v1);
-  app.use(validator(loadSpec(), BASE_PATH, config.validateResponses));
-  app.use(BASE_PATH, createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp })));
+  app.use(contractValidator(loadSpec(), BASE_PATH, config.validateResponses));
+  app.use(
+    BASE_PATH,
+    createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp }), routerOptions),
+  );
 
   // dashboard
   const dash = express.Router();
@@ -137,10 +141,11 @@ export function createApp(deps: AppDeps): Express {
     limit,
     requireIdentity('/session'),
     express.json({ limit: BODY_LIMIT }),
+    inputGuard,
   );
   app.use(DASHBOARD_API_PATH, dash);
-  app.use(validator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses));
-  app.use(DASHBOARD_API_PATH, createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks })));
+  app.use(contractValidator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses));
+  app.use(DASHBOARD_API_PATH, createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks }), routerOptions));
   app.use(dashboardAssets());
 
   app.use((req, _res, next) => next(new ApiError('route_not_found', `No operation at ${req.method} ${req.path}`)));

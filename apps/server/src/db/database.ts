@@ -22,7 +22,18 @@ export interface Database {
    * advisory lock and the scripts must share a session, whatever the pool size.
    */
   session<T>(work: (exec: (script: string) => Promise<Record<string, unknown>[]>) => Promise<T>): Promise<T>;
+  /**
+   * Subscribes to NOTIFY on `channel` (a fixed identifier). `state(false)` says notifications
+   * may be missed from now on (the listening connection was lost; it reconnects by itself with
+   * backoff), `state(true)` that they are delivered again. Resolves to a function that stops.
+   */
+  listen(channel: string, handlers: NotificationHandlers): Promise<() => Promise<void>>;
   close(): Promise<void>;
+}
+
+export interface NotificationHandlers {
+  notify(payload: string): void;
+  state(listening: boolean): void;
 }
 
 export interface DatabaseOptions {
@@ -38,7 +49,10 @@ pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
 
 export async function openDatabase(options: DatabaseOptions): Promise<Database> {
   if (options.databaseUrl) {
-    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10 });
+    // connectionTimeoutMillis bounds the wait for a connection (a new one, or a free one of a
+    // busy pool): while the database is unreachable a request fails fast (503) instead of
+    // hanging on the operating system's TCP timeout.
+    const pool = new pg.Pool({ connectionString: options.databaseUrl, max: options.poolSize ?? 10, connectionTimeoutMillis: 5_000 });
     // A client that loses its connection (idle or checked out) must not crash the process:
     // the query in flight fails with the error and the pool replaces the client.
     pool.on('error', () => {});
@@ -58,6 +72,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
           client.release();
         }
       },
+      listen: (channel, handlers) => listenOnPostgres(options.databaseUrl as string, channel, handlers),
       close: () => pool.end(),
     };
   }
@@ -71,9 +86,78 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     kind: 'pglite',
     // PGlite is one session; the dialect serialises Kysely's use of it.
     session: (work) => work(async (script) => ((await pglite.exec(script)).at(-1)?.rows ?? []) as Record<string, unknown>[]),
+    // One in-process instance: its notifications cannot be lost while it is open.
+    listen: async (channel, handlers) => {
+      const stop = await pglite.listen(channel, (payload) => handlers.notify(payload));
+      handlers.state(true);
+      return async () => {
+        handlers.state(false);
+        await stop();
+      };
+    },
     close: async () => {
       await db.destroy();
       release();
     },
+  };
+}
+
+/**
+ * LISTEN on a connection of its own (outside the pool, which would recycle it). A lost
+ * connection is reported and replaced: retries back off from 0.5 s to 5 s and stop when the
+ * subscription is stopped.
+ */
+async function listenOnPostgres(connectionString: string, channel: string, handlers: NotificationHandlers) {
+  let stopped = false;
+  let current: pg.Client | undefined;
+  let retry: NodeJS.Timeout | undefined;
+  let delayMs = 500;
+
+  const connect = async () => {
+    if (stopped) return;
+    const client = new pg.Client({
+      connectionString,
+      keepAlive: true,
+      connectionTimeoutMillis: 5_000,
+      application_name: 'warden-listener',
+    });
+    let lost = false;
+    const onLost = () => {
+      if (lost) return;
+      lost = true;
+      if (current === client) current = undefined;
+      handlers.state(false);
+      void client.end().catch(() => {});
+      if (!stopped) {
+        retry = setTimeout(connect, delayMs);
+        retry.unref();
+        delayMs = Math.min(delayMs * 2, 5_000);
+      }
+    };
+    client.on('error', onLost);
+    client.on('end', onLost);
+    client.on('notification', (message) => {
+      if (message.channel === channel) handlers.notify(message.payload ?? '');
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${channel}`);
+      if (stopped || lost) return void client.end().catch(() => {});
+      current = client;
+      delayMs = 500;
+      handlers.state(true);
+    } catch {
+      onLost();
+    }
+  };
+
+  await connect();
+  return async () => {
+    stopped = true;
+    clearTimeout(retry);
+    const client = current;
+    current = undefined;
+    handlers.state(false);
+    await client?.end().catch(() => {});
   };
 }

@@ -1,6 +1,7 @@
 /** What a request carries once the HTTP layer has authenticated it. */
 import type { Permission } from '@warden/contract';
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
+import { ApiError } from './errors.ts';
 
 export interface AuthContext {
   workspaceId: string;
@@ -39,6 +40,12 @@ declare global {
     interface Request {
       requestId: string;
       auth?: AuthContext;
+      /**
+       * Why the caller's credentials could not be checked (the database failed the lookup).
+       * The identity gate answers with it instead of 401 on every operation that needs a key;
+       * a public one (health, login) goes on without an identity.
+       */
+      authFailure?: unknown;
     }
   }
 }
@@ -66,3 +73,9 @@ export function keyIdentity(
     agentsVersion: key.agents_version,
   };
 }
+
+/**
+ * Why a request that needs an identity has none: the lookup that failed (answered 503 when the
+ * database is down), else the one fixed 401 for a missing, malformed, unknown or revoked key.
+ */
+export const identityRefusal = (req: Request): unknown => req.authFailure ?? new ApiError('unauthorized', 'A valid API key is required');

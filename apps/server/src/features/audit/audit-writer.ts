@@ -23,8 +23,12 @@ export class AuditWriter {
 
   constructor(
     private readonly db: Kysely<DB>,
-    /** Statements in flight at once (each holds a pool connection). */
-    private readonly maxInFlight = 4,
+    /**
+     * Statements in flight at once. One: while it commits, the next requests gather into the
+     * next statement. Measured on PostgreSQL against 4 in flight: 2,988 vs 2,487 decisions/s
+     * closed loop, 0.089 vs 0.144 ms of database CPU per decision, open-loop p50 4.8 vs 9.2 ms.
+     */
+    private readonly maxInFlight = 1,
     private readonly maxBatch = 500,
   ) {}
 
