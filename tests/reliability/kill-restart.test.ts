@@ -13,7 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChildServer, freshDatabase, randomKey, startChildServer } from './support/child-server.ts';
+import { freshDatabase } from '../support/database.ts';
+import { type ChildServer, randomKey, startChildServer } from './support/child-server.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
 const CONCURRENCY = 4;

@@ -4,10 +4,10 @@
  * server processes sharing one PostgreSQL database (and, with REDIS_URL-style config, Redis).
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
+import { freshDatabase } from '../support/database.ts';
 import { request, startTestServer } from '../support/server.ts';
 
 const QUOTA = 25;
@@ -39,13 +39,7 @@ describe('rate limit under 100 concurrent callers', () => {
   const shared = process.env.DATABASE_URL;
   describe.skipIf(!shared)('across two server processes on one PostgreSQL database (needs DATABASE_URL)', () => {
     async function twoServers(redisUrl?: string): Promise<{ urls: string[]; key: string }> {
-      const name = `warden_test_rl_${Date.now()}_${randomBytes(3).toString('hex')}`;
-      const admin = new pg.Client({ connectionString: shared });
-      await admin.connect();
-      await admin.query(`CREATE DATABASE ${name}`);
-      await admin.end();
-      const url = new URL(shared as string);
-      url.pathname = `/${name}`;
+      const db = await freshDatabase(shared as string, 'warden_test_rl');
       const key = `wk_rl_${randomBytes(24).toString('base64url')}`;
       const servers: RunningServer[] = [];
       for (let i = 0; i < 2; i++) {
@@ -54,7 +48,7 @@ describe('rate limit under 100 concurrent callers', () => {
             {
               port: 0,
               host: '127.0.0.1',
-              databaseUrl: url.toString(),
+              databaseUrl: db.url,
               dataDir: 'memory://',
               bootstrapKey: key,
               rateLimitPerMinute: QUOTA,
@@ -66,10 +60,7 @@ describe('rate limit under 100 concurrent callers', () => {
       }
       closers.push(async () => {
         for (const server of servers) await server.close();
-        const client = new pg.Client({ connectionString: shared });
-        await client.connect();
-        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-        await client.end();
+        await db.drop();
       });
       return { urls: servers.map((s) => s.url), key };
     }

@@ -21,7 +21,8 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChildServer, childEnv, freshDatabase, ROOT, randomKey, startChildServer } from '../reliability/support/child-server.ts';
+import { type ChildServer, childEnv, ROOT, randomKey, startChildServer } from '../reliability/support/child-server.ts';
+import { freshDatabase } from '../support/database.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
 const CLI = join(ROOT, 'apps/server/src/cli/main.ts');

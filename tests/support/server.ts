@@ -4,10 +4,10 @@
  * that PostgreSQL server, dropped afterwards.
  */
 import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import type { Config } from '../../apps/server/src/config.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
+import { freshDatabase } from './database.ts';
 
 export interface TestServer extends RunningServer {
   /** A key of workspace `default` with every permission. */
@@ -32,29 +32,10 @@ export interface ApiResponse {
   headers: Headers;
 }
 
-async function freshPostgresDatabase(baseUrl: string): Promise<{ url: string; drop: () => Promise<void> }> {
-  const name = `warden_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: baseUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(baseUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const client = new pg.Client({ connectionString: baseUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
-}
-
 export async function startTestServer(overrides: Partial<Config> = {}): Promise<TestServer> {
   const key = `wk_test_${randomBytes(24).toString('base64url')}`;
   const baseUrl = process.env.DATABASE_URL;
-  const pgdb = baseUrl ? await freshPostgresDatabase(baseUrl) : undefined;
+  const pgdb = baseUrl ? await freshDatabase(baseUrl) : undefined;
   const server = await startServer(
     {
       port: 0,

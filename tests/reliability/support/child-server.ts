@@ -9,7 +9,6 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import pg from 'pg';
 
 export const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
@@ -122,27 +121,6 @@ export async function startChildServer(options: {
   }
   signal('SIGKILL');
   throw new Error(`the server did not answer /health within the start bound:\n${output.slice(-3000)}`);
-}
-
-/** A fresh database on the PostgreSQL server of `baseUrl`; `drop` removes it (forcing out connections). */
-export async function freshDatabase(baseUrl: string, prefix: string): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
-  const name = `${prefix}_${Date.now()}_${randomBytes(3).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: baseUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const url = new URL(baseUrl);
-  url.pathname = `/${name}`;
-  return {
-    url: url.toString(),
-    name,
-    drop: async () => {
-      const client = new pg.Client({ connectionString: baseUrl });
-      await client.connect();
-      await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await client.end();
-    },
-  };
 }
 
 /** A workspace API key in the bootstrap format. */

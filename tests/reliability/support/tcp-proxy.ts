@@ -71,3 +71,11 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
     },
   };
 }
+
+/** `url` (a PostgreSQL connection string) pointed at the proxy instead of the server. */
+export function throughProxy(url: string, proxy: TcpProxy): string {
+  const proxied = new URL(url);
+  proxied.hostname = '127.0.0.1';
+  proxied.port = String(proxy.port);
+  return proxied.toString();
+}
