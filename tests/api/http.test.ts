@@ -1,4 +1,6 @@
 import { readFileSync } from 'node:fs';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -219,6 +221,130 @@ describe('routing and body errors', () => {
     const res = await server.api('POST', '/agents', { raw: body, headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
+  });
+});
+
+describe('request bodies (the JSON body reader)', () => {
+  /** POST /agents with the given bytes and headers, through node:http so any framing can be sent. */
+  function postAgents(body: Buffer | string | null, headers: Record<string, string>, chunks?: Array<Buffer | string>) {
+    return new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const url = new URL(`${server.url}/agents`);
+      const req = httpRequest(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'POST',
+          headers: { authorization: `Bearer ${server.key}`, ...headers },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c) => {
+            text += c;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+        },
+      );
+      req.on('error', reject);
+      for (const chunk of chunks ?? []) req.write(chunk);
+      req.end(body ?? undefined);
+    });
+  }
+  const agent = (name: string) => JSON.stringify({ name, provider: 'local' });
+
+  it('createAgent accepts a gzip-encoded body (Content-Encoding: gzip)', async () => {
+    const res = await postAgents(gzipSync(agent('Zipped')), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    expect(res.status).toBe(201);
+    expect(res.body.data.slug).toBe('zipped');
+  });
+
+  it('createAgent accepts a body sent chunked, with a byte order mark and charset=UTF-8', async () => {
+    const res = await postAgents(null, { 'content-type': 'application/json; charset="UTF-8"', 'transfer-encoding': 'chunked' }, [
+      '\ufeff{"name":"Chu',
+      'nked","provider":"local"}',
+    ]);
+    expect(res.status).toBe(201);
+    expect(res.body.data.slug).toBe('chunked');
+  });
+
+  it('createAgent answers 415 unsupported_media_type for a charset other than UTF-8 and stores nothing', async () => {
+    const res = await postAgents(agent('Latin'), { 'content-type': 'application/json; charset=latin1' });
+    expect(res.status).toBe(415);
+    expect(res.body.error).toEqual({ code: 'unsupported_media_type', message: expect.stringContaining('UTF-8') });
+    expect((await server.api('GET', '/agents/latin')).status).toBe(404);
+  });
+
+  it('createAgent answers 415 unsupported_media_type for an unknown Content-Encoding', async () => {
+    const res = await postAgents(agent('Packed'), { 'content-type': 'application/json', 'content-encoding': 'compress' });
+    expect(res.status).toBe(415);
+    expect(res.body.error.code).toBe('unsupported_media_type');
+  });
+
+  it('createAgent answers 400 invalid_request for a body that claims gzip but is not', async () => {
+    const res = await postAgents(agent('Fake'), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+  });
+
+  it('createAgent answers 400 invalid_request for a JSON value that is not an object or array', async () => {
+    for (const body of ['"text"', '42', 'null', 'true']) {
+      const res = await postAgents(body, { 'content-type': 'application/json' });
+      expect(res.status, body).toBe(400);
+      expect(res.body.error.code, body).toBe('invalid_request');
+    }
+  });
+
+  it('createAgent answers 400 invalid_request naming a missing field for an empty JSON body', async () => {
+    const res = await postAgents('', { 'content-type': 'application/json', 'content-length': '0' });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+    expect(res.body.error.message).toMatch(/name|provider/);
+  });
+
+  it('createAgent answers 413 payload_too_large for a chunked body over 1 MiB, and for a gzip body that inflates past it', async () => {
+    const big = agent('a'.repeat(MiB));
+    const chunked = await postAgents(null, { 'content-type': 'application/json', 'transfer-encoding': 'chunked' }, [
+      big.slice(0, MiB / 2),
+      big.slice(MiB / 2),
+    ]);
+    expect(chunked.status).toBe(413);
+    expect(chunked.body.error.code).toBe('payload_too_large');
+    const bomb = gzipSync(big);
+    expect(bomb.length).toBeLessThan(MiB / 100);
+    const zipped = await postAgents(bomb, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    expect(zipped.status).toBe(413);
+    expect(zipped.body.error.code).toBe('payload_too_large');
+  });
+
+  it('keeps the connection usable after refusing a body (the next request on it is answered)', async () => {
+    const agentOptions = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const url = new URL(`${server.url}/agents`);
+      const send = (headers: Record<string, string>, body: string) =>
+        new Promise<number>((resolve, reject) => {
+          const req = httpRequest(
+            {
+              host: url.hostname,
+              port: url.port,
+              path: url.pathname,
+              method: 'POST',
+              agent: agentOptions,
+              headers: { authorization: `Bearer ${server.key}`, ...headers },
+            },
+            (res) => {
+              res.resume();
+              res.on('end', () => resolve(res.statusCode ?? 0));
+            },
+          );
+          req.on('error', reject);
+          req.end(body);
+        });
+      expect(await send({ 'content-type': 'application/json; charset=latin1' }, agent('Refused'))).toBe(415);
+      expect(await send({ 'content-type': 'application/json' }, agent('Next on the same socket'))).toBe(201);
+    } finally {
+      agentOptions.destroy();
+    }
   });
 });
 

@@ -32,6 +32,8 @@ export interface BenchConfig {
   profileSeconds: number;
   /** Requests per second of an open-loop load in profile mode instead of the closed loop (BENCH_PROFILE_RATE). */
   profileRate?: number;
+  /** Closed-loop B1/S rounds only, for comparing two versions of the hot path (BENCH_QUICK=1). */
+  quick: boolean;
 }
 
 export class UsageError extends Error {}
@@ -57,5 +59,6 @@ export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchCo
     profile: argv.includes('--profile') || env('BENCH_PROFILE') === '1' || env('BENCH_PROFILE') === 'true',
     profileSeconds: positive('BENCH_PROFILE_SECONDS', 10),
     profileRate: env('BENCH_PROFILE_RATE') ? positive('BENCH_PROFILE_RATE', 1, true) : undefined,
+    quick: env('BENCH_QUICK') === '1' || env('BENCH_QUICK') === 'true',
   };
 }

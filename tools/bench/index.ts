@@ -321,17 +321,20 @@ async function benchmark(config: BenchConfig): Promise<void> {
   // 2. open loop at half of S's maximum, interleaved: (B1, S) × rounds, B0
   const sMax = median(runs.filter((m) => m.target === 'S' && m.scenario === 'evaluate' && m.mode === 'closed').map((m) => m.load.rps));
   const halfRate = Number.isFinite(sMax) && sMax > 0 ? Math.max(10, Math.round(sMax / 2)) : 100;
-  for (let round = 1; round <= config.rounds; round++) {
-    await run('B1', 'open', round, halfRate);
-    await run('S', 'open', round, halfRate);
-  }
-  await run('B0', 'open', 1, halfRate);
+  if (!config.quick) await latencyAndOtherOperations();
+  async function latencyAndOtherOperations() {
+    for (let round = 1; round <= config.rounds; round++) {
+      await run('B1', 'open', round, halfRate);
+      await run('S', 'open', round, halfRate);
+    }
+    await run('B0', 'open', 1, halfRate);
 
-  // 3. the other operations of S: closed, then open at half of their own maximum
-  for (const key of ['agents', 'mcpSession', 'mcpOneShot']) {
-    const closed = await run(key, 'closed', 1);
-    const rate = closed && closed.load.rps > 0 ? Math.max(5, Math.round(closed.load.rps / 2)) : undefined;
-    if (rate) await run(key, 'open', 1, rate);
+    // 3. the other operations of S: closed, then open at half of their own maximum
+    for (const key of ['agents', 'mcpSession', 'mcpOneShot']) {
+      const closed = await run(key, 'closed', 1);
+      const rate = closed && closed.load.rps > 0 ? Math.max(5, Math.round(closed.load.rps / 2)) : undefined;
+      if (rate) await run(key, 'open', 1, rate);
+    }
   }
 
   const wardenHwm = (() => {

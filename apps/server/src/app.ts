@@ -26,7 +26,9 @@ import { docsRouter } from './http/docs.ts';
 import { errorMapper } from './http/error-mapper.ts';
 import { ApiError } from './http/errors.ts';
 import { inputGuard } from './http/input-guard.ts';
+import { jsonBody } from './http/json-body.ts';
 import type { KeyCache } from './http/key-cache.ts';
+import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter, type RouterOptions } from './http/router.ts';
@@ -36,7 +38,8 @@ import { loadDashboardSpec, loadSpec, specText } from './spec.ts';
 
 export const BASE_PATH = '/api/v1';
 export const DASHBOARD_API_PATH = '/dashboard/api';
-export const BODY_LIMIT = '1mb';
+/** Largest request body accepted, after inflating (413 payload_too_large beyond). */
+export const BODY_LIMIT_BYTES = 1024 * 1024;
 
 export interface AppDeps {
   config: Config;
@@ -72,6 +75,7 @@ export function createApp(deps: AppDeps): Express {
   };
   // One limiter for both APIs: a key's requests count once, whichever API they use.
   const limit = rateLimit(config.rateLimitPerMinute, rateLimitStore);
+  const readJson = jsonBody(BODY_LIMIT_BYTES, '1 MiB');
   const decisions = new DecisionService(
     database.db,
     new PolicyCache(database.db),
@@ -116,36 +120,33 @@ export function createApp(deps: AppDeps): Express {
     res.status(204).end();
   });
 
-  // v1
-  const v1 = express.Router();
-  // Identity and rate limit come before the body parser, so that every answer (a malformed
-  // body's 400 and a large body's 413 too) carries the rate-limit headers.
-  v1.use(
-    authenticate(database.db, config.rateLimitPerMinute, keys),
-    limit,
-    requireIdentity('/health'),
-    express.json({ limit: BODY_LIMIT }),
-    inputGuard,
-  );
-  app.use(BASE_PATH, v1);
-  app.use(contractValidator(loadSpec(), BASE_PATH, config.validateResponses));
+  // Each API is one pipeline: identity and rate limit come before the body parser, so that
+  // every answer (a malformed body's 400 and a large body's 413 too) carries the rate-limit
+  // headers; the contract validator matches the operation the router then dispatches on.
   app.use(
     BASE_PATH,
-    createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp }), routerOptions),
+    pipeline([
+      authenticate(database.db, config.rateLimitPerMinute, keys),
+      limit,
+      requireIdentity('/health'),
+      readJson,
+      inputGuard,
+      ...contractValidator(loadSpec(), BASE_PATH, config.validateResponses),
+      createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp }), routerOptions),
+    ]),
   );
-
-  // dashboard
-  const dash = express.Router();
-  dash.use(
-    dashboardSession(database.db, config.rateLimitPerMinute),
-    limit,
-    requireIdentity('/session'),
-    express.json({ limit: BODY_LIMIT }),
-    inputGuard,
+  app.use(
+    DASHBOARD_API_PATH,
+    pipeline([
+      dashboardSession(database.db, config.rateLimitPerMinute),
+      limit,
+      requireIdentity('/session'),
+      readJson,
+      inputGuard,
+      ...contractValidator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses),
+      createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks }), routerOptions),
+    ]),
   );
-  app.use(DASHBOARD_API_PATH, dash);
-  app.use(contractValidator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses));
-  app.use(DASHBOARD_API_PATH, createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks }), routerOptions));
   app.use(dashboardAssets());
 
   app.use((req, _res, next) => next(new ApiError('route_not_found', `No operation at ${req.method} ${req.path}`)));

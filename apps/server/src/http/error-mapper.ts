@@ -1,5 +1,5 @@
 /**
- * The one place that turns every error (ApiError, the validator's, the body parser's,
+ * The one place that turns every error (ApiError, the validator's,
  * anything unexpected) into `{error:{code,message}}` with the right status.
  */
 import { operations } from '@warden/contract';
@@ -14,7 +14,6 @@ export const RETRY_AFTER_UNAVAILABLE_S = 2;
 interface ValidatorError {
   status?: number;
   statusCode?: number;
-  type?: string;
   message?: string;
   errors?: Array<{ path?: string; message?: string }>;
 }
@@ -41,12 +40,6 @@ function toApiError(error: unknown, req: Request): ApiError {
   if (error instanceof URIError) return new ApiError('invalid_request', 'The path is not validly percent-encoded', { cause: error });
   const e = error as ValidatorError;
   const status = e.status ?? e.statusCode;
-  // body-parser
-  if (e.type === 'entity.parse.failed') return new ApiError('invalid_request', 'The body is not valid JSON', { cause: error });
-  if (e.type === 'entity.too.large') return new ApiError('payload_too_large', 'The body exceeds 1 MiB', { cause: error });
-  if (e.type === 'charset.unsupported' || e.type === 'encoding.unsupported') {
-    return new ApiError('unsupported_media_type', e.message ?? 'Unsupported encoding', { cause: error });
-  }
   // express-openapi-validator
   if (Array.isArray(e.errors) && status !== undefined && status < 500) {
     const detail = e.errors.map((item) => `${item.path ?? ''} ${item.message ?? ''}`.trim()).join('; ');
