@@ -43,7 +43,7 @@ function parseContentType(value: string): { type: string; charset?: string } {
 
 export function jsonBody(limitBytes: number, limitText: string) {
   const tooLarge = () => new ApiError('payload_too_large', `The body exceeds ${limitText}`);
-  return (req: Request, _res: Response, next: NextFunction): void => {
+  return (req: Request, _res: Response, next: NextFunction) => {
     const { headers } = req;
     const declared = headers['content-length'];
     if (headers['transfer-encoding'] === undefined && declared === undefined) return next();

@@ -12,9 +12,11 @@ export function pipeline(steps: readonly RequestHandler[]): RequestHandler {
   return (req: Request, res: Response, done: NextFunction) => {
     let index = 0;
     const next = (error?: unknown): void => {
-      if (error) return done(error);
-      const step = steps[index++];
-      if (!step) return done();
+      const step = error ? undefined : steps[index++];
+      if (!step) {
+        done(error);
+        return;
+      }
       try {
         const result = step(req, res, next) as unknown;
         if (result instanceof Promise) result.catch(done);
