@@ -27,6 +27,7 @@ import { errorMapper } from './http/error-mapper.ts';
 import { ApiError } from './http/errors.ts';
 import { inputGuard } from './http/input-guard.ts';
 import { jsonBody } from './http/json-body.ts';
+import { sendJson } from './http/json-response.ts';
 import type { KeyCache } from './http/key-cache.ts';
 import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
@@ -89,6 +90,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('etag', false);
   app.set('trust proxy', false);
   app.set('query parser', 'simple');
+  app.response.json = sendJson;
 
   app.use(requestContext);
   if (config.logRequests) {
