@@ -114,6 +114,25 @@ describe('POST /audit (createAuditEvent)', () => {
     });
   });
 
+  it('stores every field byte for byte: quotes, backslashes, JSON-looking text, emoji, control characters and nested context', async () => {
+    const key = await freshWorkspace();
+    const tricky = 'a "quoted" \\ back\\slash, {"json": [1]}, tab\t, newline\n, é, 🚀, \u2028, \u001f, $x \'single\'';
+    const context = { text: tricky, nested: { list: [1, 'two', null, { deep: true }], empty: {} }, number: 1.5e-7, flag: false };
+    const data = await record(key, {
+      agent: tricky,
+      action: tricky,
+      resource: tricky,
+      user: tricky,
+      policy: tricky,
+      result: 'blocked',
+      context,
+    });
+    const [event] = await listAll(key, '/audit-logs');
+    expect(event).toMatchObject({ id: data.id, agent: tricky, action: tricky, resource: tricky, user: tricky, policy: tricky, context });
+    const verified = await server.api('GET', '/audit/verify', { key });
+    expect(verified.body.data.valid).toBe(true);
+  });
+
   it('defaults severity to medium', async () => {
     const key = await freshWorkspace();
     const data = await record(key, { action: 'x', result: 'blocked' });

@@ -5,7 +5,7 @@ import { CompiledQuery, type Kysely } from 'kysely';
 import { iso, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../http/errors.ts';
-import { outboxRow } from '../events/outbox.ts';
+import type { EventType } from '../events/outbox.ts';
 import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery } from './audit.repository.ts';
 
 export interface AuditRecord {
@@ -46,72 +46,61 @@ export function auditRows(workspaceId: string, record: AuditRecord) {
     message: record.message ?? null,
     approval_id: record.approvalId ?? null,
     request_id: record.requestId ?? null,
-    context: JSON.stringify(record.context ?? {}),
+    context: record.context ?? {},
   };
-  const event = toAuditEvent({ ...row, context: record.context ?? {}, sequence: null, hash: null });
-  return { row, outbox: outboxRow(workspaceId, 'audit.created', { event }), event };
+  const event = toAuditEvent({ ...row, sequence: null, hash: null });
+  return { row, outbox: { id: randomUUID(), type: 'audit.created' satisfies EventType, data: { event } }, event };
 }
 
 type AuditRows = ReturnType<typeof auditRows>;
 
-const AUDIT_COLUMNS = [
-  'workspace_id',
-  'id',
-  'event_timestamp',
-  'source',
-  'agent',
-  'agent_id',
-  'action',
-  'resource',
-  'tool',
-  'environment',
-  'user_name',
-  'policy',
-  'result',
-  'severity',
-  'message',
-  'approval_id',
-  'request_id',
-  'context',
-] as const satisfies ReadonlyArray<keyof AuditRows['row']>;
-const OUTBOX_COLUMNS = ['workspace_id', 'id', 'type', 'data'] as const satisfies ReadonlyArray<keyof AuditRows['outbox']>;
-// Every column of the row objects is listed (a compile error otherwise).
-type Unlisted =
-  | Exclude<keyof AuditRows['row'], (typeof AUDIT_COLUMNS)[number]>
-  | Exclude<keyof AuditRows['outbox'], (typeof OUTBOX_COLUMNS)[number]>;
-const allListed: [Unlisted] extends [never] ? true : never = true;
-void allListed;
-
-/** `($1, …, $k), ($k+1, …)`: `rows` tuples of `width` placeholders from `$offset+1`. */
-const placeholders = (rows: number, width: number, offset: number) =>
-  Array.from({ length: rows }, (_, r) => `(${Array.from({ length: width }, (_, c) => `$${offset + r * width + c + 1}`).join(', ')})`).join(
-    ', ',
-  );
-
-/** The statement text per batch size, built once: on the hot path only parameters change. */
-const insertTexts = new Map<number, string>();
-function insertText(rows: number): string {
-  let text = insertTexts.get(rows);
-  if (!text) {
-    text =
-      `WITH audit AS (INSERT INTO audit_events (${AUDIT_COLUMNS.join(', ')}) VALUES ${placeholders(rows, AUDIT_COLUMNS.length, 0)}) ` +
-      `INSERT INTO outbox_events (${OUTBOX_COLUMNS.join(', ')}) VALUES ${placeholders(rows, OUTBOX_COLUMNS.length, rows * AUDIT_COLUMNS.length)}`;
-    insertTexts.set(rows, text);
-  }
-  return text;
-}
+/** Every column of an audit row with its SQL type (a compile error if one is missing or unknown). */
+const AUDIT_COLUMNS = {
+  workspace_id: 'uuid',
+  id: 'uuid',
+  event_timestamp: 'timestamptz',
+  source: 'text',
+  agent: 'text',
+  agent_id: 'uuid',
+  action: 'text',
+  resource: 'text',
+  tool: 'text',
+  environment: 'text',
+  user_name: 'text',
+  policy: 'text',
+  result: 'text',
+  severity: 'text',
+  message: 'text',
+  approval_id: 'uuid',
+  request_id: 'text',
+  context: 'jsonb',
+} as const satisfies Record<keyof AuditRows['row'], string>;
+const auditColumns = Object.keys(AUDIT_COLUMNS).join(', ');
 
 /**
  * Inserts audit events and their outbox events in ONE statement (a data-modifying CTE): the
  * pairs are atomic without a transaction of their own; inside a caller's transaction it joins it.
- * This is the hot path's only statement, so its text is kept per batch size rather than built
- * by the query builder for every request (≈7 % of the server's CPU at 1,100 decisions/s).
+ *
+ * This is the hot path's only statement. Its rows travel as one JSON parameter, read back by
+ * json_to_recordset: one constant statement text whatever the batch size, and one
+ * JSON.stringify per batch instead of 22 parameters per event serialised one by one.
  */
+const INSERT_AUDIT_ROWS =
+  `WITH input AS (SELECT * FROM json_to_recordset($1::json) AS r(` +
+  `${Object.entries(AUDIT_COLUMNS)
+    .map(([column, type]) => `${column} ${type}`)
+    .join(', ')}, outbox_id uuid, outbox_type text, outbox_data jsonb)), ` +
+  `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM input) ` +
+  'INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, outbox_id, outbox_type, outbox_data FROM input';
+
 export async function insertAuditRows(db: Kysely<DB>, rows: AuditRows[]): Promise<void> {
-  const parameters: unknown[] = [];
-  for (const { row } of rows) for (const column of AUDIT_COLUMNS) parameters.push(row[column]);
-  for (const { outbox } of rows) for (const column of OUTBOX_COLUMNS) parameters.push(outbox[column]);
-  await db.executeQuery(CompiledQuery.raw(insertText(rows.length), parameters));
+  const input = rows.map(({ row, outbox }) => ({
+    ...row,
+    outbox_id: outbox.id,
+    outbox_type: outbox.type,
+    outbox_data: outbox.data,
+  }));
+  await db.executeQuery(CompiledQuery.raw(INSERT_AUDIT_ROWS, [JSON.stringify(input)]));
 }
 
 /** Writes one audit event (and its outbox event) on `db`, e.g. inside a caller's transaction. */
