@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
 export interface AuditFilters {
@@ -66,3 +66,22 @@ export const sealsWithEvents = (db: Kysely<DB>, workspaceId: string, afterSequen
     .orderBy('s.sequence')
     .limit(limit)
     .execute();
+
+export interface Seal {
+  sequence: number;
+  event_id: string;
+  event_timestamp: Date | string;
+  hash: string;
+}
+
+/** A batch of seals in one statement with one JSON parameter (as the audit rows are written). */
+export async function insertSeals(db: Kysely<DB>, workspaceId: string, seals: Seal[]): Promise<void> {
+  await db.executeQuery(
+    CompiledQuery.raw(
+      'INSERT INTO audit_seals (workspace_id, sequence, event_id, event_timestamp, hash) ' +
+        'SELECT $1::uuid, sequence, event_id, event_timestamp, hash ' +
+        'FROM json_to_recordset($2::json) AS r(sequence bigint, event_id uuid, event_timestamp timestamptz, hash text)',
+      [workspaceId, JSON.stringify(seals)],
+    ),
+  );
+}

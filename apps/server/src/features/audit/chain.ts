@@ -13,9 +13,11 @@ import { createHash } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import type { AuditEventsTable, DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
-import { countUnsealed, sealsWithEvents, unsealedEvents } from './audit.repository.ts';
+import { countUnsealed, insertSeals, type Seal, sealsWithEvents, unsealedEvents } from './audit.repository.ts';
 
 const BATCH = 1000;
+/** Events hashed before the sealer yields to the event loop (bounds the pause it adds to requests). */
+const HASHES_PER_TURN = 100;
 /** How far before the newest sealed event the sealer still looks for unsealed ones. */
 const SEAL_LOOKBACK_MS = 5 * 60_000;
 
@@ -112,12 +114,15 @@ export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promis
     if (events.length === 0) return 0;
     let sequence = Number(head.last_sequence);
     let hash = head.last_hash;
-    const seals = events.map((event) => {
+    const seals: Seal[] = [];
+    for (const event of events) {
+      // Hashing a full batch takes milliseconds: let waiting requests run in between.
+      if (seals.length > 0 && seals.length % HASHES_PER_TURN === 0) await new Promise(setImmediate);
       hash = chainHash(hash, event);
       sequence += 1;
-      return { workspace_id: workspaceId, sequence, event_id: event.id, event_timestamp: event.event_timestamp, hash };
-    });
-    await trx.insertInto('audit_seals').values(seals).execute();
+      seals.push({ sequence, event_id: event.id, event_timestamp: event.event_timestamp, hash });
+    }
+    await insertSeals(trx, workspaceId, seals);
     await trx
       .updateTable('audit_chain_heads')
       .set({ last_sequence: sequence, last_hash: hash })

@@ -43,6 +43,9 @@ export interface DeliveryOptions {
 }
 
 const BATCH = 20;
+/** Outbox events taken per fan-out transaction, and at most how many such transactions per round. */
+const FAN_OUT_BATCH = 200;
+const FAN_OUT_ROUNDS = 50;
 const RESPONSE_KEPT = 1024;
 
 export class DeliveryWorker {
@@ -75,22 +78,28 @@ export class DeliveryWorker {
 
   async tick(): Promise<void> {
     if (this.stopped) return;
-    await this.fanOut();
+    // Drain the outbox, a batch at a time: one batch per round would cap fan-out at
+    // FAN_OUT_BATCH events per poll interval, and a busy workspace's webhooks would fall
+    // further behind for as long as the load lasts. Bounded, so deliveries get their turn.
+    for (let round = 0; round < FAN_OUT_ROUNDS && !this.stopped; round++) {
+      if ((await this.fanOut()) < FAN_OUT_BATCH) break;
+    }
     await this.deliverDue();
   }
 
-  private async fanOut(): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
+  /** Turns up to FAN_OUT_BATCH outbox events into deliveries; returns how many it took. */
+  private async fanOut(): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
       const events = await trx
         .selectFrom('outbox_events')
         .select(['workspace_id', 'id', 'type'])
         .where('dispatched_at', 'is', null)
         .orderBy('created_at')
-        .limit(200)
+        .limit(FAN_OUT_BATCH)
         .forUpdate()
         .skipLocked()
         .execute();
-      if (events.length === 0) return;
+      if (events.length === 0) return 0;
       const workspaces = [...new Set(events.map((e) => e.workspace_id))];
       const endpoints = await trx
         .selectFrom('webhook_endpoints')
@@ -120,6 +129,7 @@ export class DeliveryWorker {
           .where('id', 'in', ids)
           .execute();
       }
+      return events.length;
     });
   }
 
