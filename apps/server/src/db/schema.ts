@@ -167,7 +167,13 @@ export interface AuditChainHeadsTable {
   workspace_id: string;
   last_sequence: number;
   last_hash: string;
-  last_event_timestamp: NullableTimestamp;
+}
+
+/** Events not sealed yet, queued with their insert and removed when sealed. */
+export interface AuditUnsealedTable {
+  workspace_id: string;
+  event_timestamp: Timestamp;
+  event_id: string;
 }
 
 export interface AuditSealsTable {
@@ -214,6 +220,7 @@ export interface DB {
   outbox_events: OutboxEventsTable;
   audit_chain_heads: AuditChainHeadsTable;
   audit_seals: AuditSealsTable;
+  audit_unsealed: AuditUnsealedTable;
   mcp_sessions: McpSessionsTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;

@@ -29,18 +29,32 @@ export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: A
 
 export type AuditEventWithSeal = Awaited<ReturnType<ReturnType<typeof auditEventsQuery>['executeTakeFirstOrThrow']>>;
 
-/** Unsealed events of a workspace with a timestamp after `since` (all when null), oldest first. */
-export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, since: Date | null, limit: number) => {
-  let q = db
-    .selectFrom('audit_events as e')
-    .leftJoin('audit_seals as s', (join) => join.onRef('s.workspace_id', '=', 'e.workspace_id').onRef('s.event_id', '=', 'e.id'))
+/** The oldest `limit` events of a workspace's sealing queue (audit_unsealed). */
+export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number) =>
+  db
+    .selectFrom('audit_unsealed as u')
+    .innerJoin('audit_events as e', (join) =>
+      join
+        .onRef('e.workspace_id', '=', 'u.workspace_id')
+        .onRef('e.event_timestamp', '=', 'u.event_timestamp')
+        .onRef('e.id', '=', 'u.event_id'),
+    )
     .selectAll('e')
-    .where('e.workspace_id', '=', workspaceId)
-    .where('s.event_id', 'is', null);
-  if (since) q = q.where('e.event_timestamp', '>', since);
-  return q.orderBy('e.event_timestamp').orderBy('e.id').limit(limit).execute();
-};
+    .where('u.workspace_id', '=', workspaceId)
+    .orderBy('u.event_timestamp')
+    .orderBy('u.event_id')
+    .limit(limit)
+    .execute();
 
+/** Takes sealed events off the queue (in the transaction that sealed them). */
+export const dequeueSealed = (db: Kysely<DB>, workspaceId: string, eventIds: string[]) =>
+  db.deleteFrom('audit_unsealed').where('workspace_id', '=', workspaceId).where('event_id', 'in', eventIds).execute();
+
+/** Workspaces with events waiting for their seal. */
+export const workspacesWithUnsealed = async (db: Kysely<DB>) =>
+  (await db.selectFrom('audit_unsealed').select('workspace_id').distinct().execute()).map((row) => row.workspace_id);
+
+/** Events without a seal, counted from the events themselves (what verification reports). */
 export const countUnsealed = async (db: Kysely<DB>, workspaceId: string) =>
   Number(
     (

@@ -78,8 +78,9 @@ const AUDIT_COLUMNS = {
 const auditColumns = Object.keys(AUDIT_COLUMNS).join(', ');
 
 /**
- * Inserts audit events and their outbox events in ONE statement (a data-modifying CTE): the
- * pairs are atomic without a transaction of their own; inside a caller's transaction it joins it.
+ * Inserts audit events, their place in the sealer's queue and their outbox events in ONE
+ * statement (a data-modifying CTE): atomic without a transaction of their own; inside a
+ * caller's transaction it joins it.
  *
  * This is the hot path's only statement. Its rows travel as one JSON parameter, read back by
  * json_to_recordset: one constant statement text whatever the batch size, and one
@@ -90,7 +91,8 @@ const INSERT_AUDIT_ROWS =
   `${Object.entries(AUDIT_COLUMNS)
     .map(([column, type]) => `${column} ${type}`)
     .join(', ')}, outbox_id uuid, outbox_type text, outbox_data jsonb)), ` +
-  `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM input) ` +
+  `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM input), ` +
+  'unsealed AS (INSERT INTO audit_unsealed (workspace_id, event_timestamp, event_id) SELECT workspace_id, event_timestamp, id FROM input) ' +
   'INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, outbox_id, outbox_type, outbox_data FROM input';
 
 export async function insertAuditRows(db: Kysely<DB>, rows: AuditRows[]): Promise<void> {

@@ -2,8 +2,8 @@
  * The tamper-evident chain over a workspace's audit events.
  *
  * Requests only INSERT their event (one row, no lock, no read of a previous hash), so the
- * chain never serialises the hot path. A sealer in every server process seals new events in
- * batches shortly after: holding the workspace's chain head row lock, it appends one seal per
+ * chain never serialises the hot path; the same statement queues it in audit_unsealed. A
+ * sealer in every server process seals queued events in batches shortly after: holding the workspace's chain head row lock, it appends one seal per
  * event with hash = sha256(previous hash + "\n" + canonical event). Several processes may
  * seal; the row lock makes each batch extend the chain exactly once. Events and seals are
  * immutable (triggers), so changing or removing an event after sealing breaks verification at
@@ -13,13 +13,19 @@ import { createHash } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import type { AuditEventsTable, DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
-import { countUnsealed, insertSeals, type Seal, sealsWithEvents, unsealedEvents } from './audit.repository.ts';
+import {
+  countUnsealed,
+  dequeueSealed,
+  insertSeals,
+  type Seal,
+  sealsWithEvents,
+  unsealedEvents,
+  workspacesWithUnsealed,
+} from './audit.repository.ts';
 
 const BATCH = 1000;
 /** Events hashed before the sealer yields to the event loop (bounds the pause it adds to requests). */
 const HASHES_PER_TURN = 100;
-/** How far before the newest sealed event the sealer still looks for unsealed ones. */
-const SEAL_LOOKBACK_MS = 5 * 60_000;
 
 type EventFields = Selectable<AuditEventsTable>;
 
@@ -107,10 +113,7 @@ export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promis
       .where('workspace_id', '=', workspaceId)
       .forUpdate()
       .executeTakeFirstOrThrow();
-    // Events get their timestamp just before their (single-statement) insert commits, so one
-    // committed after a later-stamped event is sealed still falls well within this margin.
-    const since = head.last_event_timestamp ? new Date(new Date(head.last_event_timestamp).getTime() - SEAL_LOOKBACK_MS) : null;
-    const events = await unsealedEvents(trx, workspaceId, since, BATCH);
+    const events = await unsealedEvents(trx, workspaceId, BATCH);
     if (events.length === 0) return 0;
     let sequence = Number(head.last_sequence);
     let hash = head.last_hash;
@@ -123,6 +126,11 @@ export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promis
       seals.push({ sequence, event_id: event.id, event_timestamp: event.event_timestamp, hash });
     }
     await insertSeals(trx, workspaceId, seals);
+    await dequeueSealed(
+      trx,
+      workspaceId,
+      seals.map((seal) => seal.event_id),
+    );
     await trx
       .updateTable('audit_chain_heads')
       .set({ last_sequence: sequence, last_hash: hash })
@@ -193,14 +201,7 @@ export class AuditSealer {
   }
 
   async start(): Promise<void> {
-    const pending = await this.db
-      .selectFrom('audit_events as e')
-      .leftJoin('audit_seals as s', (join) => join.onRef('s.workspace_id', '=', 'e.workspace_id').onRef('s.event_id', '=', 'e.id'))
-      .select('e.workspace_id')
-      .distinct()
-      .where('s.event_id', 'is', null)
-      .execute();
-    for (const row of pending) this.dirty.add(row.workspace_id);
+    for (const workspaceId of await workspacesWithUnsealed(this.db)) this.dirty.add(workspaceId);
     this.timer = setInterval(() => {
       this.running = this.running.then(() => this.sealDirty());
     }, this.intervalMs);
