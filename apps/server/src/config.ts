@@ -45,7 +45,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((entry) => entry.trim())
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
-    auditSealIntervalMs: integer('WARDEN_AUDIT_SEAL_INTERVAL_MS', 100),
+    auditSealIntervalMs: integer('WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer('WARDEN_WEBHOOK_POLL_MS', 1000),

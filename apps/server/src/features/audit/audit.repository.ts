@@ -1,4 +1,4 @@
-import { CompiledQuery, type Kysely } from 'kysely';
+import { CompiledQuery, type Kysely, sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
 export interface AuditFilters {
@@ -48,7 +48,11 @@ export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: numbe
 
 /** Takes sealed events off the queue (in the transaction that sealed them). */
 export const dequeueSealed = (db: Kysely<DB>, workspaceId: string, eventIds: string[]) =>
-  db.deleteFrom('audit_unsealed').where('workspace_id', '=', workspaceId).where('event_id', 'in', eventIds).execute();
+  db
+    .deleteFrom('audit_unsealed')
+    .where('workspace_id', '=', workspaceId)
+    .where(sql<boolean>`event_id = any(${eventIds}::uuid[])`)
+    .execute();
 
 /** Workspaces with events waiting for their seal. */
 export const workspacesWithUnsealed = async (db: Kysely<DB>) =>
