@@ -5,7 +5,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
-import { Kysely, PostgresDialect } from 'kysely';
+import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
 import { PGliteDialect } from 'kysely-pglite-dialect';
 import pg from 'pg';
 import { acquireDataDirLock } from './data-dir-lock.ts';
@@ -28,6 +28,13 @@ export interface Database {
    * backoff), `state(true)` that they are delivered again. Resolves to a function that stops.
    */
   listen(channel: string, handlers: NotificationHandlers): Promise<() => Promise<void>>;
+  /**
+   * Runs one fixed statement of the hot path outside any transaction. On PostgreSQL it is a
+   * named prepared statement: each pooled connection parses and plans it once, not on every
+   * execution (this needs session-level pooling if a pooler sits in between). On PGlite it goes
+   * through Kysely, which serialises the use of its one session.
+   */
+  run(name: string, text: string, values: unknown[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -73,6 +80,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
         }
       },
       listen: (channel, handlers) => listenOnPostgres(options.databaseUrl as string, channel, handlers),
+      run: async (name, text, values) => {
+        await pool.query({ name, text, values });
+      },
       close: () => pool.end(),
     };
   }
@@ -86,6 +96,9 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     kind: 'pglite',
     // PGlite is one session; the dialect serialises Kysely's use of it.
     session: (work) => work(async (script) => ((await pglite.exec(script)).at(-1)?.rows ?? []) as Record<string, unknown>[]),
+    run: async (_name, text, values) => {
+      await db.executeQuery(CompiledQuery.raw(text, values));
+    },
     // One in-process instance: its notifications cannot be lost while it is open.
     listen: async (channel, handlers) => {
       const stop = await pglite.listen(channel, (payload) => handlers.notify(payload));

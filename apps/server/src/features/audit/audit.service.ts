@@ -2,6 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AuditEvent, AuditEventCreate, AuditEventSummary } from '@warden/contract';
 import { CompiledQuery, type Kysely } from 'kysely';
+import type { Database } from '../../db/database.ts';
 import { iso, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../http/errors.ts';
@@ -95,14 +96,21 @@ const INSERT_AUDIT_ROWS =
   'unsealed AS (INSERT INTO audit_unsealed (workspace_id, event_timestamp, event_id) SELECT workspace_id, event_timestamp, id FROM input) ' +
   'INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, outbox_id, outbox_type, outbox_data FROM input';
 
+/** The statement's one parameter: the rows as JSON. */
+export function auditRowsParameter(rows: AuditRows[]): string {
+  return JSON.stringify(
+    rows.map(({ row, outbox }) => ({ ...row, outbox_id: outbox.id, outbox_type: outbox.type, outbox_data: outbox.data })),
+  );
+}
+
+/** Inserts audit rows on `db` (e.g. inside a caller's transaction). */
 export async function insertAuditRows(db: Kysely<DB>, rows: AuditRows[]): Promise<void> {
-  const input = rows.map(({ row, outbox }) => ({
-    ...row,
-    outbox_id: outbox.id,
-    outbox_type: outbox.type,
-    outbox_data: outbox.data,
-  }));
-  await db.executeQuery(CompiledQuery.raw(INSERT_AUDIT_ROWS, [JSON.stringify(input)]));
+  await db.executeQuery(CompiledQuery.raw(INSERT_AUDIT_ROWS, [auditRowsParameter(rows)]));
+}
+
+/** Inserts audit rows on their own, as a named prepared statement (the group-commit hot path). */
+export async function insertAuditRowsAlone(database: Database, rows: AuditRows[]): Promise<void> {
+  await database.run('warden_insert_audit_rows', INSERT_AUDIT_ROWS, [auditRowsParameter(rows)]);
 }
 
 /** Writes one audit event (and its outbox event) on `db`, e.g. inside a caller's transaction. */
