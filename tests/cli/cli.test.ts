@@ -11,8 +11,8 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from '../support/database.ts';
 import { request, startTestServer, type TestServer } from '../support/server.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -268,27 +268,19 @@ describe('warden CLI while a server holds the embedded data directory', () => {
 
 describe.skipIf(!process.env.DATABASE_URL)('warden CLI on PostgreSQL (DATABASE_URL) next to a running server', () => {
   const baseDatabaseUrl = process.env.DATABASE_URL as string;
-  const name = `warden_cli_test_${Date.now()}_${randomBytes(4).toString('hex')}`;
+  let database: Awaited<ReturnType<typeof freshDatabase>> | undefined;
   let databaseUrl: string;
   let server: TestServer;
   let env: NodeJS.ProcessEnv;
 
   beforeAll(async () => {
-    const admin = new pg.Client({ connectionString: baseDatabaseUrl });
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
-    await admin.end();
-    const url = new URL(baseDatabaseUrl);
-    url.pathname = `/${name}`;
-    databaseUrl = url.toString();
+    database = await freshDatabase(baseDatabaseUrl, 'warden_cli_test');
+    databaseUrl = database.url;
     env = childEnv({ databaseUrl });
   });
   afterAll(async () => {
     await server?.close();
-    const admin = new pg.Client({ connectionString: baseDatabaseUrl });
-    await admin.connect();
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await admin.end();
+    await database?.drop();
   });
 
   it('migrate --json applies every migration on a fresh database', async () => {

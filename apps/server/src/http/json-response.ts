@@ -13,13 +13,13 @@ import type { Response } from 'express';
 const NO_BODY = new Set([204, 304]);
 
 export function sendJson(this: Response, body: unknown): Response {
-  const text = JSON.stringify(body) ?? '';
-  if (!this.hasHeader('Content-Type')) this.setHeader('Content-Type', 'application/json; charset=utf-8');
   if (NO_BODY.has(this.statusCode)) {
     this.removeHeader('Content-Type');
     this.end();
     return this;
   }
+  const text = JSON.stringify(body) ?? '';
+  if (!this.hasHeader('Content-Type')) this.setHeader('Content-Type', 'application/json; charset=utf-8');
   this.setHeader('Content-Length', Buffer.byteLength(text));
   this.end(this.req.method === 'HEAD' ? undefined : text);
   return this;
