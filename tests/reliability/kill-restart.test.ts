@@ -5,7 +5,8 @@
  *
  * No committed audit event is lost: every audit_event_id answered with a 2xx before the kill
  * is listed by GET /audit-logs after the restart (and, on PostgreSQL, has its row and its
- * `audit.created` outbox event), and GET /audit/verify becomes valid with nothing unsealed
+ * `audit.created` outbox event: the workspace has a — paused — endpoint subscribed to
+ * audit.created, so every event must have one), and GET /audit/verify becomes valid with nothing unsealed
  * within a bounded wait (events written just before the crash are sealed after the restart).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -63,11 +64,44 @@ describe(`SIGKILL mid-load, then restart on the same data (${BASE_URL ? 'Postgre
     return { status: res.status, body: (await res.json()) as any };
   };
 
+  /** An endpoint subscribed to audit.created, paused (its deliveries are recorded as skipped, nothing is sent), through the dashboard API. */
+  const subscribePausedEndpoint = async (server: ChildServer) => {
+    const dashboard = `${new URL(server.url).origin}/dashboard/api`;
+    const login = await fetch(`${dashboard}/session`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ api_key: key }),
+    });
+    expect(login.status).toBe(200);
+    const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).find((c) => c?.startsWith('warden_session=')) as string;
+    const csrf = ((await login.json()) as { data: { csrf_token: string } }).data.csrf_token;
+    const call = async (method: string, path: string, body: unknown) => {
+      const res = await fetch(`${dashboard}${path}`, {
+        method,
+        headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    // Port 9 (discard): nothing listens, and a paused endpoint is never sent to anyway.
+    const created = await call('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['audit.created'] });
+    expect(created.status).toBe(201);
+    const paused = await call('PATCH', `/webhooks/${created.body.data.endpoint.id}`, { paused: true });
+    expect(paused.status, JSON.stringify(paused.body)).toBe(200);
+  };
+
   beforeAll(async () => {
     data = await target();
-    const env = { ...data.env, WARDEN_BOOTSTRAP_KEY: key, WARDEN_RATE_LIMIT_PER_MINUTE: '1000000', WARDEN_AUDIT_SEAL_INTERVAL_MS: '200' };
+    const env = {
+      ...data.env,
+      WARDEN_BOOTSTRAP_KEY: key,
+      WARDEN_RATE_LIMIT_PER_MINUTE: '1000000',
+      WARDEN_AUDIT_SEAL_INTERVAL_MS: '200',
+      WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
+    };
     first = await startChildServer({ env });
     expect((await api(first, 'POST', '/agents', { name: 'Kill Bot', provider: 'local', slug: 'kill-bot' })).status).toBe(201);
+    await subscribePausedEndpoint(first);
 
     // load, then the kill in the middle of it
     let killed = false;

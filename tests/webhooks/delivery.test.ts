@@ -268,17 +268,57 @@ describe('event payloads: {id, type, created_at, workspace_id, data}', () => {
     });
     expect(fromEvaluate.data.event.id).toMatch(UUID);
 
-    const recorded = await ws.api('POST', '/audit', { action: 'payload.recorded', result: 'blocked', severity: 'high', resource: 'r/2' });
-    expect(recorded.status).toBe(201);
-    const fromAudit = await delivered('audit.created', (p) => p.data?.event?.id === recorded.body.data.id);
-    expect(fromAudit.data.event).toMatchObject({
-      id: recorded.body.data.id,
+    const context = { note: 'quote " backslash \\ emoji 😀 line\u2028sep', nested: { n: 1.5, list: [true, null] } };
+    const recorded = await ws.api('POST', '/audit', {
       action: 'payload.recorded',
       result: 'blocked',
       severity: 'high',
       resource: 'r/2',
+      user: 'alice',
+      context,
     });
+    expect(recorded.status).toBe(201);
+    const fromAudit = await delivered('audit.created', (p) => p.data?.event?.id === recorded.body.data.id);
+    // The payload is the event as GET /audit-logs shows it, as it was when created (not sealed yet).
+    const logs = await ws.api('GET', '/audit-logs?limit=100');
+    expect(logs.status).toBe(200);
+    const stored = logs.body.data.find((e: { id: string }) => e.id === recorded.body.data.id);
+    expect(fromAudit.data).toEqual({ event: { ...stored, sequence: null, hash: null } });
+    expect(fromAudit.data.event).toMatchObject({ action: 'payload.recorded', result: 'blocked', severity: 'high', user: 'alice', context });
     expect(fromAudit.data.event.event_timestamp).toBe(recorded.body.data.event_timestamp);
+  });
+
+  it('writes an event only while an endpoint subscribes to its type: none before, none to other types, every one after', async () => {
+    const quiet = await freshWorkspace();
+    const outboxCount = async (type: string) =>
+      Number(
+        (
+          await sql<{ n: string }>`select count(*) as n from outbox_events where workspace_id = ${quiet.id} and type = ${type}`.execute(
+            server.database.db,
+          )
+        ).rows[0]?.n,
+      );
+    const unheard = await createAgent(quiet, 'Before any endpoint');
+    const evaluate = async (action: string) => {
+      const res = await quiet.api('POST', '/policy/evaluate', { input: { action, resource: 'r/q', agent: unheard.slug } });
+      expect(res.status).toBe(200);
+    };
+    await evaluate('before.any.endpoint');
+    expect(await outboxCount('agent.created')).toBe(0);
+    const receiver = await startReceiver();
+    await addEndpoint(quiet, receiver, 'agent.created');
+    await evaluate('while.agents.only');
+    const agent = await createAgent(quiet, 'Subscribed');
+    expect(await outboxCount('audit.created')).toBe(0);
+    expect(await outboxCount('agent.created')).toBe(1);
+
+    await addEndpoint(quiet, receiver, 'audit.created');
+    await evaluate('after.subscribing');
+    expect(await outboxCount('audit.created')).toBe(1);
+    await until('both deliveries', () => (receiver.received.length >= 2 ? true : undefined));
+    await sleep(QUIET_MS);
+    const seen = receiver.received.map((r) => r.payload.type === 'audit.created' ? r.payload.data.event.action : r.payload.data.agent.id);
+    expect(seen.sort()).toEqual([agent.id, 'after.subscribing'].sort());
   });
 
   it('approval.completed fires on PATCH /approvals/{id}, carrying the decided approval', async () => {

@@ -6,7 +6,7 @@ import type { Database } from '../../db/database.ts';
 import { iso, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../http/errors.ts';
-import type { EventType } from '../events/outbox.ts';
+import { subscribedSql } from '../events/outbox.ts';
 import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery } from './audit.repository.ts';
 
 export interface AuditRecord {
@@ -27,7 +27,7 @@ export interface AuditRecord {
   context?: Record<string, unknown>;
 }
 
-/** The rows of one audit event: the event and its `audit.created` outbox event. */
+/** The row of one audit event, and the event as the API shows it. */
 export function auditRows(workspaceId: string, record: AuditRecord) {
   const row = {
     workspace_id: workspaceId,
@@ -49,8 +49,7 @@ export function auditRows(workspaceId: string, record: AuditRecord) {
     request_id: record.requestId ?? null,
     context: record.context ?? {},
   };
-  const event = toAuditEvent({ ...row, sequence: null, hash: null });
-  return { row, outbox: { id: randomUUID(), type: 'audit.created' satisfies EventType, data: { event } }, event };
+  return { row, event: toAuditEvent({ ...row, sequence: null, hash: null }) };
 }
 
 type AuditRows = ReturnType<typeof auditRows>;
@@ -79,28 +78,42 @@ const AUDIT_COLUMNS = {
 const auditColumns = Object.keys(AUDIT_COLUMNS).join(', ');
 
 /**
- * Inserts audit events, their place in the sealer's queue and their outbox events in ONE
- * statement (a data-modifying CTE): atomic without a transaction of their own; inside a
- * caller's transaction it joins it.
+ * The `audit.created` payload, `{ event }`, built by the database from the inserted row: the
+ * same fields as toAuditEvent (sequence and hash are null until the event is sealed;
+ * timestamps in UTC with milliseconds, as JavaScript writes them).
+ */
+const AUDIT_CREATED_DATA =
+  "jsonb_build_object('event', jsonb_build_object(" +
+  "'id', id, 'sequence', NULL, " +
+  `'event_timestamp', to_char(event_timestamp AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), ` +
+  "'source', source, 'agent', agent, 'action', action, 'resource', resource, 'tool', tool, " +
+  "'environment', environment, 'user', user_name, 'policy', policy, 'result', result, 'severity', severity, " +
+  "'message', message, 'approval_id', approval_id, 'request_id', request_id, 'context', context, 'hash', NULL))";
+
+/**
+ * Inserts audit events, their place in the sealer's queue and — for workspaces with an
+ * endpoint subscribed to it — their `audit.created` outbox events in ONE statement (a
+ * data-modifying CTE): atomic without a transaction of their own; inside a caller's
+ * transaction it joins it.
  *
  * This is the hot path's only statement. Its rows travel as one JSON parameter, read back by
  * json_to_recordset: one constant statement text whatever the batch size, and one
- * JSON.stringify per batch instead of 22 parameters per event serialised one by one.
+ * JSON.stringify per batch instead of 22 parameters per event serialised one by one. The
+ * outbox payload is built by the database from the same row, so it is not sent twice.
  */
 const INSERT_AUDIT_ROWS =
   `WITH input AS (SELECT * FROM json_to_recordset($1::json) AS r(` +
   `${Object.entries(AUDIT_COLUMNS)
     .map(([column, type]) => `${column} ${type}`)
-    .join(', ')}, outbox_id uuid, outbox_type text, outbox_data jsonb)), ` +
+    .join(', ')})), ` +
   `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM input), ` +
   'unsealed AS (INSERT INTO audit_unsealed (workspace_id, event_timestamp, event_id) SELECT workspace_id, event_timestamp, id FROM input) ' +
-  'INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, outbox_id, outbox_type, outbox_data FROM input';
+  `INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, gen_random_uuid(), 'audit.created', ${AUDIT_CREATED_DATA} ` +
+  `FROM input WHERE ${subscribedSql('input.workspace_id', "'audit.created'")}`;
 
 /** The statement's one parameter: the rows as JSON. */
 export function auditRowsParameter(rows: AuditRows[]): string {
-  return JSON.stringify(
-    rows.map(({ row, outbox }) => ({ ...row, outbox_id: outbox.id, outbox_type: outbox.type, outbox_data: outbox.data })),
-  );
+  return JSON.stringify(rows.map(({ row }) => row));
 }
 
 /** Inserts audit rows on `db` (e.g. inside a caller's transaction). */

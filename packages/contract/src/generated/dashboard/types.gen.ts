@@ -889,6 +889,9 @@ export type WebhookEndpoint = {
     id: Uuid;
     url: string;
     description: string | null;
+    /**
+     * The event types the endpoint receives (`*`: all). An endpoint receives the events whose change commits after it subscribed; an event that no endpoint of the workspace subscribes to when it happens is not kept for later.
+     */
     events: Array<WebhookEventType>;
     /**
      * Paused endpoints are skipped; their deliveries are recorded as `skipped` and can be replayed.
