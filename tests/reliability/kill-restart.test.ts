@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../support/database.ts';
-import { type ChildServer, randomKey, startChildServer } from './support/child-server.ts';
+import { type ChildServer, callApi, randomKey, startChildServer } from './support/child-server.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
 const CONCURRENCY = 4;
@@ -54,15 +54,7 @@ describe(`SIGKILL mid-load, then restart on the same data (${BASE_URL ? 'Postgre
   let sealedAfterMs = Number.NaN;
   let restartMs = 0;
 
-  const api = async (server: ChildServer, method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${server.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.timeout(30_000),
-    });
-    return { status: res.status, body: (await res.json()) as any };
-  };
+  const api = (server: ChildServer, method: string, path: string, body?: unknown) => callApi(server, key, method, path, body);
 
   /** An endpoint subscribed to audit.created, paused (its deliveries are recorded as skipped, nothing is sent), through the dashboard API. */
   const subscribePausedEndpoint = async (server: ChildServer) => {
@@ -73,7 +65,10 @@ describe(`SIGKILL mid-load, then restart on the same data (${BASE_URL ? 'Postgre
       body: JSON.stringify({ api_key: key }),
     });
     expect(login.status).toBe(200);
-    const cookie = login.headers.getSetCookie().map((c) => c.split(';')[0]).find((c) => c?.startsWith('warden_session=')) as string;
+    const cookie = login.headers
+      .getSetCookie()
+      .map((c) => c.split(';')[0])
+      .find((c) => c?.startsWith('warden_session=')) as string;
     const csrf = ((await login.json()) as { data: { csrf_token: string } }).data.csrf_token;
     const call = async (method: string, path: string, body: unknown) => {
       const res = await fetch(`${dashboard}${path}`, {

@@ -317,7 +317,7 @@ describe('event payloads: {id, type, created_at, workspace_id, data}', () => {
     expect(await outboxCount('audit.created')).toBe(1);
     await until('both deliveries', () => (receiver.received.length >= 2 ? true : undefined));
     await sleep(QUIET_MS);
-    const seen = receiver.received.map((r) => r.payload.type === 'audit.created' ? r.payload.data.event.action : r.payload.data.agent.id);
+    const seen = receiver.received.map((r) => (r.payload.type === 'audit.created' ? r.payload.data.event.action : r.payload.data.agent.id));
     expect(seen.sort()).toEqual([agent.id, 'after.subscribing'].sort());
   });
 

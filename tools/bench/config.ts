@@ -1,3 +1,5 @@
+import { availableParallelism } from 'node:os';
+
 /** The benchmark's settings, from the environment (all optional but DATABASE_URL). */
 
 const env = (name: string): string | undefined => process.env[name] || undefined;
@@ -34,6 +36,12 @@ export interface BenchConfig {
   profileRate?: number;
   /** Closed-loop B1/S rounds only, for comparing two versions of the hot path (BENCH_QUICK=1). */
   quick: boolean;
+  /** Open-loop B1/S rounds only, at this rate, for comparing latency (BENCH_OPEN_RATE). */
+  openRate?: number;
+  /** Warden's server processes (BENCH_WORKERS → WARDEN_WORKERS; default: the machine's cores). */
+  workers: number;
+  /** Extra Node.js flags for the Warden under test, space-separated (BENCH_NODE_FLAGS, e.g. `--trace-gc`). */
+  nodeFlags: string[];
 }
 
 export class UsageError extends Error {}
@@ -60,5 +68,8 @@ export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchCo
     profileSeconds: positive('BENCH_PROFILE_SECONDS', 10),
     profileRate: env('BENCH_PROFILE_RATE') ? positive('BENCH_PROFILE_RATE', 1, true) : undefined,
     quick: env('BENCH_QUICK') === '1' || env('BENCH_QUICK') === 'true',
+    openRate: env('BENCH_OPEN_RATE') ? positive('BENCH_OPEN_RATE', 1, true) : undefined,
+    workers: positive('BENCH_WORKERS', availableParallelism(), true),
+    nodeFlags: (env('BENCH_NODE_FLAGS') ?? '').split(/\s+/).filter(Boolean),
   };
 }

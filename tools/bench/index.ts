@@ -148,7 +148,7 @@ interface Environment {
   dataDir: string;
 }
 
-async function prepare(config: BenchConfig, options: { nodeFlags?: string[]; label: string }): Promise<Environment> {
+async function prepare(config: BenchConfig, options: { nodeFlags?: string[]; label: string; workers?: number }): Promise<Environment> {
   const db = await createBenchDatabase(config.databaseUrl);
   cleanups.push(async () => {
     await db.drop();
@@ -164,11 +164,14 @@ async function prepare(config: BenchConfig, options: { nodeFlags?: string[]; lab
     redisUrl: config.redisUrl,
     dataDir,
     logDir: OUT_DIR,
-    nodeFlags: options.nodeFlags,
+    nodeFlags: [...config.nodeFlags, ...(options.nodeFlags ?? [])],
+    workers: options.workers ?? config.workers,
     label: options.label,
   });
   cleanups.push(() => warden.stop());
-  log(`Warden at ${warden.baseUrl} (server pid ${warden.pid}; log ${warden.logFile})`);
+  log(
+    `Warden at ${warden.baseUrl} (${warden.pids.length > 1 ? `supervisor pid ${warden.pid}, servers ${warden.pids.slice(1).join(', ')}` : `server pid ${warden.pid}`}; log ${warden.logFile})`,
+  );
   const seeded = await seedWarden(warden.baseUrl, warden.key, mcp.url, POLICIES);
   log(`seeded: ${POLICIES} policies × 10 rules, 100 agents, MCP server 'tools', session ${seeded.sessionId}`);
   return { db, warden, mcpUrl: mcp.url, sessionId: seeded.sessionId, dataDir };
@@ -207,11 +210,11 @@ async function benchmark(config: BenchConfig): Promise<void> {
   const headers = jsonHeaders(env.warden.key);
   const body = JSON.stringify(EVALUATE_BODY);
   const scenarios: Record<string, Scenario> = {
-    B0: { target: 'B0', scenario: 'evaluate', pid: b0.pid, url: `${b0.origin}/api/v1/policy/evaluate`, method: 'POST', headers, body },
+    B0: { target: 'B0', scenario: 'evaluate', pids: [b0.pid], url: `${b0.origin}/api/v1/policy/evaluate`, method: 'POST', headers, body },
     B1: {
       target: 'B1',
       scenario: 'evaluate',
-      pid: b1.pid,
+      pids: [b1.pid],
       dbApplication: B1_APP_NAME,
       url: `${b1.origin}/api/v1/policy/evaluate`,
       method: 'POST',
@@ -222,7 +225,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     S: {
       target: 'S',
       scenario: 'evaluate',
-      pid: env.warden.pid,
+      pids: env.warden.pids,
       dbApplication: WARDEN_APP_NAME,
       url: `${env.warden.baseUrl}/policy/evaluate`,
       method: 'POST',
@@ -233,7 +236,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     agents: {
       target: 'S',
       scenario: 'agents_list',
-      pid: env.warden.pid,
+      pids: env.warden.pids,
       dbApplication: WARDEN_APP_NAME,
       url: `${env.warden.baseUrl}/agents?limit=100`,
       method: 'GET',
@@ -242,7 +245,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     mcpSession: {
       target: 'S',
       scenario: 'mcp_call_session',
-      pid: env.warden.pid,
+      pids: env.warden.pids,
       dbApplication: WARDEN_APP_NAME,
       url: `${env.warden.baseUrl}/runtime/mcp/call`,
       method: 'POST',
@@ -253,7 +256,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     mcpOneShot: {
       target: 'S',
       scenario: 'mcp_call_no_session',
-      pid: env.warden.pid,
+      pids: env.warden.pids,
       dbApplication: WARDEN_APP_NAME,
       url: `${env.warden.baseUrl}/runtime/mcp/call`,
       method: 'POST',
@@ -310,23 +313,26 @@ async function benchmark(config: BenchConfig): Promise<void> {
     if (primed) log(`  ${primed.load.rps.toFixed(0)} req/s`);
   }
 
-  // 1. closed loop, interleaved: B0, (B1, S) × rounds, B0
-  await run('B0', 'closed', 1);
-  for (let round = 1; round <= config.rounds; round++) {
-    await run('B1', 'closed', round);
-    await run('S', 'closed', round);
+  // 1. closed loop, interleaved: B0, (B1, S) × rounds, B0 (not with BENCH_OPEN_RATE)
+  if (!config.openRate) {
+    await run('B0', 'closed', 1);
+    for (let round = 1; round <= config.rounds; round++) {
+      await run('B1', 'closed', round);
+      await run('S', 'closed', round);
+    }
+    await run('B0', 'closed', 2);
   }
-  await run('B0', 'closed', 2);
 
-  // 2. open loop at half of S's maximum, interleaved: (B1, S) × rounds, B0
+  // 2. open loop at half of S's maximum (or BENCH_OPEN_RATE), interleaved: (B1, S) × rounds, B0
   const sMax = median(runs.filter((m) => m.target === 'S' && m.scenario === 'evaluate' && m.mode === 'closed').map((m) => m.load.rps));
-  const halfRate = Number.isFinite(sMax) && sMax > 0 ? Math.max(10, Math.round(sMax / 2)) : 100;
+  const halfRate = config.openRate ?? (Number.isFinite(sMax) && sMax > 0 ? Math.max(10, Math.round(sMax / 2)) : 100);
   if (!config.quick) await latencyAndOtherOperations();
   async function latencyAndOtherOperations() {
     for (let round = 1; round <= config.rounds; round++) {
       await run('B1', 'open', round, halfRate);
       await run('S', 'open', round, halfRate);
     }
+    if (config.openRate) return;
     await run('B0', 'open', 1, halfRate);
 
     // 3. the other operations of S: closed, then open at half of their own maximum
@@ -339,7 +345,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
 
   const wardenHwm = (() => {
     try {
-      return memoryMb(env.warden.pid).hwm;
+      return env.warden.pids.reduce((sum, pid) => sum + memoryMb(pid).hwm, 0);
     } catch {
       return Number.NaN;
     }
@@ -426,6 +432,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
         validateResponses: false,
       },
       wardenCommand: 'npx tsx apps/server/src/main.ts',
+      wardenWorkers: config.workers,
       wardenProcessTree: env.warden.tree,
       requestBody: EVALUATE_BODY,
     },
@@ -454,7 +461,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     `postgres: ${postgres.version}, synchronous_commit=${postgres.synchronous_commit}, fsync=${postgres.fsync}; database ${env.db.name} (${redact(config.databaseUrl).replace(/\/[^/]*$/, '/…')}), dropped at the end`,
   );
   out.push(
-    `Warden: npx tsx apps/server/src/main.ts, NODE_ENV=production (no response validation), rate limit 100000000/min in Redis at ${config.redisUrl}${redisUp ? '' : ' (NOT REACHABLE: in-memory insurance)'}`,
+    `Warden: npx tsx apps/server/src/main.ts, WARDEN_WORKERS=${config.workers} (${config.workers > 1 ? `a supervisor and ${config.workers} server processes; CPU and RSS summed over all` : 'one process'}), NODE_ENV=production (no response validation), rate limit 100000000/min in Redis at ${config.redisUrl}${redisUp ? '' : ' (NOT REACHABLE: in-memory insurance)'}`,
   );
   out.push(
     `load: ${config.connections} connections closed loop; ${config.warmupSeconds} s warm-up + ${config.seconds} s measured per run; ${config.rounds} rounds B1/S interleaved`,
@@ -476,7 +483,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
   );
   out.push(`  S/B0 requests/s = ${headline.s_over_b0_rps}   (B0 ${headline.b0_rps}/s)`);
   out.push(
-    `  open loop at ${halfRate}/s (half of S's max): S p50 ${headline.s_p50_ms} ms, p99 ${headline.s_p99_ms} ms; B1 p50 ${headline.b1_p50_ms} ms, p99 ${headline.b1_p99_ms} ms (target S p99 ≤ 10 ms)`,
+    `  open loop at ${halfRate}/s (${config.openRate ? 'BENCH_OPEN_RATE' : "half of S's max"}): S p50 ${headline.s_p50_ms} ms, p99 ${headline.s_p99_ms} ms; B1 p50 ${headline.b1_p50_ms} ms, p99 ${headline.b1_p99_ms} ms (target S p99 ≤ 10 ms)`,
   );
   out.push(
     `  CPU per request: S ${headline.s_cpu_ms_per_req} ms, B1 ${headline.b1_cpu_ms_per_req} ms (S/B1 ${headline.s_over_b1_cpu_per_req}); ` +
@@ -506,12 +513,13 @@ async function profile(config: BenchConfig): Promise<void> {
   const code = codeInfo();
   const profDir = mkdtempSync(join(tmpdir(), 'warden-cpu-prof-'));
   cleanups.push(async () => rmSync(profDir, { recursive: true, force: true }));
-  const env = await prepare(config, { nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profDir}`], label: 'warden-profiled' });
+  // One server process: one profile.
+  const env = await prepare(config, { nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profDir}`], label: 'warden-profiled', workers: 1 });
   const headers = jsonHeaders(env.warden.key);
   const scenario: Scenario = {
     target: 'S',
     scenario: 'evaluate',
-    pid: env.warden.pid,
+    pids: env.warden.pids,
     dbApplication: WARDEN_APP_NAME,
     url: `${env.warden.baseUrl}/policy/evaluate`,
     method: 'POST',

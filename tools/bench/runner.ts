@@ -16,7 +16,8 @@ export interface Scenario {
   target: string;
   /** What is asked: evaluate, mcp_call, agents_list, … */
   scenario: string;
-  pid: number;
+  /** The server's processes (one, or a supervisor and its workers): their CPU time and RSS are summed. */
+  pids: number[];
   url: string;
   method: 'GET' | 'POST';
   headers: Record<string, string>;
@@ -72,6 +73,12 @@ export interface RunOptions {
 }
 
 /** CPU ms of a process, or undefined when it is gone. */
+const totalRss = (pids: number[]) => pids.reduce((sum, pid) => sum + memoryMb(pid).rss, 0);
+
+function totalCpuTimes(pids: number[]): { user: number; system: number } {
+  return pids.map(cpuTimes).reduce((a, b) => ({ user: a.user + b.user, system: a.system + b.system }));
+}
+
 function safeCpuMs(pid: number): number | undefined {
   try {
     return cpuMs(pid);
@@ -111,10 +118,10 @@ export async function runLoad(scenario: Scenario, mode: 'closed' | 'open', optio
       (options.warmupSeconds * 3 + 60) * 1000,
       `${what} (warm-up)`,
     );
-    let rssPeak = memoryMb(scenario.pid).rss;
+    let rssPeak = totalRss(scenario.pids);
     sampler = setInterval(() => {
       try {
-        rssPeak = Math.max(rssPeak, memoryMb(scenario.pid).rss);
+        rssPeak = Math.max(rssPeak, totalRss(scenario.pids));
       } catch {
         // the process is gone: the run fails below
       }
@@ -122,7 +129,7 @@ export async function runLoad(scenario: Scenario, mode: 'closed' | 'open', optio
     const loadAvg1 = Number((loadavg()[0] ?? 0).toFixed(2));
     const backends = scenario.dbApplication ? await backendPids(options.pool, scenario.dbApplication) : [];
     const db0 = new Map(backends.map((pid) => [pid, safeCpuMs(pid)]));
-    const times0 = cpuTimes(scenario.pid);
+    const times0 = totalCpuTimes(scenario.pids);
     const machine0 = machineTicks();
     options.onMeasure?.('start', nowUs());
     // closed: as many requests as the warm-up rate gives in `seconds` (every one answered before the end)
@@ -136,12 +143,12 @@ export async function runLoad(scenario: Scenario, mode: 'closed' | 'open', optio
       `${what} (measured)`,
     );
     options.onMeasure?.('end', nowUs());
-    const times1 = cpuTimes(scenario.pid);
+    const times1 = totalCpuTimes(scenario.pids);
     let dbCpuMs = 0;
     for (const [pid, before] of db0) dbCpuMs += Math.max(0, (safeCpuMs(pid) ?? before ?? 0) - (before ?? 0));
     const machine1 = machineTicks();
     clearInterval(sampler);
-    rssPeak = Math.max(rssPeak, memoryMb(scenario.pid).rss);
+    rssPeak = Math.max(rssPeak, totalRss(scenario.pids));
     let audit: AuditCheck | undefined;
     if (scenario.audit) {
       // Every request of the phase was answered, so every row it stands for is committed.

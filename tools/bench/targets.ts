@@ -40,6 +40,8 @@ export interface WardenTarget extends ServerTarget {
   logFile: string;
   /** The wrapper process tree (npx → … → server) as found, for the report. */
   tree: string[];
+  /** Every Warden process: the server, or the supervisor and its WARDEN_WORKERS servers. */
+  pids: number[];
 }
 
 export interface WardenOptions {
@@ -53,6 +55,8 @@ export interface WardenOptions {
    */
   nodeFlags?: string[];
   label?: string;
+  /** WARDEN_WORKERS: server processes (1: one process, no supervisor). */
+  workers: number;
 }
 
 export async function startWarden(options: WardenOptions): Promise<WardenTarget> {
@@ -77,6 +81,7 @@ export async function startWarden(options: WardenOptions): Promise<WardenTarget>
     WARDEN_MASTER_KEY: randomBytes(32).toString('base64'),
     // Names Warden's PostgreSQL sessions, so the benchmark can read their CPU time (pg reads PGAPPNAME).
     PGAPPNAME: WARDEN_APP_NAME,
+    WARDEN_WORKERS: String(options.workers),
     NODE_OPTIONS: '',
   };
   delete env.WARDEN_VALIDATE_RESPONSES;
@@ -101,14 +106,26 @@ export async function startWarden(options: WardenOptions): Promise<WardenTarget>
     }
     await sleep(200);
   }
+  // The processes running main.ts under npx and tsx: the server, or the supervisor (the
+  // shallowest) and its workers, which may still be starting when the first one answers.
+  const expected = options.workers > 1 ? options.workers + 1 : 1;
+  const wardenProcesses = () =>
+    descendants(child.pid as number)
+      .filter((p) => p.cmdline.includes('apps/server/src/main.ts') && p.cmdline.includes('loader.mjs'))
+      .sort((a, b) => a.depth - b.depth);
+  let servers = wardenProcesses();
+  while (servers.length < expected && Date.now() < deadline) {
+    await sleep(200);
+    servers = wardenProcesses();
+  }
   const tree = descendants(child.pid as number);
-  const servers = tree.filter((p) => p.cmdline.includes('apps/server/src/main.ts') && p.cmdline.includes('loader.mjs'));
-  const server =
-    servers.sort((a, b) => b.depth - a.depth)[0] ?? tree.filter((p) => p.cmdline.includes('main.ts')).sort((a, b) => b.depth - a.depth)[0];
+  const server = servers[0] ?? tree.filter((p) => p.cmdline.includes('main.ts')).sort((a, b) => b.depth - a.depth)[0];
   if (!server) throw new Error(`cannot find the Warden server process under pid ${child.pid}`);
+  if (servers.length !== expected) throw new Error(`expected ${expected} Warden processes, found ${servers.length}; see ${logFile}`);
   return {
     name: 'S',
     pid: server.pid,
+    pids: servers.map((p) => p.pid),
     origin,
     baseUrl: `${origin}/api/v1`,
     key,

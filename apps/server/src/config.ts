@@ -21,10 +21,12 @@ export interface Config {
   webhookTimeoutMs: number;
   /** REDIS_URL: shared rate-limit counters in Redis instead of PostgreSQL. */
   redisUrl: string | undefined;
+  /** WARDEN_WORKERS: server processes sharing the port (more than 1 needs DATABASE_URL; see main.ts). */
+  workers: number;
 }
 
-function integer(name: string, fallback: number): number {
-  const raw = process.env[name];
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got '${raw}'`);
@@ -33,23 +35,24 @@ function integer(name: string, fallback: number): number {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
-    port: integer('PORT', 8080),
+    port: integer(env, 'PORT', 8080),
     host: env.HOST ?? '127.0.0.1',
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.WARDEN_DATA_DIR || './.data',
     bootstrapKey: env.WARDEN_BOOTSTRAP_KEY || undefined,
-    rateLimitPerMinute: integer('WARDEN_RATE_LIMIT_PER_MINUTE', 1200),
+    rateLimitPerMinute: integer(env, 'WARDEN_RATE_LIMIT_PER_MINUTE', 1200),
     validateResponses: env.WARDEN_VALIDATE_RESPONSES ? env.WARDEN_VALIDATE_RESPONSES === 'true' : env.NODE_ENV !== 'production',
     egressAllowlist: (env.WARDEN_EGRESS_ALLOWLIST ?? '')
       .split(',')
       .map((entry) => entry.trim())
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
-    auditSealIntervalMs: integer('WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
+    auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
-    webhookPollMs: integer('WARDEN_WEBHOOK_POLL_MS', 1000),
-    webhookTimeoutMs: integer('WARDEN_WEBHOOK_TIMEOUT_MS', 15_000),
+    webhookPollMs: integer(env, 'WARDEN_WEBHOOK_POLL_MS', 1000),
+    webhookTimeoutMs: integer(env, 'WARDEN_WEBHOOK_TIMEOUT_MS', 15_000),
     redisUrl: env.REDIS_URL || undefined,
+    workers: integer(env, 'WARDEN_WORKERS', 1),
   };
 }
