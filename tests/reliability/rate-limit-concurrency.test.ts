@@ -17,9 +17,9 @@ afterAll(async () => {
   for (const close of closers.reverse()) await close().catch(() => undefined);
 });
 
-async function burst(urls: string[], key: string): Promise<number[]> {
+async function burst(urls: string[], key: string, callers = CALLERS): Promise<number[]> {
   return Promise.all(
-    Array.from({ length: CALLERS }, (_, i) =>
+    Array.from({ length: callers }, (_, i) =>
       request(urls[i % urls.length] as string, key, 'GET', '/agents?limit=1').then((r) => r.status),
     ),
   );
@@ -38,7 +38,7 @@ describe('rate limit under 100 concurrent callers', () => {
 
   const shared = process.env.DATABASE_URL;
   describe.skipIf(!shared)('across two server processes on one PostgreSQL database (needs DATABASE_URL)', () => {
-    async function twoServers(redisUrl?: string): Promise<{ urls: string[]; key: string }> {
+    async function twoServers(redisUrl?: string, quota = QUOTA): Promise<{ urls: string[]; key: string }> {
       const db = await freshDatabase(shared as string, 'warden_test_rl');
       const key = `wk_rl_${randomBytes(24).toString('base64url')}`;
       const servers: RunningServer[] = [];
@@ -51,7 +51,7 @@ describe('rate limit under 100 concurrent callers', () => {
               databaseUrl: db.url,
               dataDir: 'memory://',
               bootstrapKey: key,
-              rateLimitPerMinute: QUOTA,
+              rateLimitPerMinute: quota,
               redisUrl,
             },
             createLogger(true),
@@ -75,6 +75,29 @@ describe('rate limit under 100 concurrent callers', () => {
       const { urls, key } = await twoServers('redis://127.0.0.1:6379');
       const statuses = await burst(urls, key);
       expect(admitted(statuses)).toBe(QUOTA);
+    });
+
+    // A process leases quota from the store in blocks (QuotaLeases): the total must still be exact.
+    it('admits exactly a quota of 600 to 1,000 concurrent callers over both processes, leased in blocks', async () => {
+      const { urls, key } = await twoServers('redis://127.0.0.1:6379', 600);
+      const statuses = await burst(urls, key, 1_000);
+      expect(admitted(statuses)).toBe(600);
+      expect(statuses.filter((s) => s !== 200 && s !== 429)).toEqual([]);
+    });
+
+    it('never admits more than the quota when one process holds a lease it does not use, and refuses early by at most 1/16 of it', async () => {
+      const { urls, key } = await twoServers('redis://127.0.0.1:6379', 1_000);
+      const [first, second] = urls as [string, string];
+      let admittedFirst = 0;
+      for (let i = 0; i < 100; i++) if ((await request(first, key, 'GET', '/agents?limit=1')).status === 200) admittedFirst++;
+      expect(admittedFirst).toBe(100);
+      const statuses = await burst([second], key, 1_000);
+      const total = admittedFirst + admitted(statuses);
+      expect(total).toBeLessThanOrEqual(1_000);
+      expect(total).toBeGreaterThanOrEqual(1_000 - 1_000 / 16);
+      console.log(
+        `[rate limit] quota 1000: first process admitted ${admittedFirst} (one at a time), then the second ${admitted(statuses)} of a burst of 1,000`,
+      );
     });
   });
 });

@@ -12,7 +12,6 @@
 import cluster, { type Worker } from 'node:cluster';
 import { loadConfig } from './config.ts';
 import { createLogger } from './logger.ts';
-import { startServer } from './server.ts';
 
 const config = loadConfig();
 const logger = createLogger();
@@ -28,6 +27,8 @@ if (config.workers > 1 && cluster.isPrimary) await supervise(config.workers);
 else await serve();
 
 async function serve(): Promise<void> {
+  // Loaded here, not above: the supervisor does not serve, so it does not load the server.
+  const { startServer } = await import('./server.ts');
   const server = await startServer({}, logger);
   // Ctrl-C reaches a supervised server twice (from the terminal and from its supervisor): close once.
   let closing = false;
