@@ -182,6 +182,25 @@ describe('routing and body errors', () => {
     expect(res.body.error.code).toBe('method_not_allowed');
   });
 
+  // The validator's operation lookup is kept per fixed path (validator.ts): every later request
+  // to the path must still be validated, and another method still refused.
+  it('validates every request to a path whose operation was already found: 201, then 400, 405, 400 for a bad query', async () => {
+    const first = await server.api('POST', '/agents', { body: { name: 'Lookup One', provider: 'local' } });
+    expect(first.status).toBe(201);
+    const invalid = await server.api('POST', '/agents', { body: { name: 'Lookup Two', provider: 'local', unknown_field: 1 } });
+    expect(invalid.status).toBe(400);
+    expect(invalid.body.error.code).toBe('invalid_request');
+    const wrongMethod = await server.api('PUT', '/agents', { body: { name: 'x', provider: 'local' } });
+    expect(wrongMethod.status).toBe(405);
+    for (const path of ['/agents?limit=0', '/agents?limit=abc', '/agents/?limit=0', '/agents?nope=1']) {
+      const res = await server.api('GET', path);
+      expect(res.status, path).toBe(400);
+      expect(res.body.error.code, path).toBe('invalid_request');
+    }
+    expect((await server.api('GET', '/agents?limit=1')).status).toBe(200);
+    expect((await server.api('GET', '/agents/?limit=1')).status).toBe(200);
+  });
+
   it('answers 400 invalid_request for malformed JSON', async () => {
     const res = await server.api('POST', '/agents', { raw: '{"name": "x", "provider": ', headers: { 'content-type': 'application/json' } });
     expect(res.status).toBe(400);

@@ -92,7 +92,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('query parser', 'simple');
   app.response.json = sendJson;
 
-  app.use(requestContext);
+  app.use(requestContext(app));
   if (config.logRequests) {
     // One line per answered request: method, path, status, duration, request id (no bodies, no headers).
     app.use((req, res, next) => {
@@ -112,7 +112,6 @@ export function createApp(deps: AppDeps): Express {
   app.get(`${BASE_PATH}/openapi.json`, (_req, res) => {
     res.type('application/json').send(specText);
   });
-  app.use(docsRouter());
   // CORS preflight for browser integrators (the SDK runs in browsers): bearer keys only, so
   // any origin may call; no cookies are involved in v1.
   app.options(`${BASE_PATH}/*splat`, (_req, res) => {
@@ -149,6 +148,8 @@ export function createApp(deps: AppDeps): Express {
       createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks }), routerOptions),
     ]),
   );
+  // After the APIs: a request to an API path does not walk these routers first.
+  app.use(docsRouter());
   app.use(dashboardAssets());
 
   app.use((req, _res, next) => next(new ApiError('route_not_found', `No operation at ${req.method} ${req.path}`)));

@@ -52,7 +52,67 @@ export function contractValidator(apiSpec: Record<string, unknown>, basePath: st
     ignoreUndocumented: false,
     ignorePaths: (path: string) => !path.startsWith(`${basePath}/`),
   });
-  return [...validator, finiteQueryNumbers];
+  return [...withoutRepeatedWork(validator as RequestHandler[]), finiteQueryNumbers];
+}
+
+/** Fixed paths (no path parameters) whose operation metadata is kept; a bound, since case and trailing-slash variants match too. */
+const MAX_KNOWN_PATHS = 256;
+
+/**
+ * The validator's steps, minus the work that gives the same result on every request. Each of
+ * its steps first awaits the loaded spec (a promise hop each), and its metadata step looks the
+ * operation up by matching the path against every route of the spec, in order (≈4 % of a
+ * server's CPU per decision under load, with the hops). So, by their names in the pinned
+ * express-openapi-validator (a step not recognised is kept as is):
+ * - `pathParamsMiddleware` installs path-parameter hooks on its first request, and
+ *   `securityMiddleware` passes every request on (security is checked by our own identity step,
+ *   `validateSecurity: false`): once either has passed a request on, it is skipped;
+ * - `metadataMiddleware`'s answer for a fixed path (one with no path parameters) depends on the
+ *   method and the path only: it is kept per "METHOD path" and set again on later requests.
+ * Request validation itself (and response validation in tests) runs on every request.
+ */
+function withoutRepeatedWork(steps: RequestHandler[]): RequestHandler[] {
+  return steps.map((step) => {
+    if (step.name === 'pathParamsMiddleware' || step.name === 'securityMiddleware') return untilPassedOnce(step);
+    if (step.name === 'metadataMiddleware') return withKnownPaths(step);
+    return step;
+  });
+}
+
+function untilPassedOnce(step: RequestHandler): RequestHandler {
+  let passed = false;
+  return (req, res, next) => {
+    if (passed) return next();
+    return step(req, res, (error?: unknown) => {
+      if (!error) passed = true;
+      next(error);
+    });
+  };
+}
+
+/** What the metadata step leaves on a matched request (OpenApiRequestMetadata, plus `_responseSchema` when responses are validated). */
+type OperationMetadata = { pathParams?: Record<string, string> } & Record<string, unknown>;
+type MatchedRequest = Request & { openapi?: OperationMetadata };
+
+function withKnownPaths(step: RequestHandler): RequestHandler {
+  const known = new Map<string, OperationMetadata>();
+  return (request, res, next) => {
+    const req = request as MatchedRequest;
+    const query = req.originalUrl.indexOf('?');
+    const key = `${req.method} ${query === -1 ? req.originalUrl : req.originalUrl.slice(0, query)}`;
+    const metadata = known.get(key);
+    if (metadata) {
+      const pathParams = {};
+      req.openapi = { ...metadata, pathParams };
+      req.params = pathParams;
+      return next();
+    }
+    return step(req, res, (error?: unknown) => {
+      const found = req.openapi;
+      if (!error && found && Object.keys(found.pathParams ?? {}).length === 0 && known.size < MAX_KNOWN_PATHS) known.set(key, { ...found });
+      next(error);
+    });
+  };
 }
 
 /**
