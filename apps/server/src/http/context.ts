@@ -39,6 +39,8 @@ declare global {
   namespace Express {
     interface Request {
       requestId: string;
+      /** performance.now() when the request reached the app (X-Response-Time). */
+      startedAt?: number;
       auth?: AuthContext;
       /**
        * Why the caller's credentials could not be checked (the database failed the lookup).

@@ -9,15 +9,6 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EXPOSED_HEADERS =
   'X-Request-Id, X-Response-Time, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy';
 
-declare global {
-  namespace Express {
-    interface Request {
-      /** performance.now() when the request reached the app. */
-      startedAt?: number;
-    }
-  }
-}
-
 /** Installs the stamp on the app's response prototype (once, not a closure per request) and returns the middleware. */
 export function requestContext(app: Express): RequestHandler {
   const writeHead = app.response.writeHead;
