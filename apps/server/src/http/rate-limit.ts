@@ -87,7 +87,7 @@ export class QuotaLeases {
   /** A decision now when this process holds quota (or knows the window is used up), else after a lease. */
   consume(subject: string, now = Date.now()): RateDecision | Promise<RateDecision> {
     let lease = this.leases.get(subject);
-    if (lease && now >= lease.windowEndsAt) {
+    if (lease && !lease.inFlight && now >= lease.windowEndsAt) {
       this.leases.delete(subject);
       lease = undefined;
     }
@@ -106,13 +106,14 @@ export class QuotaLeases {
         });
       }
     }
-    return this.lease(subject, lease, now);
+    return this.lease(subject, lease);
   }
 
-  private async lease(subject: string, previous: Lease | undefined, now: number): Promise<RateDecision> {
+  private async lease(subject: string, previous: Lease | undefined): Promise<RateDecision> {
     const counted = previous?.counted ?? 0;
     const size = Math.max(1, Math.min(previous?.nextSize ?? 1, MAX_LEASE, Math.floor((this.limit - counted) / LEASE_SHARE)));
-    const lease: Lease = previous ?? { windowEndsAt: now, counted, tokens: 0, nextSize: 1, waiting: 0 };
+    // A new lease's window is known once the store answers; until then it holds the subject's place.
+    const lease: Lease = previous ?? { windowEndsAt: Number.POSITIVE_INFINITY, counted, tokens: 0, nextSize: 1, waiting: 0 };
     const request = size + lease.waiting;
     let settle!: () => void;
     lease.inFlight = new Promise((resolve) => {
