@@ -41,6 +41,11 @@ async function serve(): Promise<void> {
   }
 }
 
+/** How long a server may take to close gracefully before the supervisor kills it. */
+const STOP_GRACE_MS = 30_000;
+/** Wait before starting a server again after a replacement failed to start. */
+const RETRY_MS = 5_000;
+
 async function supervise(count: number): Promise<void> {
   // Node's default round-robin: the supervisor accepts and hands connections to the servers in
   // turn, which spreads long-lived connections evenly (measured against SCHED_NONE, where the
@@ -48,7 +53,8 @@ async function supervise(count: number): Promise<void> {
   // handed to a server in the instant it dies gets no answer, like the requests that server was
   // answering; clients retry after their timeout.
   let stopping = false;
-  const serving = new Set<Worker>();
+  /** Serving servers, with when they started serving. */
+  const serving = new Map<Worker, number>();
   const fork = (): Promise<Worker> =>
     new Promise((resolve, reject) => {
       const worker = cluster.fork();
@@ -56,33 +62,45 @@ async function supervise(count: number): Promise<void> {
       worker.once('exit', failed);
       worker.once('listening', () => {
         worker.off('exit', failed);
-        serving.add(worker);
+        serving.set(worker, Date.now());
         resolve(worker);
       });
     });
   const stopAll = (exitCode: number) => {
     stopping = true;
-    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
-    let left = workers.length;
+    // A worker that has exited may stay listed until its channel closes too: wait for the living only.
+    const living = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
+    let left = living.length;
     if (left === 0) process.exit(exitCode);
-    for (const worker of workers) {
+    for (const worker of living) {
       worker.once('exit', () => {
         if (--left === 0) process.exit(exitCode);
       });
       worker.process.kill('SIGTERM');
     }
+    setTimeout(() => {
+      for (const worker of living) if (!worker.isDead()) worker.process.kill('SIGKILL');
+    }, STOP_GRACE_MS).unref();
   };
-
-  // A server that had started and then died is replaced; one that fails to start is not (its
-  // error is in the log), and with no server left the supervisor exits 1 for its own supervisor.
-  cluster.on('exit', (worker, code, signal) => {
-    const hadStarted = serving.delete(worker);
-    if (stopping || !hadStarted) return;
-    logger.error('a server process exited; starting another', { pid: worker.process.pid, code, signal });
+  // A server that had started and then died is replaced (if the replacement fails to start, it
+  // is tried again every RETRY_MS while another server still serves; with none left the
+  // supervisor exits 1, for its own supervisor to act). One that fails at first start is not.
+  const replace = (): void => {
+    if (stopping) return;
     fork().catch((error: unknown) => {
       logger.error('could not replace a server process', { cause: error });
       if (serving.size === 0) stopAll(1);
+      else setTimeout(replace, RETRY_MS);
     });
+  };
+  cluster.on('exit', (worker, code, signal) => {
+    const startedAt = serving.get(worker);
+    serving.delete(worker);
+    if (stopping || startedAt === undefined) return;
+    logger.error('a server process exited; starting another', { pid: worker.process.pid, code, signal });
+    // One that dies soon after starting is started again after a pause, not in a tight loop.
+    if (Date.now() - startedAt < RETRY_MS * 2) setTimeout(replace, RETRY_MS);
+    else replace();
   });
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stopAll(0));
@@ -94,5 +112,5 @@ async function supervise(count: number): Promise<void> {
     stopAll(1);
     return;
   }
-  logger.info('warden supervising server processes', { workers: count, pids: [...serving].map((w) => w.process.pid) });
+  logger.info('warden supervising server processes', { workers: count, pids: [...serving.keys()].map((w) => w.process.pid) });
 }

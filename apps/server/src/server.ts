@@ -49,7 +49,15 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   // Auto-pipelining: the rate-limit commands of requests arriving in the same tick go out in
   // one write (one syscall) instead of one each.
   const redis = config.redisUrl
-    ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, lazyConnect: false, enableAutoPipelining: true })
+    ? new Redis(config.redisUrl, {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        lazyConnect: false,
+        enableAutoPipelining: true,
+        // A Redis that stops answering (a half-open connection) fails the command, so the rate
+        // limiter falls back to its in-memory insurance instead of holding requests.
+        commandTimeout: 1_000,
+      })
     : undefined;
   redis?.on('error', (error) => logger.error('redis', { cause: error }));
   // Start counting in Redis from the first request (until ready, the in-memory insurance counts).

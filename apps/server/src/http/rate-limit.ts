@@ -120,6 +120,9 @@ export class QuotaLeases {
       settle = resolve;
     });
     if (!previous) this.remember(subject, lease);
+    // The window's end as the store counts it from when it was asked: the local window may end
+    // early (a lease more), never late (old-window quota spent in the next window).
+    const askedAt = Date.now();
     try {
       let answer: RateLimiterRes;
       try {
@@ -130,12 +133,12 @@ export class QuotaLeases {
       }
       const counted = answer.consumedPoints;
       const granted = Math.max(0, Math.min(request, this.limit - (counted - request)));
-      lease.windowEndsAt = Date.now() + answer.msBeforeNext;
+      lease.windowEndsAt = askedAt + answer.msBeforeNext;
       lease.counted = counted;
       lease.tokens += granted;
       lease.nextSize = Math.min(MAX_LEASE, request * 2);
     } catch (error) {
-      this.leases.delete(subject);
+      if (this.leases.get(subject) === lease) this.leases.delete(subject);
       throw error;
     } finally {
       lease.inFlight = undefined;
@@ -156,10 +159,13 @@ export class QuotaLeases {
 
   private remember(subject: string, lease: Lease): void {
     if (this.leases.size >= MAX_SUBJECTS) {
+      // Full: drop the ended windows, and if that frees less than a tenth, every lease not in
+      // flight (forgetting leased quota only refuses early, never admits more). Either way the
+      // next sweep is at least MAX_SUBJECTS / 10 new subjects away, so many new subjects (one
+      // address after another) cannot make every request pay a full sweep.
       const now = Date.now();
       for (const [key, held] of this.leases) if (now >= held.windowEndsAt && !held.inFlight) this.leases.delete(key);
-      // Forgetting leased quota only refuses early, never admits more.
-      if (this.leases.size >= MAX_SUBJECTS) this.leases.clear();
+      if (this.leases.size > MAX_SUBJECTS * 0.9) for (const [key, held] of this.leases) if (!held.inFlight) this.leases.delete(key);
     }
     this.leases.set(subject, lease);
   }

@@ -6,8 +6,8 @@
  * not disabled subscribes to its type (paused endpoints count: their deliveries are recorded
  * as `skipped`, to be replayed). An event nobody subscribes to would never be delivered, so
  * it is not written: the hot path (one `audit.created` per decision) then costs a workspace
- * without webhooks nothing. An endpoint receives the events whose change commits after the
- * endpoint's creation did.
+ * without webhooks nothing. An endpoint receives the events whose statement runs after the
+ * endpoint's creation committed (the check reads the statement's snapshot).
  */
 import { randomUUID } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';

@@ -890,7 +890,7 @@ export type WebhookEndpoint = {
     url: string;
     description: string | null;
     /**
-     * The event types the endpoint receives (`*`: all). An endpoint receives the events whose change commits after it subscribed; an event that no endpoint of the workspace subscribes to when it happens is not kept for later.
+     * The event types the endpoint receives (`*`: all). An endpoint receives the events whose change is written after its subscription was saved; an event that no endpoint of the workspace subscribes to when it happens is not kept for later.
      */
     events: Array<WebhookEventType>;
     /**
