@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../support/database.ts';
+import { dashboardLogin } from '../support/server.ts';
 import { type ChildServer, callApi, randomKey, startChildServer } from './support/child-server.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
@@ -58,26 +59,7 @@ describe(`SIGKILL mid-load, then restart on the same data (${BASE_URL ? 'Postgre
 
   /** An endpoint subscribed to audit.created, paused (its deliveries are recorded as skipped, nothing is sent), through the dashboard API. */
   const subscribePausedEndpoint = async (server: ChildServer) => {
-    const dashboard = `${new URL(server.url).origin}/dashboard/api`;
-    const login = await fetch(`${dashboard}/session`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ api_key: key }),
-    });
-    expect(login.status).toBe(200);
-    const cookie = login.headers
-      .getSetCookie()
-      .map((c) => c.split(';')[0])
-      .find((c) => c?.startsWith('warden_session=')) as string;
-    const csrf = ((await login.json()) as { data: { csrf_token: string } }).data.csrf_token;
-    const call = async (method: string, path: string, body: unknown) => {
-      const res = await fetch(`${dashboard}${path}`, {
-        method,
-        headers: { 'content-type': 'application/json', cookie, 'x-csrf-token': csrf },
-        body: JSON.stringify(body),
-      });
-      return { status: res.status, body: (await res.json()) as any };
-    };
+    const { call } = await dashboardLogin(new URL(server.url).origin, key);
     // Port 9 (discard): nothing listens, and a paused endpoint is never sent to anyway.
     const created = await call('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', events: ['audit.created'] });
     expect(created.status).toBe(201);

@@ -4,6 +4,7 @@
  * that PostgreSQL server, dropped afterwards.
  */
 import { randomBytes } from 'node:crypto';
+import { expect } from 'vitest';
 import type { Config } from '../../apps/server/src/config.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
@@ -91,6 +92,35 @@ export async function request(
     // not JSON: keep the text, tests assert on it
   }
   return { status: res.status, body: parsed, headers: res.headers };
+}
+
+/** A dashboard session (cookie and CSRF token) logged in with an API key. */
+export interface DashboardSession {
+  call: (method: string, path: string, body?: unknown) => Promise<ApiResponse>;
+}
+
+/** POST /dashboard/api/session with `apiKey` at `origin` (http://host:port); fails the test unless it answers 200 with a session cookie. */
+export async function dashboardLogin(origin: string, apiKey: string): Promise<DashboardSession> {
+  const res = await fetch(`${origin}/dashboard/api/session`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ api_key: apiKey }),
+  });
+  expect(res.status).toBe(200);
+  const cookie = res.headers
+    .getSetCookie()
+    .map((c) => c.split(';')[0] as string)
+    .find((c) => c.startsWith('warden_session='));
+  expect(cookie).toBeDefined();
+  const csrf = ((await res.json()) as { data: { csrf_token: string } }).data.csrf_token;
+  return {
+    call: (method, path, body) =>
+      request(`${origin}/dashboard/api`, '', method, path, {
+        key: null,
+        body,
+        headers: { cookie: cookie as string, 'x-csrf-token': csrf },
+      }),
+  };
 }
 
 /** A key of a (new) workspace with the given permissions. */

@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, request, startTestServer, type TestServer } from '../support/server.ts';
+import { type ApiResponse, type DashboardSession, dashboardLogin, startTestServer, type TestServer } from '../support/server.ts';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -113,39 +113,11 @@ const QUIET_MS = 600;
 // ---------------------------------------------------------------------------------------
 // Workspaces, endpoints and the dashboard API
 
-interface Dashboard {
-  call: (method: string, path: string, body?: unknown) => Promise<ApiResponse>;
-}
-
-async function login(apiKey: string): Promise<Dashboard> {
-  const origin = new URL(server.url).origin;
-  const res = await fetch(`${origin}/dashboard/api/session`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ api_key: apiKey }),
-  });
-  expect(res.status).toBe(200);
-  const cookie = res.headers
-    .getSetCookie()
-    .map((c) => c.split(';')[0] as string)
-    .find((c) => c.startsWith('warden_session='));
-  expect(cookie).toBeDefined();
-  const csrf = ((await res.json()) as { data: { csrf_token: string } }).data.csrf_token;
-  return {
-    call: (method, path, body) =>
-      request(`${origin}/dashboard/api`, '', method, path, {
-        key: null,
-        body,
-        headers: { cookie: cookie as string, 'x-csrf-token': csrf },
-      }),
-  };
-}
-
 interface Workspace {
   slug: string;
   id: string;
   key: string;
-  dash: Dashboard;
+  dash: DashboardSession;
   api: (method: string, path: string, body?: unknown) => Promise<ApiResponse>;
 }
 
@@ -154,7 +126,13 @@ async function freshWorkspace(): Promise<Workspace> {
   const slug = `hooks-${++workspaceCount}`;
   const created = await server.admin('workspaces.create', { slug });
   const { key } = await server.admin('keys.create', { workspace: slug, permissions: '*' });
-  return { slug, id: created.id, key, dash: await login(key), api: (method, path, body) => server.api(method, path, { key, body }) };
+  return {
+    slug,
+    id: created.id,
+    key,
+    dash: await dashboardLogin(new URL(server.url).origin, key),
+    api: (method, path, body) => server.api(method, path, { key, body }),
+  };
 }
 
 async function addEndpoint(ws: Workspace, receiver: Receiver, events = '*'): Promise<{ id: string; secret: string }> {
@@ -667,21 +645,7 @@ describe('endpoint URLs', () => {
     await strict?.close();
   });
 
-  const strictDashboard = async (): Promise<Dashboard> => {
-    const origin = new URL(strict.url).origin;
-    const res = await fetch(`${origin}/dashboard/api/session`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ api_key: strict.key }),
-    });
-    expect(res.status).toBe(200);
-    const cookie = (res.headers.getSetCookie()[0] ?? '').split(';')[0] as string;
-    const csrf = ((await res.json()) as { data: { csrf_token: string } }).data.csrf_token;
-    return {
-      call: (method, path, body) =>
-        request(`${origin}/dashboard/api`, '', method, path, { key: null, body, headers: { cookie, 'x-csrf-token': csrf } }),
-    };
-  };
+  const strictDashboard = () => dashboardLogin(new URL(strict.url).origin, strict.key);
 
   it('refuses http:// to a target that is not allow-listed with 400 invalid_request', async () => {
     const dash = await strictDashboard();

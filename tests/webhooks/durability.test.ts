@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, request } from '../support/server.ts';
+import { type ApiResponse, type DashboardSession, dashboardLogin, request } from '../support/server.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
@@ -182,24 +182,7 @@ async function startWarden(target: Target, extraEnv: Record<string, string> = {}
   };
 }
 
-interface DashboardSession {
-  call: (method: string, path: string, body?: unknown) => Promise<ApiResponse>;
-}
-
-async function login(warden: Warden): Promise<DashboardSession> {
-  const res = await fetch(`${warden.origin}/dashboard/api/session`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ api_key: BOOTSTRAP_KEY }),
-  });
-  expect(res.status).toBe(200);
-  const cookie = (res.headers.getSetCookie().find((c) => c.startsWith('warden_session=')) ?? '').split(';')[0] as string;
-  const csrf = ((await res.json()) as { data: { csrf_token: string } }).data.csrf_token;
-  return {
-    call: (method, path, body) =>
-      request(`${warden.origin}/dashboard/api`, '', method, path, { key: null, body, headers: { cookie, 'x-csrf-token': csrf } }),
-  };
-}
+const login = (warden: Warden): Promise<DashboardSession> => dashboardLogin(warden.origin, BOOTSTRAP_KEY);
 
 async function addEndpoint(session: DashboardSession, url: string): Promise<{ id: string; secret: string }> {
   const res = await session.call('POST', '/webhooks', { url, events: ['agent.created'] });

@@ -2,8 +2,8 @@
  * The outbox: a webhook event is a row written in the same transaction as the change that
  * causes it, so an event exists if and only if its change committed. Delivery reads it later.
  *
- * An event is written only if, when its change commits, an endpoint of the workspace that is
- * not disabled subscribes to its type (paused endpoints count: their deliveries are recorded
+ * An event is written only if, when it is written, an endpoint of the workspace that is not
+ * disabled subscribes to its type (paused endpoints count: their deliveries are recorded
  * as `skipped`, to be replayed). An event nobody subscribes to would never be delivered, so
  * it is not written: the hot path (one `audit.created` per decision) then costs a workspace
  * without webhooks nothing. An endpoint receives the events whose statement runs after the
