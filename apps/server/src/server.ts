@@ -17,6 +17,7 @@ import { DeliveryWorker, parseSchedule } from './features/webhooks/delivery-work
 import { createSecretBox, loadMasterKey } from './features/webhooks/secrets.ts';
 import { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { ensureBootstrapKey } from './features/workspaces/workspaces.service.ts';
+import { createHttpServer } from './http/http-server.ts';
 import { IDENTITY_CHANNEL, KeyCache } from './http/key-cache.ts';
 import { createLogger, type Logger } from './logger.ts';
 
@@ -66,7 +67,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   const keys = new KeyCache();
   const stopListening = await database.listen(IDENTITY_CHANNEL, keys.handlers);
   const app = createApp({ config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore: { redis, pool: database.pool }, keys });
-  const http = app.listen(config.port, config.host);
+  const http = createHttpServer(app).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
     http.once('error', reject);
