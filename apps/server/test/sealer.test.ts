@@ -1,0 +1,59 @@
+/** The sealer on a migrated database: it keeps up with a backlog and extends one valid chain. */
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshDatabase } from '../../../tests/support/database.ts';
+import { type Database, openDatabase } from '../src/db/database.ts';
+import { migrate } from '../src/db/migrate.ts';
+import { auditRows, insertAuditRows } from '../src/features/audit/audit.service.ts';
+import { AuditSealer, verifyChain } from '../src/features/audit/chain.ts';
+import { createLogger } from '../src/logger.ts';
+
+let database: Database;
+let dropDatabase: (() => Promise<void>) | undefined;
+const workspaceId = randomUUID();
+
+// Embedded in memory, or a fresh database on the PostgreSQL server of DATABASE_URL.
+beforeAll(async () => {
+  const pgdb = process.env.DATABASE_URL ? await freshDatabase(process.env.DATABASE_URL) : undefined;
+  dropDatabase = pgdb?.drop;
+  database = await openDatabase({ dataDir: 'memory://', databaseUrl: pgdb?.url });
+  await migrate(database);
+  await database.db
+    .insertInto('workspaces')
+    .values({ id: workspaceId, slug: `ws-${workspaceId}`, name: 'Sealer test' })
+    .execute();
+}, 60_000);
+
+afterAll(async () => {
+  await database?.close();
+  await dropDatabase?.();
+});
+
+async function write(count: number): Promise<void> {
+  const rows = Array.from({ length: count }, (_, i) =>
+    auditRows(workspaceId, {
+      source: 'api',
+      action: `act.${i}`,
+      result: 'allowed',
+      severity: 'info',
+      context: { i, nested: { ok: true } },
+    }),
+  );
+  for (let at = 0; at < rows.length; at += 500) await insertAuditRows(database.db, rows.slice(at, at + 500));
+}
+
+describe('AuditSealer.sealDirty', () => {
+  it('seals a backlog larger than one batch in one round, into one valid chain', async () => {
+    await write(2_500);
+    const sealer = new AuditSealer(database.db, createLogger(true), 60_000);
+    sealer.markDirty(workspaceId);
+    await sealer.sealDirty();
+    const verification = await verifyChain(database.db, workspaceId);
+    expect(verification).toMatchObject({ valid: true, checked: 2_500, unsealed: 0, first_invalid_sequence: null });
+
+    await write(10);
+    sealer.markDirty(workspaceId);
+    await sealer.sealDirty();
+    expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 2_510, unsealed: 0 });
+  }, 60_000);
+});
