@@ -32,7 +32,7 @@ afterAll(async () => {
 async function write(count: number): Promise<void> {
   const rows = Array.from({ length: count }, (_, i) =>
     auditRows(workspaceId, {
-      source: 'api',
+      source: 'manual',
       action: `act.${i}`,
       result: 'allowed',
       severity: 'info',
