@@ -15,8 +15,8 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../support/database.ts';
-import { dashboardLogin } from '../support/server.ts';
-import { type ChildServer, callApi, randomKey, startChildServer } from './support/child-server.ts';
+import { dashboardLogin, request } from '../support/server.ts';
+import { type ChildServer, randomKey, startChildServer } from './support/child-server.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
 const CONCURRENCY = 4;
@@ -55,7 +55,8 @@ describe(`SIGKILL mid-load, then restart on the same data (${BASE_URL ? 'Postgre
   let sealedAfterMs = Number.NaN;
   let restartMs = 0;
 
-  const api = (server: ChildServer, method: string, path: string, body?: unknown) => callApi(server, key, method, path, body);
+  const api = (server: ChildServer, method: string, path: string, body?: unknown) =>
+    request(server.url, key, method, path, { body, timeoutMs: 30_000 });
 
   /** An endpoint subscribed to audit.created, paused (its deliveries are recorded as skipped, nothing is sent), through the dashboard API. */
   const subscribePausedEndpoint = async (server: ChildServer) => {

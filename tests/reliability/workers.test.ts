@@ -11,7 +11,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../support/database.ts';
-import { type ChildServer, callApi, randomKey, startChildServer } from './support/child-server.ts';
+import { request } from '../support/server.ts';
+import { type ChildServer, randomKey, startChildServer } from './support/child-server.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
 
@@ -58,7 +59,7 @@ describe.skipIf(!BASE_URL)('WARDEN_WORKERS=2 on PostgreSQL', () => {
   let server: ChildServer;
   let drop: (() => Promise<void>) | undefined;
 
-  const api = (method: string, path: string, body?: unknown) => callApi(server, key, method, path, body);
+  const api = (method: string, path: string, body?: unknown) => request(server.url, key, method, path, { body, timeoutMs: 30_000 });
   /** A GET on a connection of its own (a pooled connection to a process that died is reset, as for any client). */
   const statusOnNewConnection = (path: string) =>
     new Promise<number>((resolve, reject) => {

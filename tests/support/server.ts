@@ -25,6 +25,8 @@ export interface RequestOptions {
   headers?: Record<string, string>;
   /** A raw body, sent as is (with its own content type in headers). */
   raw?: string;
+  /** Abort the call after this long (for servers a test kills or stops). */
+  timeoutMs?: number;
 }
 
 export interface ApiResponse {
@@ -83,7 +85,8 @@ export async function request(
     body = JSON.stringify(options.body);
     headers['content-type'] ??= 'application/json';
   }
-  const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+  const signal = options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs);
+  const res = await fetch(`${baseUrl}${path}`, { method, headers, body, signal });
   const text = await res.text();
   let parsed: unknown = text;
   try {

@@ -123,16 +123,5 @@ export async function startChildServer(options: {
   throw new Error(`the server did not answer /health within the start bound:\n${output.slice(-3000)}`);
 }
 
-/** One v1 API call to a child server with a key; the body parsed as JSON. */
-export async function callApi(server: ChildServer, key: string, method: string, path: string, body?: unknown) {
-  const res = await fetch(`${server.url}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-    signal: AbortSignal.timeout(30_000),
-  });
-  return { status: res.status, body: (await res.json()) as any };
-}
-
 /** A workspace API key in the bootstrap format. */
 export const randomKey = (label: string) => `wk_${label}_${randomBytes(24).toString('base64url')}`;

@@ -97,10 +97,11 @@ export class QuotaLeases {
         return this.decision(lease, true, now);
       }
       if (lease.counted >= this.limit) return this.decision(lease, false, now);
-      if (lease.inFlight) {
+      const { inFlight } = lease;
+      if (inFlight) {
         const waited = lease;
         waited.waiting += 1;
-        return waited.inFlight!.then(() => {
+        return inFlight.then(() => {
           waited.waiting -= 1;
           return this.consume(subject);
         });
