@@ -1,4 +1,4 @@
-import { CompiledQuery, type Kysely, sql } from 'kysely';
+import { CompiledQuery, type Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
 export interface AuditFilters {
@@ -65,14 +65,6 @@ export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: numbe
     .orderBy('u.event_id')
     .execute();
 
-/** Takes sealed events off the queue (in the transaction that sealed them). */
-export const dequeueSealed = (db: Kysely<DB>, workspaceId: string, eventIds: string[]) =>
-  db
-    .deleteFrom('audit_unsealed')
-    .where('workspace_id', '=', workspaceId)
-    .where(sql<boolean>`event_id = any(${eventIds}::uuid[])`)
-    .execute();
-
 /** Workspaces with events waiting for their seal. */
 export const workspacesWithUnsealed = async (db: Kysely<DB>) =>
   (await db.selectFrom('audit_unsealed').select('workspace_id').distinct().execute()).map((row) => row.workspace_id);
@@ -111,14 +103,22 @@ export interface Seal {
   hash: string;
 }
 
-/** A batch of seals in one statement with one JSON parameter (as the audit rows are written). */
-export async function insertSeals(db: Kysely<DB>, workspaceId: string, seals: Seal[]): Promise<void> {
+/**
+ * Records a sealed batch in ONE statement (one round trip while the chain head is locked): the
+ * seals (one JSON parameter, as the audit rows are written), the events taken off the sealing
+ * queue, and the new chain head.
+ */
+export async function recordSeals(db: Kysely<DB>, workspaceId: string, seals: Seal[]): Promise<void> {
+  const head = seals.at(-1);
+  if (!head) return;
   await db.executeQuery(
     CompiledQuery.raw(
-      'INSERT INTO audit_seals (workspace_id, sequence, event_id, event_timestamp, hash) ' +
-        'SELECT $1::uuid, sequence, event_id, event_timestamp, hash ' +
-        'FROM json_to_recordset($2::json) AS r(sequence bigint, event_id uuid, event_timestamp timestamptz, hash text)',
-      [workspaceId, JSON.stringify(seals)],
+      'WITH batch AS (SELECT * FROM json_to_recordset($2::json) AS r(sequence bigint, event_id uuid, event_timestamp timestamptz, hash text)), ' +
+        'sealed AS (INSERT INTO audit_seals (workspace_id, sequence, event_id, event_timestamp, hash) ' +
+        'SELECT $1::uuid, sequence, event_id, event_timestamp, hash FROM batch), ' +
+        'dequeued AS (DELETE FROM audit_unsealed WHERE workspace_id = $1::uuid AND event_id IN (SELECT event_id FROM batch)) ' +
+        'UPDATE audit_chain_heads SET last_sequence = $3, last_hash = $4 WHERE workspace_id = $1::uuid',
+      [workspaceId, JSON.stringify(seals), head.sequence, head.hash],
     ),
   );
 }

@@ -9,19 +9,11 @@
  * immutable (triggers), so changing or removing an event after sealing breaks verification at
  * that event's sequence.
  */
-import { createHash } from 'node:crypto';
+import { hash as digest } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import type { AuditEventsTable, DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
-import {
-  countUnsealed,
-  dequeueSealed,
-  insertSeals,
-  type Seal,
-  sealsWithEvents,
-  unsealedEvents,
-  workspacesWithUnsealed,
-} from './audit.repository.ts';
+import { countUnsealed, recordSeals, type Seal, sealsWithEvents, unsealedEvents, workspacesWithUnsealed } from './audit.repository.ts';
 
 const BATCH = 1000;
 /**
@@ -81,44 +73,64 @@ function stableJson(root: unknown): string {
   return out.join('');
 }
 
+/** The event's fields in the order the canonical array lists them (never reorder: hashes depend on it). */
+const CANONICAL_FIELDS = [
+  'workspace_id',
+  'id',
+  'event_timestamp',
+  'source',
+  'agent',
+  'agent_id',
+  'action',
+  'resource',
+  'tool',
+  'environment',
+  'user_name',
+  'policy',
+  'result',
+  'severity',
+  'message',
+  'approval_id',
+  'request_id',
+  'context',
+] as const satisfies ReadonlyArray<keyof EventFields>;
+
+/**
+ * sha256(previous hash + "\n" + canonical event), the canonical event being stableJson of the
+ * array of CANONICAL_FIELDS with the timestamp as an ISO string. The array is written here
+ * directly (its columns are strings or null; only `context` needs stableJson): the same bytes,
+ * without stableJson's stack for the 18 top-level values, and hashed one-shot — the sealer
+ * hashes every event, and this was its main cost in JavaScript.
+ */
 export function chainHash(previousHash: string, e: EventFields): string {
-  const canonical = stableJson([
-    e.workspace_id,
-    e.id,
-    new Date(e.event_timestamp).toISOString(),
-    e.source,
-    e.agent,
-    e.agent_id,
-    e.action,
-    e.resource,
-    e.tool,
-    e.environment,
-    e.user_name,
-    e.policy,
-    e.result,
-    e.severity,
-    e.message,
-    e.approval_id,
-    e.request_id,
-    e.context,
-  ]);
-  return createHash('sha256').update(`${previousHash}\n${canonical}`).digest('hex');
+  let canonical = '[';
+  for (const field of CANONICAL_FIELDS) {
+    const value = field === 'event_timestamp' ? new Date(e.event_timestamp).toISOString() : e[field];
+    if (field !== 'workspace_id') canonical += ',';
+    canonical += value !== null && typeof value === 'object' ? stableJson(value) : JSON.stringify(value ?? null);
+  }
+  return digest('sha256', `${previousHash}\n${canonical}]`, 'hex');
+}
+
+/** Locks a workspace's chain head (creating it on its first seal) and returns it. */
+async function lockChainHead(trx: Kysely<DB>, workspaceId: string) {
+  const lock = () => trx.selectFrom('audit_chain_heads').selectAll().where('workspace_id', '=', workspaceId).forUpdate().executeTakeFirst();
+  const head = await lock();
+  if (head) return head;
+  await trx
+    .insertInto('audit_chain_heads')
+    .values({ workspace_id: workspaceId, last_sequence: 0, last_hash: '' })
+    .onConflict((oc) => oc.doNothing())
+    .execute();
+  const created = await lock();
+  if (!created) throw new Error(`audit chain head of workspace ${workspaceId} vanished`);
+  return created;
 }
 
 /** Seals up to one batch of a workspace's unsealed events; returns how many. */
 export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promise<number> {
   return db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('audit_chain_heads')
-      .values({ workspace_id: workspaceId, last_sequence: 0, last_hash: '' })
-      .onConflict((oc) => oc.doNothing())
-      .execute();
-    const head = await trx
-      .selectFrom('audit_chain_heads')
-      .selectAll()
-      .where('workspace_id', '=', workspaceId)
-      .forUpdate()
-      .executeTakeFirstOrThrow();
+    const head = await lockChainHead(trx, workspaceId);
     const events = await unsealedEvents(trx, workspaceId, BATCH);
     if (events.length === 0) return 0;
     let sequence = Number(head.last_sequence);
@@ -131,17 +143,7 @@ export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promis
       sequence += 1;
       seals.push({ sequence, event_id: event.id, event_timestamp: event.event_timestamp, hash });
     }
-    await insertSeals(trx, workspaceId, seals);
-    await dequeueSealed(
-      trx,
-      workspaceId,
-      seals.map((seal) => seal.event_id),
-    );
-    await trx
-      .updateTable('audit_chain_heads')
-      .set({ last_sequence: sequence, last_hash: hash })
-      .where('workspace_id', '=', workspaceId)
-      .execute();
+    await recordSeals(trx, workspaceId, seals);
     return events.length;
   });
 }

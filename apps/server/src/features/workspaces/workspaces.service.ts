@@ -2,7 +2,7 @@
  * Workspaces and their API keys. Keys are `wk_` + 32 random bytes (base64url): high entropy,
  * readable prefix. Only their SHA-256 is stored; a key is shown once, when created.
  */
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { hash, randomBytes, randomUUID } from 'node:crypto';
 import type { Permission } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
@@ -28,7 +28,8 @@ export const ALL_PERMISSIONS: readonly Permission[] = [
 
 export class AdminError extends Error {}
 
-export const hashSecret = (secret: string) => createHash('sha256').update(secret).digest('hex');
+/** One-shot: no Hash object (and its weak handle for the scavenger) per authenticated request. */
+export const hashSecret = (secret: string) => hash('sha256', secret, 'hex');
 
 export const generateApiKey = () => `wk_${randomBytes(32).toString('base64url')}`;
 
