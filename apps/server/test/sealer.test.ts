@@ -1,9 +1,11 @@
 /** The sealer on a migrated database: it keeps up with a backlog and extends one valid chain. */
 import { randomUUID } from 'node:crypto';
+import { CompiledQuery } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshDatabase } from '../../../tests/support/database.ts';
 import { type Database, openDatabase } from '../src/db/database.ts';
 import { migrate } from '../src/db/migrate.ts';
+import { unsealedEventsQuery } from '../src/features/audit/audit.repository.ts';
 import { auditRows, insertAuditRows } from '../src/features/audit/audit.service.ts';
 import { AuditSealer, verifyChain } from '../src/features/audit/chain.ts';
 import { createLogger } from '../src/logger.ts';
@@ -55,5 +57,17 @@ describe('AuditSealer.sealDirty', () => {
     sealer.markDirty(workspaceId);
     await sealer.sealDirty();
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 2_510, unsealed: 0 });
+  }, 60_000);
+});
+
+describe('unsealedEvents', () => {
+  it('probes each queued event by its key, never scanning the workspace history (also after ANALYZE)', async () => {
+    await write(3_000);
+    await database.db.executeQuery(CompiledQuery.raw('ANALYZE'));
+    const query = unsealedEventsQuery(database.db, workspaceId, 1_000).compile();
+    const plan = await database.db.executeQuery<{ 'QUERY PLAN': string }>(CompiledQuery.raw(`EXPLAIN ${query.sql}`, [...query.parameters]));
+    const text = plan.rows.map((row) => row['QUERY PLAN']).join('\n');
+    expect(text).toMatch(/Index Scan using \S+ on audit_events/);
+    expect(text).not.toMatch(/Seq Scan on audit_events/);
   }, 60_000);
 });

@@ -36,8 +36,10 @@ export type AuditEventWithSeal = Awaited<ReturnType<ReturnType<typeof auditEvent
  * that a queue emptied every half second never has right: measured with 1,000 queued events in
  * a workspace of 200,000, it hash-joined the workspace's whole history (a parallel sequential
  * scan, 33.6 ms, on every sealing round) where the probes take 1.7 ms, whatever the history.
+ * The subquery's LIMIT 1 is what keeps it a probe: a plain lateral subquery is flattened into
+ * the same hash join (measured after ANALYZE, 51,000 events: 10.2 ms vs 2.1 ms).
  */
-export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number) =>
+export const unsealedEventsQuery = (db: Kysely<DB>, workspaceId: string, limit: number) =>
   db
     .selectFrom((eb) =>
       eb
@@ -57,13 +59,15 @@ export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: numbe
           .whereRef('audit_events.workspace_id', '=', 'u.workspace_id')
           .whereRef('audit_events.event_timestamp', '=', 'u.event_timestamp')
           .whereRef('audit_events.id', '=', 'u.event_id')
+          .limit(1) // keeps the subquery a per-event probe: without it the planner flattens the lateral join
           .as('e'),
       (join) => join.onTrue(),
     )
     .selectAll('e')
     .orderBy('u.event_timestamp')
-    .orderBy('u.event_id')
-    .execute();
+    .orderBy('u.event_id');
+
+export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number) => unsealedEventsQuery(db, workspaceId, limit).execute();
 
 /** Workspaces with events waiting for their seal. */
 export const workspacesWithUnsealed = async (db: Kysely<DB>) =>
