@@ -1,8 +1,8 @@
 /** Audit events: recorded with their `audit.created` outbox event, listed, verified. */
-import { randomUUID } from 'node:crypto';
 import type { AuditEvent, AuditEventCreate, AuditEventSummary } from '@warden/contract';
 import { CompiledQuery, type Kysely } from 'kysely';
 import type { Database } from '../../db/database.ts';
+import { timeOrderedUuid } from '../../db/ids.ts';
 import { iso, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../http/errors.ts';
@@ -29,10 +29,11 @@ export interface AuditRecord {
 
 /** The row of one audit event, and the event as the API shows it. */
 export function auditRows(workspaceId: string, record: AuditRecord) {
+  const now = new Date();
   const row = {
     workspace_id: workspaceId,
-    id: randomUUID(),
-    event_timestamp: new Date(),
+    id: timeOrderedUuid(now.getTime()),
+    event_timestamp: now,
     source: record.source,
     agent: record.agent ?? null,
     agent_id: record.agentId ?? null,
