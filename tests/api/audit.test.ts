@@ -454,6 +454,23 @@ describe('GET /audit/verify (verifyAuditChain)', () => {
     });
   });
 
+  it('reports an event whose timestamp was moved, or that was deleted, by its sequence', async () => {
+    const key = await freshWorkspace();
+    for (const action of ['m.one', 'm.two', 'm.three', 'm.four']) await record(key, { action, result: 'blocked' });
+    expect(await sealed(key)).toMatchObject({ valid: true, checked: 4, unsealed: 0 });
+    const events = await listAll(key, '/audit-logs');
+    const moved = events.find((e) => e.sequence === 3);
+    const deleted = events.find((e) => e.sequence === 4);
+    await server.database.db.transaction().execute(async (trx) => {
+      await sql`SET LOCAL session_replication_role = replica`.execute(trx);
+      await sql`UPDATE audit_events SET event_timestamp = event_timestamp - interval '1 hour' WHERE id = ${moved.id}`.execute(trx);
+      await sql`DELETE FROM audit_events WHERE id = ${deleted.id}`.execute(trx);
+    });
+    const res = await server.api('GET', '/audit/verify', { key });
+    expect(res.status).toBe(200);
+    expect(res.body.data).toMatchObject({ valid: false, checked: 4, first_invalid_sequence: 3 });
+  });
+
   it('answers 403 insufficient_permission for a key without audit:read, 401 without a key', async () => {
     const key = await keyFor(server, without('audit:read'));
     const res = await server.api('GET', '/audit/verify', { key });

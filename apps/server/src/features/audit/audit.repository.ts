@@ -87,18 +87,44 @@ export const countUnsealed = async (db: Kysely<DB>, workspaceId: string) =>
     ).n,
   );
 
-/** Seals with their events (null when the event row is gone), in chain order. */
-export const sealsWithEvents = (db: Kysely<DB>, workspaceId: string, afterSequence: number, limit: number) =>
+/**
+ * Seals with their events (null when the event row is gone), in chain order. Each seal's event
+ * is probed by its full key, the seal's copy of the event timestamp included (events carry
+ * JavaScript's millisecond timestamps, so the copy is exact); joined on workspace and id alone,
+ * every batch of a verification hash-joined the workspace's whole history (measured: 50,000
+ * events verified in 1.8 s, 20,000 in 0.43 s — quadratic). An event whose timestamp was
+ * changed is then not found, which verification reports as broken, as it should.
+ */
+export const sealsWithEventsQuery = (db: Kysely<DB>, workspaceId: string, afterSequence: number, limit: number) =>
   db
-    .selectFrom('audit_seals as s')
-    .leftJoin('audit_events as e', (join) => join.onRef('e.workspace_id', '=', 's.workspace_id').onRef('e.id', '=', 's.event_id'))
+    .selectFrom((eb) =>
+      eb
+        .selectFrom('audit_seals')
+        .selectAll()
+        .where('workspace_id', '=', workspaceId)
+        .where('sequence', '>', afterSequence)
+        .orderBy('sequence')
+        .limit(limit)
+        .as('s'),
+    )
+    .leftJoinLateral(
+      (eb) =>
+        eb
+          .selectFrom('audit_events')
+          .selectAll()
+          .whereRef('audit_events.workspace_id', '=', 's.workspace_id')
+          .whereRef('audit_events.event_timestamp', '=', 's.event_timestamp')
+          .whereRef('audit_events.id', '=', 's.event_id')
+          .limit(1) // a probe per seal (see unsealedEventsQuery)
+          .as('e'),
+      (join) => join.onTrue(),
+    )
     .selectAll('e')
     .select(['s.sequence', 's.hash as seal_hash', 's.event_id as sealed_event_id'])
-    .where('s.workspace_id', '=', workspaceId)
-    .where('s.sequence', '>', afterSequence)
-    .orderBy('s.sequence')
-    .limit(limit)
-    .execute();
+    .orderBy('s.sequence');
+
+export const sealsWithEvents = (db: Kysely<DB>, workspaceId: string, afterSequence: number, limit: number) =>
+  sealsWithEventsQuery(db, workspaceId, afterSequence, limit).execute();
 
 export interface Seal {
   sequence: number;
