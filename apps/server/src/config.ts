@@ -47,7 +47,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((entry) => entry.trim())
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
-    auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
+    // A sealing round is a burst of database and hashing work that slows the requests around it;
+    // smaller rounds more often spread it out. Measured (open loop at 3,553 decisions/s, 2 servers):
+    // every 500 ms p99 17.1–20.7 ms and 541–737 requests over 15 ms per 8 s; every 200 ms p99
+    // 14.9–23.8 (median 15.3) and 267–481; every 100 ms the rounds' own overhead wins (1,272).
+    auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 200),
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer(env, 'WARDEN_WEBHOOK_POLL_MS', 1000),
