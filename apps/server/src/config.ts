@@ -47,11 +47,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((entry) => entry.trim())
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
-    // A sealing round is a burst of database and hashing work that slows the requests around it;
-    // smaller rounds more often spread it out. Measured (open loop at 3,553 decisions/s, 2 servers):
-    // every 500 ms p99 17.1–20.7 ms and 541–737 requests over 15 ms per 8 s; every 200 ms p99
-    // 14.9–23.8 (median 15.3) and 267–481; every 100 ms the rounds' own overhead wins (1,272).
-    auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 200),
+    // Sealing more often spreads its bursts (on a fresh database, every 200 ms: open-loop p99
+    // 18.5 → 15.3 ms), but each round also scans the sealing queue, whose dead rows pile up
+    // between autovacuum runs (183,000 after 200,000 events: a parallel sequential scan of 1,675
+    // pages per read); in the full benchmark, after the closed-loop runs, 200 ms cost more
+    // database CPU per decision (0.16–0.18 vs 0.12–0.15 ms) and a higher p50 (5.7–6.4 vs 4.5–4.8 ms).
+    auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer(env, 'WARDEN_WEBHOOK_POLL_MS', 1000),

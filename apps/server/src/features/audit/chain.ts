@@ -18,8 +18,8 @@ import { countUnsealed, recordSeals, type Seal, sealsWithEvents, unsealedEvents,
 const BATCH = 1000;
 /**
  * Batches one round seals per workspace at most before the next round goes on: 10 × 1,000
- * events per round (a round every 200 ms by default) keeps up with 50,000 events/s per process;
- * sealing only one batch per round would fall behind a process writing more than 5,000/s.
+ * events per round (a round every 500 ms by default) keeps up with 20,000 events/s per process;
+ * sealing only one batch per round would fall behind a process writing more than 2,000/s.
  */
 const BATCHES_PER_ROUND = 10;
 /** Events hashed before the sealer yields to the event loop (bounds the pause it adds to requests). */
