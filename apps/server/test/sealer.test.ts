@@ -75,6 +75,13 @@ describe('reading events back by key', () => {
     expect(plan).not.toMatch(/Seq Scan on audit_events/);
   }, 60_000);
 
+  it('the sealing queue is never read with parallel workers (its file grows with dead rows between vacuums)', async () => {
+    const table = await database.db.executeQuery<{ reloptions: string[] | null }>(
+      CompiledQuery.raw("SELECT reloptions FROM pg_class WHERE relname = 'audit_unsealed'"),
+    );
+    expect(table.rows[0]?.reloptions).toContain('parallel_workers=0');
+  });
+
   it('sealsWithEvents (verification) probes each sealed event by its key, so verifying is linear in the history', async () => {
     const sealer = new AuditSealer(database.db, createLogger(true), 60_000);
     sealer.markDirty(workspaceId);
