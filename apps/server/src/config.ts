@@ -14,6 +14,8 @@ export interface Config {
   logRequests: boolean;
   /** How often new audit events are sealed into the hash chain. */
   auditSealIntervalMs: number;
+  /** On PostgreSQL, seal in a worker thread of its own (WARDEN_AUDIT_SEALER_THREAD, default true; see sealer-thread.ts). */
+  auditSealerThread: boolean;
   /** WARDEN_MASTER_KEY: base64 of 32 bytes that encrypts stored secrets (see secrets.ts). */
   masterKey: string | undefined;
   webhookRetrySchedule: string;
@@ -53,6 +55,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // pages per read); in the full benchmark, after the closed-loop runs, 200 ms cost more
     // database CPU per decision (0.16–0.18 vs 0.12–0.15 ms) and a higher p50 (5.7–6.4 vs 4.5–4.8 ms).
     auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
+    auditSealerThread: env.WARDEN_AUDIT_SEALER_THREAD !== 'false',
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer(env, 'WARDEN_WEBHOOK_POLL_MS', 1000),

@@ -7,17 +7,20 @@ import { type Database, openDatabase } from '../src/db/database.ts';
 import { migrate } from '../src/db/migrate.ts';
 import { sealsWithEventsQuery, unsealedEventsQuery } from '../src/features/audit/audit.repository.ts';
 import { auditRows, insertAuditRows } from '../src/features/audit/audit.service.ts';
-import { AuditSealer, verifyChain } from '../src/features/audit/chain.ts';
+import { AuditSealer, inlineRounds, type SealingRounds, verifyChain } from '../src/features/audit/chain.ts';
+import { SealerThread } from '../src/features/audit/sealer-thread.ts';
 import { createLogger } from '../src/logger.ts';
 
 let database: Database;
 let dropDatabase: (() => Promise<void>) | undefined;
+let databaseUrl: string | undefined;
 const workspaceId = randomUUID();
 
 // Embedded in memory, or a fresh database on the PostgreSQL server of DATABASE_URL.
 beforeAll(async () => {
   const pgdb = process.env.DATABASE_URL ? await freshDatabase(process.env.DATABASE_URL) : undefined;
   dropDatabase = pgdb?.drop;
+  databaseUrl = pgdb?.url;
   database = await openDatabase({ dataDir: 'memory://', databaseUrl: pgdb?.url });
   await migrate(database);
   await database.db
@@ -44,10 +47,22 @@ async function write(count: number): Promise<void> {
   for (let at = 0; at < rows.length; at += 500) await insertAuditRows(database.db, rows.slice(at, at + 500));
 }
 
+/** Sealing rounds as the server runs them: in a thread of their own on PostgreSQL, inline on PGlite. */
+const serverRounds = (): SealingRounds =>
+  databaseUrl
+    ? new SealerThread(databaseUrl, createLogger(true), inlineRounds(database.db, createLogger(true)))
+    : inlineRounds(database.db, createLogger(true));
+
+/** A logger that keeps what it is told. */
+function recordingLogger() {
+  const errors: { message: string; fields?: Record<string, unknown> }[] = [];
+  return { errors, info: () => {}, error: (message: string, fields?: Record<string, unknown>) => errors.push({ message, fields }) };
+}
+
 describe('AuditSealer.sealDirty', () => {
   it('seals a backlog larger than one batch in one round, into one valid chain', async () => {
     await write(2_500);
-    const sealer = new AuditSealer(database.db, createLogger(true), 60_000);
+    const sealer = new AuditSealer(database.db, serverRounds(), 60_000);
     sealer.markDirty(workspaceId);
     await sealer.sealDirty();
     const verification = await verifyChain(database.db, workspaceId);
@@ -55,9 +70,38 @@ describe('AuditSealer.sealDirty', () => {
 
     await write(10);
     sealer.markDirty(workspaceId);
-    await sealer.sealDirty();
+    await sealer.stop();
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 2_510, unsealed: 0 });
   }, 60_000);
+});
+
+describe.runIf(process.env.DATABASE_URL)('SealerThread', () => {
+  it('a round whose sealing fails keeps its workspace dirty and reports the failure; nothing is sealed wrongly', async () => {
+    const logger = recordingLogger();
+    const unreachable = 'postgres://postgres@127.0.0.1:1/nowhere';
+    const thread = new SealerThread(unreachable, logger, inlineRounds(database.db, logger));
+    try {
+      expect(await thread.run([workspaceId])).toEqual([workspaceId]);
+      expect(logger.errors).toEqual([
+        expect.objectContaining({ message: 'audit sealing failed', fields: expect.objectContaining({ workspaceId }) }),
+      ]);
+    } finally {
+      await thread.close();
+    }
+  }, 30_000);
+
+  it('a thread that cannot start at all leaves sealing to the request thread, and says so', async () => {
+    await write(5);
+    const logger = recordingLogger();
+    const missing = new URL('./no-such-entry.ts', import.meta.url).href;
+    const thread = new SealerThread(databaseUrl as string, logger, inlineRounds(database.db, logger), missing);
+    const sealer = new AuditSealer(database.db, thread, 60_000);
+    sealer.markDirty(workspaceId);
+    await sealer.sealDirty(); // the thread fails: the workspace stays dirty
+    await sealer.stop(); // the next round seals on this thread
+    expect(logger.errors[0]).toMatchObject({ message: 'audit sealer thread stopped', fields: { sealingOnRequestThread: true } });
+    expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 2_515, unsealed: 0 });
+  }, 30_000);
 });
 
 /** The plan PostgreSQL (or PGlite) picks for a query, after ANALYZE. */
@@ -83,12 +127,16 @@ describe('reading events back by key', () => {
   });
 
   it('sealsWithEvents (verification) probes each sealed event by its key, so verifying is linear in the history', async () => {
-    const sealer = new AuditSealer(database.db, createLogger(true), 60_000);
+    const sealer = new AuditSealer(database.db, inlineRounds(database.db, createLogger(true)), 60_000);
     sealer.markDirty(workspaceId);
     await sealer.sealDirty();
     const plan = await planOf(sealsWithEventsQuery(database.db, workspaceId, 100, 1_000).compile());
     expect(plan).toMatch(/Index Scan using \S+ on audit_events/);
     expect(plan).not.toMatch(/Seq Scan on audit_events/);
-    expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 5_510, unsealed: 0 });
+    expect(await verifyChain(database.db, workspaceId)).toMatchObject({
+      valid: true,
+      checked: process.env.DATABASE_URL ? 5_515 : 5_510,
+      unsealed: 0,
+    });
   }, 60_000);
 });

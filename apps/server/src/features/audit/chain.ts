@@ -3,7 +3,9 @@
  *
  * Requests only INSERT their event (one row, no lock, no read of a previous hash), so the
  * chain never serialises the hot path; the same statement queues it in audit_unsealed. A
- * sealer in every server process seals queued events in batches shortly after: holding the workspace's chain head row lock, it appends one seal per
+ * sealer in every server process (on PostgreSQL in a worker thread of its own, see
+ * sealer-thread.ts) seals queued events in batches shortly after: holding the workspace's
+ * chain head row lock, it appends one seal per
  * event with hash = sha256(previous hash + "\n" + canonical event). Several processes may
  * seal; the row lock makes each batch extend the chain exactly once. Events and seals are
  * immutable (triggers), so changing or removing an event after sealing breaks verification at
@@ -190,6 +192,52 @@ export async function verifyChain(db: Kysely<DB>, workspaceId: string): Promise<
 }
 
 /**
+ * One sealing round over `workspaceIds`: each gets up to BATCHES_PER_ROUND batches. Returns the
+ * workspaces that still have work (their share of the round used up, or their sealing failed,
+ * reported to `failed`), to be sealed again next round.
+ */
+export async function sealRound(
+  db: Kysely<DB>,
+  workspaceIds: readonly string[],
+  failed: (workspaceId: string, cause: unknown) => void,
+): Promise<string[]> {
+  const again: string[] = [];
+  for (const workspaceId of workspaceIds) {
+    try {
+      // A full batch means more may wait: seal on (letting other work run in between), and
+      // keep the workspace for the next round if the round's share is used up.
+      let batches = 1;
+      while ((await sealWorkspace(db, workspaceId)) === BATCH) {
+        if (batches++ === BATCHES_PER_ROUND) {
+          again.push(workspaceId);
+          break;
+        }
+        await new Promise(setImmediate);
+      }
+    } catch (error) {
+      again.push(workspaceId);
+      failed(workspaceId, error);
+    }
+  }
+  return again;
+}
+
+/** Where sealing rounds run: in this thread, or in a worker thread (sealer-thread.ts). */
+export interface SealingRounds {
+  run(workspaceIds: readonly string[]): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+/** Rounds on this thread's database (the embedded database has only this thread's session). */
+export function inlineRounds(db: Kysely<DB>, logger: Logger): SealingRounds {
+  return {
+    run: (workspaceIds) =>
+      sealRound(db, workspaceIds, (workspaceId, cause) => logger.error('audit sealing failed', { workspaceId, cause })),
+    close: async () => {},
+  };
+}
+
+/**
  * Seals the workspaces this process wrote events for, every `intervalMs`. At start it also
  * seals every workspace with unsealed events (events written just before a crash).
  */
@@ -200,7 +248,7 @@ export class AuditSealer {
 
   constructor(
     private readonly db: Kysely<DB>,
-    private readonly logger: Logger,
+    private readonly rounds: SealingRounds,
     private readonly intervalMs: number,
   ) {}
 
@@ -217,30 +265,18 @@ export class AuditSealer {
   }
 
   async sealDirty(): Promise<void> {
+    if (this.dirty.size === 0) return;
     const workspaces = [...this.dirty];
     this.dirty.clear();
-    for (const workspaceId of workspaces) {
-      try {
-        // A full batch means more may wait: seal on (letting requests run in between), and
-        // keep the workspace dirty for the next round if the round's share is used up.
-        let batches = 1;
-        while ((await sealWorkspace(this.db, workspaceId)) === BATCH) {
-          if (batches++ === BATCHES_PER_ROUND) {
-            this.dirty.add(workspaceId);
-            break;
-          }
-          await new Promise(setImmediate);
-        }
-      } catch (error) {
-        this.dirty.add(workspaceId);
-        this.logger.error('audit sealing failed', { workspaceId, cause: error });
-      }
-    }
+    // A round that could not run at all (its thread died) loses nothing: all stay dirty.
+    const again = await this.rounds.run(workspaces).catch(() => workspaces);
+    for (const workspaceId of again) this.dirty.add(workspaceId);
   }
 
   async stop(): Promise<void> {
     clearInterval(this.timer);
     await this.running;
     await this.sealDirty().catch(() => undefined);
+    await this.rounds.close();
   }
 }
