@@ -22,7 +22,8 @@ export interface RoundRequest {
 export interface RoundReply {
   round: number;
   again: string[];
-  failures: { workspaceId: string; cause: { name: string; message: string; stack?: string } }[];
+  /** Errors cross threads as Errors (name, message and stack: what the logger keeps of them). */
+  failures: { workspaceId: string; cause: Error }[];
 }
 
 const CLOSE_TIMEOUT_MS = 5_000;

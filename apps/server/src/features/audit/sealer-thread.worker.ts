@@ -19,9 +19,8 @@ port.on('message', async (message: RoundRequest | 'close') => {
     return;
   }
   const failures: RoundReply['failures'] = [];
-  const again = await sealRound(database.db, message.workspaceIds, (workspaceId, cause) => {
-    const error = cause instanceof Error ? cause : new Error(String(cause));
-    failures.push({ workspaceId, cause: { name: error.name, message: error.message, stack: error.stack } });
-  });
+  const again = await sealRound(database.db, message.workspaceIds, (workspaceId, cause) =>
+    failures.push({ workspaceId, cause: cause instanceof Error ? cause : new Error(String(cause)) }),
+  );
   port.postMessage({ round: message.round, again, failures } satisfies RoundReply);
 });
