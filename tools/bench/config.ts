@@ -40,6 +40,8 @@ export interface BenchConfig {
   openRate?: number;
   /** Warden's server processes (BENCH_WORKERS → WARDEN_WORKERS; default: the machine's cores). */
   workers: number;
+  /** Open-loop runs write every request's due time and latency to test-output/bench/trace/ (BENCH_TRACE=1). */
+  trace: boolean;
   /** Extra Node.js flags for the Warden under test, space-separated (BENCH_NODE_FLAGS, e.g. `--trace-gc`). */
   nodeFlags: string[];
 }
@@ -70,6 +72,7 @@ export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchCo
     quick: env('BENCH_QUICK') === '1' || env('BENCH_QUICK') === 'true',
     openRate: env('BENCH_OPEN_RATE') ? positive('BENCH_OPEN_RATE', 1, true) : undefined,
     workers: positive('BENCH_WORKERS', availableParallelism(), true),
+    trace: env('BENCH_TRACE') === '1' || env('BENCH_TRACE') === 'true',
     nodeFlags: (env('BENCH_NODE_FLAGS') ?? '').split(/\s+/).filter(Boolean),
   };
 }

@@ -38,6 +38,7 @@ import { B1_APP_NAME, startBaseline, startMcpUpstream, startWarden, WARDEN_APP_N
 import { AGENT_KEY, EVALUATE_BODY, MCP_CALL_BODY, seedWarden } from './workload.ts';
 
 const OUT_DIR = join(ROOT, 'test-output/bench');
+const TRACE_DIR = join(OUT_DIR, 'trace');
 const POLICIES = 50;
 
 const log = (message: string) => process.stderr.write(`[bench] ${message}\n`);
@@ -273,7 +274,12 @@ async function benchmark(config: BenchConfig): Promise<void> {
     warmupSeconds: config.warmupSeconds,
     seconds: config.seconds,
     pool: env.db.pool,
+    traceDir: config.trace ? TRACE_DIR : undefined,
   };
+  if (config.trace) {
+    rmSync(TRACE_DIR, { recursive: true, force: true });
+    mkdirSync(TRACE_DIR, { recursive: true });
+  }
   const run = async (key: string, mode: 'closed' | 'open', round: number, rate?: number): Promise<Measured | undefined> => {
     const scenario = scenarios[key] as Scenario;
     const label = `${scenario.target} ${scenario.scenario} ${mode}${rate ? ` @${Math.round(rate)}/s` : ''} (round ${round})`;

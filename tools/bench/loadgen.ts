@@ -14,13 +14,15 @@
  *   duration; the measured phase sends a fixed number of requests (warm-up rate × seconds,
  *   given by the parent) so that every request sent is answered before the run ends: then
  *   the server's audit rows can be counted exactly against the 2xx answers.
- * open: a fixed-rate sender over an undici Pool. Request i is due at start + i/rate whatever
+ * open: a fixed-rate sender (http-sender.ts: raw keep-alive sockets, one request in flight per
+ *   connection, at most 64). Request i is due at start + i/rate whatever
  *   the previous answers did; its latency runs from that due time to the end of its answer
  *   (so a stall counts in full: no coordinated omission). Waits for every answer (bounded).
  */
+import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
-import { Pool } from 'undici';
+import { HttpSender, serialiseRequest } from './http-sender.ts';
 
 export interface RunSpec {
   mode: 'closed' | 'open';
@@ -33,6 +35,12 @@ export interface RunSpec {
   seconds: number;
   /** open: requests per second. */
   rate?: number;
+  /**
+   * open: write every request of the measured phase here (due time since the phase began, latency,
+   * status; tab-separated), with the phase's start as a Unix time in ms on the first line, to
+   * line slow requests up with what the server logged (BENCH_TRACE=1).
+   */
+  traceFile?: string;
 }
 
 export interface LoadResult {
@@ -117,12 +125,11 @@ function closedRun(spec: RunSpec, options: { duration?: number; amount?: number 
   });
 }
 
-async function openRun(spec: RunSpec, pool: Pool, seconds: number): Promise<LoadResult> {
+async function openRun(spec: RunSpec, sender: HttpSender, request: Buffer, seconds: number, traceFile?: string): Promise<LoadResult> {
   const rate = spec.rate ?? 0;
   if (!(rate > 0)) throw new Error('open loop: rate must be positive');
-  const url = new URL(spec.url);
-  const path = `${url.pathname}${url.search}`;
   const total = Math.max(1, Math.floor(seconds * rate));
+  const trace = traceFile ? ['due_ms\tlatency_ms\tstatus'] : undefined;
   const interval = 1000 / rate;
   const latencies = new Float64Array(total);
   const lags = new Float64Array(total);
@@ -133,30 +140,27 @@ async function openRun(spec: RunSpec, pool: Pool, seconds: number): Promise<Load
   let inFlight = 0;
   let sent = 0;
   let lastAnswer = 0;
-  const body = spec.body === undefined ? undefined : Buffer.from(spec.body);
   let drained: (() => void) | undefined;
 
   const fire = (due: number) => {
     inFlight += 1;
     lags[sent] = performance.now() - due;
-    pool
-      .request({ path, method: spec.method, headers: spec.headers, body })
-      .then(async ({ statusCode, body: answer }) => {
-        await answer.dump();
+    sender.send(request, (outcome) => {
+      if ('status' in outcome) {
         const now = performance.now();
         lastAnswer = now;
         latencies[answered] = now - due;
+        if (trace) trace.push(`${(due - start).toFixed(3)}\t${(now - due).toFixed(3)}\t${outcome.status}`);
         answered += 1;
-        statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
-        if (statusCode >= 200 && statusCode < 300) ok2xx += 1;
-      })
-      .catch(() => {
+        statusCodes[outcome.status] = (statusCodes[outcome.status] ?? 0) + 1;
+        if (outcome.status >= 200 && outcome.status < 300) ok2xx += 1;
+      } else {
         errors += 1;
-      })
-      .finally(() => {
-        inFlight -= 1;
-        if (inFlight === 0 && sent === total) drained?.();
-      });
+        if (trace) trace.push(`${(due - start).toFixed(3)}\t\terror`);
+      }
+      inFlight -= 1;
+      if (inFlight === 0 && sent === total) drained?.();
+    });
   };
 
   const start = performance.now() + 5;
@@ -184,6 +188,7 @@ async function openRun(spec: RunSpec, pool: Pool, seconds: number): Promise<Load
   const durationS = ((answered > 0 ? lastAnswer : performance.now()) - start) / 1000;
   let sum = 0;
   for (const value of sorted) sum += value;
+  if (traceFile && trace) writeFileSync(traceFile, `# start_unix_ms ${(performance.timeOrigin + start).toFixed(1)}\n${trace.join('\n')}\n`);
   return {
     mode: 'open',
     responses: answered,
@@ -238,20 +243,27 @@ async function main(): Promise<void> {
     result = await closedRun(tagged(spec, requestId), { amount: Math.max(amount, spec.connections) });
     result.clientCpuMs = cpuMsSince(cpu);
   } else {
-    const pool = new Pool(new URL(spec.url).origin, {
-      connections: Math.max(spec.connections, 64),
-      pipelining: 1,
-      headersTimeout: REQUEST_TIMEOUT_S * 1000,
-      bodyTimeout: REQUEST_TIMEOUT_S * 1000,
-      keepAliveTimeout: 60_000,
+    const url = new URL(spec.url);
+    const request = (headers: Record<string, string>) =>
+      serialiseRequest({
+        origin: url.origin,
+        method: spec.method,
+        path: `${url.pathname}${url.search}`,
+        headers,
+        body: spec.body === undefined ? undefined : Buffer.from(spec.body),
+      });
+    const sender = new HttpSender({
+      origin: url.origin,
+      maxConnections: Math.max(spec.connections, 64),
+      timeoutMs: REQUEST_TIMEOUT_S * 1000,
     });
-    const warm = await openRun(spec, pool, spec.warmupSeconds);
+    const warm = await openRun(spec, sender, request(spec.headers), spec.warmupSeconds);
     process.send?.({ type: 'warm', rps: warm.rps, warm });
     const { requestId } = await waitFor<{ requestId: string }>((m) => m?.type === 'go');
     const cpu = process.cpuUsage();
-    result = await openRun(tagged(spec, requestId), pool, spec.seconds);
+    result = await openRun(spec, sender, request(tagged(spec, requestId).headers), spec.seconds, spec.traceFile);
     result.clientCpuMs = cpuMsSince(cpu);
-    await pool.close();
+    await sender.close();
   }
   process.send?.({ type: 'result', result }, undefined, {}, () => process.exit(0));
 }

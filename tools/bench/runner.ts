@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import type pg from 'pg';
 import { backendPids } from './database.ts';
 import type { LoadResult, RunSpec } from './loadgen.ts';
@@ -68,6 +69,8 @@ export interface RunOptions {
   rate?: number;
   round: number;
   pool: pg.Pool;
+  /** Open loop: write each request's due time, latency and status to a file in this folder (BENCH_TRACE). */
+  traceDir?: string;
   /** Called when the measured phase starts/ends, with process.hrtime in µs (profile windows). */
   onMeasure?: (phase: 'start' | 'end', hrtimeUs: number) => void;
 }
@@ -106,6 +109,10 @@ export async function runLoad(scenario: Scenario, mode: 'closed' | 'open', optio
     warmupSeconds: options.warmupSeconds,
     seconds: options.seconds,
     rate: options.rate,
+    traceFile:
+      mode === 'open' && options.traceDir
+        ? join(options.traceDir, `${scenario.target}-${scenario.scenario}-round${options.round}.tsv`)
+        : undefined,
   };
   const what = `${scenario.target} ${scenario.scenario} ${mode}`;
   const child = forkBench('loadgen.ts', `load ${scenario.target}`);

@@ -1,0 +1,245 @@
+/**
+ * The open loop's HTTP/1.1 sender: keep-alive connections over raw sockets, one request in
+ * flight per connection, the same request bytes every time (serialised once), and a parser
+ * that reads only what the loop needs from an answer: its status and where it ends.
+ *
+ * Why not undici: on the 2-core benchmark machine the load generator shares the cores with
+ * the server under test, so whatever it costs is taken from the server. undici's Pool cost
+ * ~0.3 ms of CPU per request in the open loop (promises, header objects and a body stream
+ * per answer), as much as the B1 baseline server itself; this sender costs a fraction of
+ * that (the figures are in tools/bench/README.md), so the latencies measured are the server's
+ * more than the generator's. The sender is a measuring instrument: no redirects, no retries,
+ * no pipelining; a connection error or a timeout fails the request it carried.
+ */
+import { connect, type Socket } from 'node:net';
+
+export type SendOutcome = { status: number } | { error: Error };
+
+export interface RequestParts {
+  origin: string;
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body?: Buffer;
+}
+
+export interface HttpSenderOptions {
+  origin: string;
+  /** Connections opened at most; requests beyond wait for one to be free. */
+  maxConnections: number;
+  /** A request not answered within this time fails (and its connection is closed). */
+  timeoutMs: number;
+}
+
+const CRLF_CRLF = Buffer.from('\r\n\r\n');
+const CRLF = Buffer.from('\r\n');
+
+/** Builds the request once: headers given, Host and Content-Length added. */
+export function serialiseRequest(options: RequestParts): Buffer {
+  const url = new URL(options.origin);
+  const lines = [`${options.method} ${options.path} HTTP/1.1`, `host: ${url.host}`];
+  for (const [name, value] of Object.entries(options.headers)) {
+    if (/[\r\n]/.test(name) || /[\r\n]/.test(value)) throw new Error(`header ${name}: no line breaks allowed`);
+    const lower = name.toLowerCase();
+    if (lower !== 'host' && lower !== 'content-length') lines.push(`${name}: ${value}`);
+  }
+  if (options.body !== undefined || options.method === 'POST') lines.push(`content-length: ${options.body?.length ?? 0}`);
+  const head = Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
+  return options.body ? Buffer.concat([head, options.body]) : head;
+}
+
+/** Where an answer's body ends, as its head says. */
+type Framing = { kind: 'length'; remaining: number } | { kind: 'chunked' } | { kind: 'close' };
+
+function headerValue(head: string, name: string): string | undefined {
+  const at = head.indexOf(`\r\n${name}:`);
+  if (at < 0) return undefined;
+  const end = head.indexOf('\r\n', at + 2);
+  return head.slice(at + name.length + 3, end < 0 ? undefined : end).trim();
+}
+
+/**
+ * One keep-alive connection carrying one request at a time. `feed` consumes socket data and
+ * reports each complete answer; its state is the answer being read.
+ */
+class Connection {
+  private buffered: Buffer | undefined;
+  private status = 0;
+  private framing: Framing | undefined;
+  private closeAfter = false;
+  private done: ((outcome: SendOutcome) => void) | undefined;
+  /** Why the connection ended, when it ended on an error or a timeout. */
+  private failure: Error | undefined;
+
+  constructor(
+    readonly socket: Socket,
+    private readonly onIdle: (connection: Connection) => void,
+    private readonly onGone: (connection: Connection) => void,
+  ) {
+    socket.setNoDelay(true);
+    socket.on('data', (chunk: Buffer) => this.feed(chunk));
+    socket.on('timeout', () => {
+      this.failure = new Error('request timed out');
+      socket.destroy();
+    });
+    socket.on('error', (error) => {
+      this.failure ??= error;
+    });
+    socket.on('close', () => this.gone(this.failure ?? new Error('connection closed before the answer ended')));
+  }
+
+  send(request: Buffer, timeoutMs: number, done: (outcome: SendOutcome) => void): void {
+    this.done = done;
+    this.socket.setTimeout(timeoutMs);
+    this.socket.write(request);
+  }
+
+  private feed(chunk: Buffer): void {
+    let data = this.buffered ? Buffer.concat([this.buffered, chunk]) : chunk;
+    this.buffered = undefined;
+    for (;;) {
+      if (!this.framing) {
+        const end = data.indexOf(CRLF_CRLF);
+        if (end < 0) break;
+        const head = data.toString('latin1', 0, end).toLowerCase();
+        this.status = Number(head.slice(9, 12));
+        this.closeAfter = headerValue(head, 'connection') === 'close';
+        const length = headerValue(head, 'content-length');
+        this.framing =
+          headerValue(head, 'transfer-encoding')?.includes('chunked') === true
+            ? { kind: 'chunked' }
+            : length !== undefined
+              ? { kind: 'length', remaining: Number(length) }
+              : this.status === 204 || this.status === 304
+                ? { kind: 'length', remaining: 0 }
+                : { kind: 'close' };
+        data = data.subarray(end + 4);
+      }
+      const framing = this.framing;
+      if (framing.kind === 'close') return; // the answer ends when the connection does
+      if (framing.kind === 'length') {
+        const take = Math.min(framing.remaining, data.length);
+        framing.remaining -= take;
+        data = data.subarray(take);
+        if (framing.remaining > 0) return;
+      } else {
+        // chunk: size CRLF data CRLF; the last chunk (size 0) is followed by trailers and CRLF
+        const sizeEnd = data.indexOf(CRLF);
+        if (sizeEnd < 0) break;
+        const size = Number.parseInt(data.toString('latin1', 0, sizeEnd), 16);
+        if (size > 0) {
+          if (data.length < sizeEnd + 2 + size + 2) break;
+          data = data.subarray(sizeEnd + 2 + size + 2);
+          continue;
+        }
+        const trailersEnd = data.indexOf(CRLF_CRLF, sizeEnd);
+        const bare = data.subarray(sizeEnd, sizeEnd + 4).equals(CRLF_CRLF) ? sizeEnd : trailersEnd;
+        if (bare < 0) break;
+        data = data.subarray(bare + 4);
+      }
+      this.answered();
+      if (data.length === 0) return;
+    }
+    if (data.length > 0) this.buffered = Buffer.from(data);
+  }
+
+  private answered(): void {
+    const done = this.done;
+    this.framing = undefined;
+    this.done = undefined;
+    this.socket.setTimeout(0);
+    done?.({ status: this.status });
+    if (this.closeAfter) this.socket.destroy();
+    else this.onIdle(this);
+  }
+
+  private gone(error: Error): void {
+    if (this.framing?.kind === 'close') {
+      this.answered();
+    } else {
+      const done = this.done;
+      this.done = undefined;
+      done?.({ error });
+    }
+    this.onGone(this);
+  }
+}
+
+export class HttpSender {
+  private readonly idle: Connection[] = [];
+  private readonly open = new Set<Connection>();
+  private readonly waiting: Array<{ request: Buffer; done: (outcome: SendOutcome) => void }> = [];
+  private readonly host: string;
+  private readonly port: number;
+  private closing = false;
+
+  constructor(private readonly options: HttpSenderOptions) {
+    const url = new URL(options.origin);
+    if (url.protocol !== 'http:') throw new Error('the sender speaks plain HTTP/1.1 only');
+    this.host = url.hostname.replace(/^\[|\]$/g, '');
+    this.port = Number(url.port || 80);
+  }
+
+  /**
+   * Sends a request (serialiseRequest's bytes, for this origin); `done` is called once, with
+   * the answer's status or the error.
+   */
+  send(request: Buffer, done: (outcome: SendOutcome) => void): void {
+    const connection = this.closing ? undefined : this.idle.pop();
+    if (this.closing) {
+      done({ error: new Error('sender closed') });
+    } else if (connection) {
+      connection.send(request, this.options.timeoutMs, done);
+    } else {
+      this.waiting.push({ request, done });
+      if (this.open.size < this.options.maxConnections) this.connect();
+    }
+  }
+
+  /** Connections open now (for tests and reports). */
+  get connections(): number {
+    return this.open.size;
+  }
+
+  async close(): Promise<void> {
+    this.closing = true;
+    for (const { done } of this.waiting.splice(0)) done({ error: new Error('sender closed') });
+    const closed = [...this.open].map((c) => new Promise((resolve) => c.socket.once('close', resolve)));
+    for (const connection of this.open) connection.socket.destroy();
+    await Promise.all(closed);
+  }
+
+  private connect(): void {
+    const socket = connect({ host: this.host, port: this.port });
+    let connected = false;
+    const connection = new Connection(
+      socket,
+      (c) => this.ready(c),
+      (c) => this.lost(c, !connected),
+    );
+    this.open.add(connection);
+    socket.setTimeout(this.options.timeoutMs);
+    socket.once('connect', () => {
+      connected = true;
+      socket.setTimeout(0);
+      this.ready(connection);
+    });
+  }
+
+  private ready(connection: Connection): void {
+    const next = this.waiting.shift();
+    if (next) connection.send(next.request, this.options.timeoutMs, next.done);
+    else this.idle.push(connection);
+  }
+
+  private lost(connection: Connection, neverConnected: boolean): void {
+    this.open.delete(connection);
+    const at = this.idle.indexOf(connection);
+    if (at >= 0) this.idle.splice(at, 1);
+    if (this.closing) return;
+    // A connection that could not even be opened fails one waiting request (the server is
+    // not there), so a dead server cannot keep the loop reconnecting for ever.
+    if (neverConnected) this.waiting.shift()?.done({ error: new Error('could not connect') });
+    if (this.waiting.length > this.open.size && this.open.size < this.options.maxConnections) this.connect();
+  }
+}
