@@ -18,6 +18,8 @@ export interface Summary {
   runs: number;
   rps: { median: number | null; min: number | null; max: number | null };
   latencyMs: { p50: number | null; p90: number | null; p99: number | null; p999: number | null; max: number | null };
+  /** Open loop: share of answers slower than 10 ms, in % (median over the runs). */
+  over10msPercent: number | null;
   targetRate: number | null;
   cpuMsPerRequest: number | null;
   /** CPU of the server's PostgreSQL backends per answer (median). */
@@ -58,6 +60,7 @@ export function summarise(runs: Measured[]): Summary[] {
         p999: r(median(group.map((g) => g.load.latencyMs.p999)), 3),
         max: r(Math.max(...group.map((g) => g.load.latencyMs.max)), 3),
       },
+      over10msPercent: r(median(group.map((g) => g.load.over10msPercent ?? Number.NaN)), 2),
       targetRate: first.load.targetRate === undefined ? null : r(first.load.targetRate, 0),
       cpuMsPerRequest: r(median(group.map((g) => g.cpuMsPerRequest)), 4),
       dbCpuMsPerRequest: r(median(group.map((g) => g.dbCpuMsPerRequest ?? Number.NaN)), 4),
@@ -147,6 +150,7 @@ export function formatTables(summaries: Summary[]): string {
       'p99 ms',
       'p99.9 ms',
       'max ms',
+      '>10 ms %',
       'CPU ms/req',
       'DB CPU ms/req',
       'RSS MB',
@@ -165,6 +169,7 @@ export function formatTables(summaries: Summary[]): string {
       cell(s.latencyMs.p99, 2),
       cell(s.latencyMs.p999, 2),
       cell(s.latencyMs.max, 1),
+      cell(s.over10msPercent, 2),
       cell(s.cpuMsPerRequest, 3),
       cell(s.dbCpuMsPerRequest, 3),
       cell(s.rssPeakMb, 0),
