@@ -124,6 +124,67 @@ describe('bench http sender', () => {
     await nowhere.close();
   });
 
+  it('reads a body that ends with the connection, then serves the next request on a new one', async () => {
+    const origin = await rawServer(['HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\nall of it']);
+    // the raw server never closes: close each connection once its answer is written
+    const server = servers.at(-1) as NetServer;
+    server.on('connection', (socket: Socket) => socket.on('data', () => setTimeout(() => socket.end(), 20)));
+    const sender = new HttpSender({ origin, maxConnections: 1, timeoutMs: 5_000 });
+    const outcomes = await sendAll(sender, serialiseRequest({ origin, method: 'GET', path: '/', headers: {} }), 3);
+    expect(outcomes.map(statusOf)).toEqual([200, 200, 200]);
+    await sender.close();
+  });
+
+  it('expects no body after 204 or 304, whatever Content-Length says', async () => {
+    const origin = await rawServer(['HTTP/1.1 204 No Content\r\ncontent-length: 5\r\n\r\n']);
+    const sender = new HttpSender({ origin, maxConnections: 1, timeoutMs: 1_000 });
+    const outcomes = await sendAll(sender, serialiseRequest({ origin, method: 'GET', path: '/', headers: {} }), 2);
+    expect(outcomes.map(statusOf)).toEqual([204, 204]);
+    await sender.close();
+  });
+
+  it('does not reuse a connection that brought an answer nobody asked for', async () => {
+    // The first request gets its answer and then a second one nobody asked for.
+    let requests = 0;
+    const server = createNetServer((socket: Socket) => {
+      socket.on('data', () => {
+        socket.write('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n');
+        if (++requests === 1) setTimeout(() => socket.write('HTTP/1.1 500 Oops\r\ncontent-length: 0\r\n\r\n'), 5);
+      });
+      socket.on('error', () => {});
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const sender = new HttpSender({ origin, maxConnections: 1, timeoutMs: 2_000 });
+    const request = serialiseRequest({ origin, method: 'GET', path: '/', headers: {} });
+    const first = await sendAll(sender, request, 1);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Reused, that connection would be handed to both of these at once.
+    const next = await sendAll(sender, request, 2);
+    expect([...first, ...next].map(statusOf)).toEqual([200, 200, 200]);
+    await sender.close();
+  });
+
+  it('opens a new connection instead of reusing one idle past idleTimeoutMs', async () => {
+    const server = createHttpServer((_req, res) => res.end('ok'));
+    let connections = 0;
+    server.on('connection', () => {
+      connections += 1;
+    });
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const sender = new HttpSender({ origin, maxConnections: 1, timeoutMs: 2_000, idleTimeoutMs: 50 });
+    const request = serialiseRequest({ origin, method: 'GET', path: '/', headers: {} });
+    expect((await sendAll(sender, request, 2)).map(statusOf)).toEqual([200, 200]);
+    expect(connections).toBe(1); // kept alive while fresh
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    expect((await sendAll(sender, request, 1)).map(statusOf)).toEqual([200]);
+    expect(connections).toBe(2); // a server may be closing a connection idle that long
+    await sender.close();
+  });
+
   it('refuses header values that would split the request', () => {
     expect(() => serialiseRequest({ origin: 'http://127.0.0.1:1', method: 'GET', path: '/', headers: { 'x-a': 'b\r\nx-b: c' } })).toThrow(
       /line breaks/,

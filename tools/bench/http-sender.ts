@@ -29,6 +29,12 @@ export interface HttpSenderOptions {
   maxConnections: number;
   /** A request not answered within this time fails (and its connection is closed). */
   timeoutMs: number;
+  /**
+   * A connection idle longer than this is closed instead of reused (default 4 s): servers close
+   * idle keep-alive connections (Node's after 5 s), and a request written into one the server
+   * is closing fails with a reset.
+   */
+  idleTimeoutMs?: number;
 }
 
 const CRLF_CRLF = Buffer.from('\r\n\r\n');
@@ -67,6 +73,10 @@ class Connection {
   private status = 0;
   private framing: Framing | undefined;
   private closeAfter = false;
+  /** When the last answer ended (performance.now()), while idle. */
+  idleSince = 0;
+  /** The server ended its side: never reuse. */
+  ended = false;
   private done: ((outcome: SendOutcome) => void) | undefined;
   /** Why the connection ended, when it ended on an error or a timeout. */
   private failure: Error | undefined;
@@ -78,6 +88,9 @@ class Connection {
   ) {
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.feed(chunk));
+    socket.on('end', () => {
+      this.ended = true;
+    });
     socket.on('timeout', () => {
       this.failure = new Error('request timed out');
       socket.destroy();
@@ -105,13 +118,15 @@ class Connection {
         this.status = Number(head.slice(9, 12));
         this.closeAfter = headerValue(head, 'connection') === 'close';
         const length = headerValue(head, 'content-length');
+        // RFC 9112 §6.3: no body after 1xx, 204 and 304 whatever the headers say; then chunked
+        // framing overrides Content-Length; without either the body ends with the connection.
         this.framing =
-          headerValue(head, 'transfer-encoding')?.includes('chunked') === true
-            ? { kind: 'chunked' }
-            : length !== undefined
-              ? { kind: 'length', remaining: Number(length) }
-              : this.status === 204 || this.status === 304
-                ? { kind: 'length', remaining: 0 }
+          this.status < 200 || this.status === 204 || this.status === 304
+            ? { kind: 'length', remaining: 0 }
+            : headerValue(head, 'transfer-encoding')?.includes('chunked') === true
+              ? { kind: 'chunked' }
+              : length !== undefined
+                ? { kind: 'length', remaining: Number(length) }
                 : { kind: 'close' };
         data = data.subarray(end + 4);
       }
@@ -148,19 +163,26 @@ class Connection {
     this.framing = undefined;
     this.done = undefined;
     this.socket.setTimeout(0);
-    done?.({ status: this.status });
-    if (this.closeAfter) this.socket.destroy();
-    else this.onIdle(this);
+    if (!done) {
+      // An answer nobody asked for: the connection's state is unknown, so it is not reused.
+      this.socket.destroy();
+      return;
+    }
+    done({ status: this.status });
+    if (this.closeAfter) {
+      this.socket.destroy();
+    } else {
+      this.idleSince = performance.now();
+      this.onIdle(this);
+    }
   }
 
   private gone(error: Error): void {
-    if (this.framing?.kind === 'close') {
-      this.answered();
-    } else {
-      const done = this.done;
-      this.done = undefined;
-      done?.({ error });
-    }
+    const done = this.done;
+    this.done = undefined;
+    // A body delimited by the connection's end is complete only if it ended cleanly.
+    if (this.framing?.kind === 'close' && !this.failure) done?.({ status: this.status });
+    else done?.({ error });
     this.onGone(this);
   }
 }
@@ -185,7 +207,13 @@ export class HttpSender {
    * the answer's status or the error.
    */
   send(request: Buffer, done: (outcome: SendOutcome) => void): void {
-    const connection = this.closing ? undefined : this.idle.pop();
+    let connection = this.closing ? undefined : this.idle.pop();
+    const staleBefore = performance.now() - (this.options.idleTimeoutMs ?? 4_000);
+    while (connection && (connection.ended || connection.idleSince < staleBefore)) {
+      this.open.delete(connection);
+      connection.socket.destroy();
+      connection = this.idle.pop();
+    }
     if (this.closing) {
       done({ error: new Error('sender closed') });
     } else if (connection) {
@@ -240,6 +268,6 @@ export class HttpSender {
     // A connection that could not even be opened fails one waiting request (the server is
     // not there), so a dead server cannot keep the loop reconnecting for ever.
     if (neverConnected) this.waiting.shift()?.done({ error: new Error('could not connect') });
-    if (this.waiting.length > this.open.size && this.open.size < this.options.maxConnections) this.connect();
+    if (this.waiting.length > 0 && this.open.size < this.options.maxConnections) this.connect();
   }
 }
