@@ -15,9 +15,9 @@
  *   given by the parent) so that every request sent is answered before the run ends: then
  *   the server's audit rows can be counted exactly against the 2xx answers.
  * open: a fixed-rate sender (http-sender.ts: raw keep-alive sockets, one request in flight per
- *   connection, at most 64). Request i is due at start + i/rate whatever
- *   the previous answers did; its latency runs from that due time to the end of its answer
- *   (so a stall counts in full: no coordinated omission). Waits for every answer (bounded).
+ *   connection, at most 64). Request i is due at start + i/rate whatever the previous answers
+ *   did; its latency runs from that due time to the end of its answer (so a stall counts in
+ *   full: no coordinated omission). Waits for every answer (bounded).
  */
 import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -198,7 +198,7 @@ async function openRun(spec: RunSpec, sender: HttpSender, request: Buffer, secon
     sum += value;
     if (value > 10) over10ms += 1;
   }
-  if (traceFile && trace) writeFileSync(traceFile, `# start_unix_ms ${(performance.timeOrigin + start).toFixed(1)}\n${trace.join('\n')}\n`);
+  if (trace && traceFile) writeFileSync(traceFile, `# start_unix_ms ${(performance.timeOrigin + start).toFixed(1)}\n${trace.join('\n')}\n`);
   return {
     mode: 'open',
     responses: answered,
