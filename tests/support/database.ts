@@ -1,6 +1,8 @@
 /** Throw-away PostgreSQL databases for tests and tools (a server per test file, child servers, the soak). */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import { type Database, openDatabase } from '../../apps/server/src/db/database.ts';
+import { migrate } from '../../apps/server/src/db/migrate.ts';
 
 /** A fresh database on the PostgreSQL server of `baseUrl`; `drop` removes it (forcing out connections). */
 export async function freshDatabase(
@@ -22,6 +24,24 @@ export async function freshDatabase(
       await client.connect();
       await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await client.end();
+    },
+  };
+}
+
+/**
+ * A migrated database of the server's own for one test file: embedded in memory, or a fresh
+ * one on the PostgreSQL server of DATABASE_URL when it is set (`url`). `close` drops it.
+ */
+export async function migratedDatabase(): Promise<{ database: Database; url?: string; close: () => Promise<void> }> {
+  const fresh = process.env.DATABASE_URL ? await freshDatabase(process.env.DATABASE_URL) : undefined;
+  const database = await openDatabase({ dataDir: 'memory://', databaseUrl: fresh?.url });
+  await migrate(database);
+  return {
+    database,
+    url: fresh?.url,
+    close: async () => {
+      await database.close();
+      await fresh?.drop();
     },
   };
 }

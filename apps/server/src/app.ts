@@ -82,7 +82,7 @@ export function createApp(deps: AppDeps): Express {
     new PolicyCache(database.db),
     sealer,
     new AgentDirectory(database.db),
-    new AuditWriter(database),
+    new AuditWriter(database, sealer),
   );
   const app = express();
   app.disable('x-powered-by');

@@ -2,9 +2,8 @@
 import { randomUUID } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { freshDatabase } from '../../../tests/support/database.ts';
-import { type Database, openDatabase } from '../src/db/database.ts';
-import { migrate } from '../src/db/migrate.ts';
+import { migratedDatabase } from '../../../tests/support/database.ts';
+import type { Database } from '../src/db/database.ts';
 import { sealsWithEventsQuery, unsealedEventsQuery } from '../src/features/audit/audit.repository.ts';
 import { auditRows, insertAuditRows } from '../src/features/audit/audit.service.ts';
 import { AuditSealer, inlineRounds, type SealingRounds, verifyChain } from '../src/features/audit/chain.ts';
@@ -12,27 +11,19 @@ import { SealerThread } from '../src/features/audit/sealer-thread.ts';
 import { createLogger } from '../src/logger.ts';
 
 let database: Database;
-let dropDatabase: (() => Promise<void>) | undefined;
 let databaseUrl: string | undefined;
+let close: (() => Promise<void>) | undefined;
 const workspaceId = randomUUID();
 
-// Embedded in memory, or a fresh database on the PostgreSQL server of DATABASE_URL.
 beforeAll(async () => {
-  const pgdb = process.env.DATABASE_URL ? await freshDatabase(process.env.DATABASE_URL) : undefined;
-  dropDatabase = pgdb?.drop;
-  databaseUrl = pgdb?.url;
-  database = await openDatabase({ dataDir: 'memory://', databaseUrl: pgdb?.url });
-  await migrate(database);
+  ({ database, url: databaseUrl, close } = await migratedDatabase());
   await database.db
     .insertInto('workspaces')
     .values({ id: workspaceId, slug: `ws-${workspaceId}`, name: 'Sealer test' })
     .execute();
 }, 60_000);
 
-afterAll(async () => {
-  await database?.close();
-  await dropDatabase?.();
-});
+afterAll(() => close?.());
 
 async function write(count: number): Promise<void> {
   const rows = Array.from({ length: count }, (_, i) =>

@@ -32,9 +32,9 @@ export interface Database {
    * Runs one fixed statement of the hot path outside any transaction. On PostgreSQL it is a
    * named prepared statement: each pooled connection parses and plans it once, not on every
    * execution (this needs session-level pooling if a pooler sits in between). On PGlite it goes
-   * through Kysely, which serialises the use of its one session.
+   * through Kysely, which serialises the use of its one session. Resolves to its rows.
    */
-  run(name: string, text: string, values: unknown[]): Promise<void>;
+  run(name: string, text: string, values: unknown[]): Promise<Record<string, unknown>[]>;
   close(): Promise<void>;
 }
 
@@ -80,9 +80,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
         }
       },
       listen: (channel, handlers) => listenOnPostgres(options.databaseUrl as string, channel, handlers),
-      run: async (name, text, values) => {
-        await pool.query({ name, text, values });
-      },
+      run: async (name, text, values) => (await pool.query({ name, text, values })).rows,
       close: () => pool.end(),
     };
   }
@@ -96,9 +94,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     kind: 'pglite',
     // PGlite is one session; the dialect serialises Kysely's use of it.
     session: (work) => work(async (script) => ((await pglite.exec(script)).at(-1)?.rows ?? []) as Record<string, unknown>[]),
-    run: async (_name, text, values) => {
-      await db.executeQuery(CompiledQuery.raw(text, values));
-    },
+    run: async (_name, text, values) => (await db.executeQuery(CompiledQuery.raw(text, values))).rows as Record<string, unknown>[],
     // One in-process instance: its notifications cannot be lost while it is open.
     listen: async (channel, handlers) => {
       const stop = await pglite.listen(channel, (payload) => handlers.notify(payload));

@@ -27,6 +27,14 @@ export interface AuditRecord {
   context?: Record<string, unknown>;
 }
 
+/**
+ * A context as the database keeps it (jsonb) and gives it back: what JSON keeps of it (no
+ * undefined members, dates as strings). The writer seals events from their rows in memory, so
+ * a row must already be what verification will read back; the copy costs about a microsecond
+ * for a decision's context.
+ */
+const asStored = (context: Record<string, unknown>) => JSON.parse(JSON.stringify(context)) as Record<string, unknown>;
+
 /** The row of one audit event, and the event as the API shows it. */
 export function auditRows(workspaceId: string, record: AuditRecord) {
   const now = new Date();
@@ -48,7 +56,7 @@ export function auditRows(workspaceId: string, record: AuditRecord) {
     message: record.message ?? null,
     approval_id: record.approvalId ?? null,
     request_id: record.requestId ?? null,
-    context: record.context ?? {},
+    context: asStored(record.context ?? {}),
   };
   return { row, event: toAuditEvent({ ...row, sequence: null, hash: null }) };
 }
@@ -91,30 +99,72 @@ const AUDIT_CREATED_DATA =
   "'environment', environment, 'user', user_name, 'policy', policy, 'result', result, 'severity', severity, " +
   "'message', message, 'approval_id', approval_id, 'request_id', request_id, 'context', context, 'hash', NULL))";
 
+const auditColumnTypes = Object.entries(AUDIT_COLUMNS)
+  .map(([column, type]) => `${column} ${type}`)
+  .join(', ');
+
+/** The rows of the statement's first parameter (JSON), with their seal when the writer sealed them. */
+const INPUT = `input AS (SELECT * FROM json_to_recordset($1::json) AS r(${auditColumnTypes}, sequence bigint, hash text))`;
+const INSERT_EVENTS = `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM input)`;
+const enqueue = (where: string) =>
+  `INSERT INTO audit_unsealed (workspace_id, event_timestamp, event_id) SELECT workspace_id, event_timestamp, id FROM input${where}`;
+const INSERT_OUTBOX =
+  `INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, gen_random_uuid(), 'audit.created', ${AUDIT_CREATED_DATA} ` +
+  `FROM input WHERE ${subscribedSql('input.workspace_id', "'audit.created'")}`;
+
 /**
  * Inserts audit events, their place in the sealer's queue and — for workspaces with an
  * endpoint subscribed to it — their `audit.created` outbox events in ONE statement (a
  * data-modifying CTE): atomic without a transaction of their own; inside a caller's
  * transaction it joins it.
  *
- * This is the hot path's only statement. Its rows travel as one JSON parameter, read back by
- * json_to_recordset: one constant statement text whatever the batch size, and one
- * JSON.stringify per batch instead of 22 parameters per event serialised one by one. The
- * outbox payload is built by the database from the same row, so it is not sent twice.
+ * Rows travel as one JSON parameter, read back by json_to_recordset: one constant statement
+ * text whatever the batch size, and one JSON.stringify per batch instead of 22 parameters per
+ * event serialised one by one. The outbox payload is built by the database from the same row,
+ * so it is not sent twice.
  */
-const INSERT_AUDIT_ROWS =
-  `WITH input AS (SELECT * FROM json_to_recordset($1::json) AS r(` +
-  `${Object.entries(AUDIT_COLUMNS)
-    .map(([column, type]) => `${column} ${type}`)
-    .join(', ')})), ` +
-  `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM input), ` +
-  'unsealed AS (INSERT INTO audit_unsealed (workspace_id, event_timestamp, event_id) SELECT workspace_id, event_timestamp, id FROM input) ' +
-  `INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, gen_random_uuid(), 'audit.created', ${AUDIT_CREATED_DATA} ` +
-  `FROM input WHERE ${subscribedSql('input.workspace_id', "'audit.created'")}`;
+const INSERT_AUDIT_ROWS = `WITH ${INPUT}, ${INSERT_EVENTS}, unsealed AS (${enqueue('')}) ${INSERT_OUTBOX}`;
 
-/** The statement's one parameter: the rows as JSON. */
-export function auditRowsParameter(rows: AuditRows[]): string {
-  return JSON.stringify(rows.map(({ row }) => row));
+/**
+ * The group commit's statement (audit-writer.ts): the same inserts, and the events the writer
+ * sealed go straight into the chain instead of the sealer's queue — when the chain head is
+ * still where the writer believes it is. $2 lists, per workspace the batch seals, the head
+ * the seals were computed from (`expected`) and the head they lead to. A head is advanced
+ * only if this statement can lock it at once (SKIP LOCKED: a sealer or another process
+ * holding it never makes a request wait) and it is still at `expected` (a compare-and-set,
+ * checked on the newest committed row). The events of any other workspace go to the queue,
+ * as INSERT_AUDIT_ROWS queues them. Returns the workspaces whose head advanced.
+ */
+const INSERT_AUDIT_ROWS_SEALING =
+  `WITH ${INPUT}, ` +
+  'heads AS (SELECT * FROM json_to_recordset($2::json) AS h(workspace_id uuid, expected bigint, sequence bigint, hash text)), ' +
+  'claimed AS (SELECT c.workspace_id FROM audit_chain_heads c JOIN heads h USING (workspace_id) ' +
+  'WHERE c.last_sequence = h.expected FOR UPDATE OF c SKIP LOCKED), ' +
+  'advanced AS (UPDATE audit_chain_heads c SET last_sequence = h.sequence, last_hash = h.hash FROM heads h ' +
+  'WHERE c.workspace_id = h.workspace_id AND c.last_sequence = h.expected AND c.workspace_id IN (SELECT workspace_id FROM claimed) ' +
+  'RETURNING c.workspace_id), ' +
+  `${INSERT_EVENTS}, ` +
+  'sealed AS (INSERT INTO audit_seals (workspace_id, sequence, event_id, event_timestamp, hash) ' +
+  'SELECT workspace_id, sequence, id, event_timestamp, hash FROM input WHERE workspace_id IN (SELECT workspace_id FROM advanced)), ' +
+  `unsealed AS (${enqueue(' WHERE workspace_id NOT IN (SELECT workspace_id FROM advanced)')}), ` +
+  `outbox AS (${INSERT_OUTBOX}) ` +
+  'SELECT workspace_id FROM advanced';
+
+/** A head of a workspace's chain: its last sequence and hash (0 and '' before the first seal). */
+export interface ChainHead {
+  sequence: number;
+  hash: string;
+}
+
+/** A seal the writer computed for one of its rows. */
+export interface RowSeal {
+  sequence: number;
+  hash: string;
+}
+
+/** The statement's parameters: rows (with their seal, if any) as JSON. */
+export function auditRowsParameter(rows: AuditRows[], seals?: (RowSeal | undefined)[]): string {
+  return JSON.stringify(rows.map(({ row }, i) => (seals?.[i] ? { ...row, ...seals[i] } : row)));
 }
 
 /** Inserts audit rows on `db` (e.g. inside a caller's transaction). */
@@ -122,9 +172,40 @@ export async function insertAuditRows(db: Kysely<DB>, rows: AuditRows[]): Promis
   await db.executeQuery(CompiledQuery.raw(INSERT_AUDIT_ROWS, [auditRowsParameter(rows)]));
 }
 
-/** Inserts audit rows on their own, as a named prepared statement (the group-commit hot path). */
-export async function insertAuditRowsAlone(database: Database, rows: AuditRows[]): Promise<void> {
-  await database.run('warden_insert_audit_rows', INSERT_AUDIT_ROWS, [auditRowsParameter(rows)]);
+/**
+ * Inserts a group commit's rows on their own, as a named prepared statement (the hot path),
+ * sealing those of `seals` whose workspace head is still at `heads[workspace].expected`.
+ * Returns the workspaces whose events were sealed; the others' are queued for the sealer.
+ */
+export async function insertAuditBatch(
+  database: Database,
+  rows: AuditRows[],
+  seals: (RowSeal | undefined)[],
+  heads: { workspace_id: string; expected: number; sequence: number; hash: string }[],
+): Promise<Set<string>> {
+  const advanced = await database.run('warden_insert_audit_batch', INSERT_AUDIT_ROWS_SEALING, [
+    auditRowsParameter(rows, seals),
+    JSON.stringify(heads),
+  ]);
+  return new Set(advanced.map((row) => row.workspace_id as string));
+}
+
+/**
+ * The heads of these workspaces' chains, each created (empty) if the workspace has never been
+ * sealed (a workspace that no longer exists has none). A head locked by another transaction is read as it was last committed.
+ */
+export async function readChainHeads(database: Database, workspaceIds: string[]): Promise<Map<string, ChainHead>> {
+  const rows = await database.run(
+    'warden_read_chain_heads',
+    'WITH wanted AS (SELECT json_array_elements_text($1::json)::uuid AS workspace_id), ' +
+      'created AS (INSERT INTO audit_chain_heads (workspace_id) SELECT workspace_id FROM wanted JOIN workspaces ON workspaces.id = wanted.workspace_id ' +
+      'ON CONFLICT DO NOTHING ' +
+      'RETURNING workspace_id, last_sequence, last_hash) ' +
+      'SELECT workspace_id, last_sequence, last_hash FROM created UNION ALL ' +
+      'SELECT workspace_id, last_sequence, last_hash FROM audit_chain_heads JOIN wanted USING (workspace_id)',
+    [JSON.stringify(workspaceIds)],
+  );
+  return new Map(rows.map((row) => [row.workspace_id as string, { sequence: Number(row.last_sequence), hash: row.last_hash as string }]));
 }
 
 /** Writes one audit event (and its outbox event) on `db`, e.g. inside a caller's transaction. */

@@ -1,15 +1,17 @@
 /**
- * The tamper-evident chain over a workspace's audit events.
+ * The tamper-evident chain over a workspace's audit events: each event gets one seal, with
+ * hash = sha256(previous hash + "\n" + canonical event), appended by whoever holds the
+ * workspace's chain head row (a row lock), so each seal extends the chain exactly once.
  *
- * Requests only INSERT their event (one row, no lock, no read of a previous hash), so the
- * chain never serialises the hot path; the same statement queues it in audit_unsealed. A
+ * Two ways in. The hot path's group-commit writer (audit-writer.ts) seals the events it
+ * records in the statement that records them, when it can lock the head at once and the head
+ * is where it believes (a compare-and-set; it never waits for the lock). Every other event —
+ * written inside a transaction, by a writer that has not read the head yet, or whose
+ * compare-and-set failed — is queued in audit_unsealed by the statement that inserts it, and a
  * sealer in every server process (on PostgreSQL in a worker thread of its own, see
- * sealer-thread.ts) seals queued events in batches shortly after: holding the workspace's
- * chain head row lock, it appends one seal per
- * event with hash = sha256(previous hash + "\n" + canonical event). Several processes may
- * seal; the row lock makes each batch extend the chain exactly once. Events and seals are
- * immutable (triggers), so changing or removing an event after sealing breaks verification at
- * that event's sequence.
+ * sealer-thread.ts) seals the queue in batches shortly after, holding the head's lock.
+ * Events and seals are immutable (triggers), so changing or removing an event after sealing
+ * breaks verification at that event's sequence.
  */
 import { hash as digest } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';

@@ -183,7 +183,8 @@ export class DecisionService {
         return writeEvent(trx, approval.id);
       });
     });
-    this.sealer.markDirty(workspaceId);
+    // An event written in an approval's transaction is queued for the sealer (the writer seals its own).
+    if (step.kind === 'consume' || step.kind === 'create') this.sealer.markDirty(workspaceId);
     if (proxyRefused) throw new ApiError('execution_proxy_required', 'This action may only run through /runtime/execute or /runtime/mcp/*');
 
     return {
@@ -230,7 +231,6 @@ export class DecisionService {
         context: { ...outcome.context, decision_event_id: decided.result.audit_event_id },
       }),
     );
-    this.sealer.markDirty(ctx.auth.workspaceId);
   }
 
   /** Whether policy would let this agent use `tool` (in memory, not recorded): for tool lists. */

@@ -422,7 +422,7 @@ export type AuditEventCreated = {
 export type AuditEvent = {
     id: Uuid;
     /**
-     * Position in the workspace's hash chain; `null` until the event is sealed into the chain (within about a second).
+     * Position in the workspace's hash chain; `null` until the event is sealed into the chain. Decisions are usually sealed in the statement that records them; an event that is not is sealed within about a second.
      */
     sequence: number | null;
     event_timestamp: Timestamp;
