@@ -74,46 +74,37 @@ const sealQueued = async (workspaceId: string) => {
 };
 
 describe('AuditWriter.write', () => {
-  it('queues the events of a workspace whose chain head it has not read, then seals the next ones as it writes them', async () => {
+  it('reads the head of a workspace it has not written yet (one round trip), then seals every event in the statement that records it', async () => {
     const workspaceId = await newWorkspace();
     const sealer = dirtyTracker();
     const writer = new AuditWriter(database, sealer);
 
     const first = await writer.write(workspaceId, record(0));
-    expect(first).toMatchObject({ sequence: null, hash: null });
-    expect(sealer.dirty).toEqual(new Set([workspaceId]));
+    expect(first.sequence).toBe(1);
+    expect(first.hash).toMatch(/^[0-9a-f]{64}$/);
+    for (let round = 0; round < 5; round++) {
+      const batch = await Promise.all(Array.from({ length: 40 }, (_, i) => writer.write(workspaceId, record(round * 40 + i))));
+      expect(batch.map((event) => event.sequence)).toEqual(Array.from({ length: 40 }, (_, i) => 2 + round * 40 + i));
+    }
 
-    // The head is read beside the statements; a few writes later the writer knows it.
-    let sealed = first;
-    for (let i = 1; i < 50 && sealed.sequence === null; i++) sealed = await writer.write(workspaceId, record(i));
-    expect(sealed.sequence).toBe(1);
-    expect(sealed.hash).toMatch(/^[0-9a-f]{64}$/);
-
-    const batch = await Promise.all(Array.from({ length: 40 }, (_, i) => writer.write(workspaceId, record(100 + i))));
-    expect(batch.map((event) => event.sequence)).toEqual(Array.from({ length: 40 }, (_, i) => 2 + i));
-
-    const queued = await count('audit_unsealed', workspaceId);
-    expect(await count('audit_seals', workspaceId)).toBe(41);
-    expect(await count('audit_events', workspaceId)).toBe(41 + queued);
-    expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 41, unsealed: queued });
-
-    // The sealer appends the queued ones after them: one chain, every event once.
-    await sealQueued(workspaceId);
-    expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 41 + queued, unsealed: 0 });
+    // Nothing was left to the sealer: no queue, no sealing round, nothing unsealed.
+    expect(sealer.dirty.size).toBe(0);
+    expect(await count('audit_unsealed', workspaceId)).toBe(0);
+    expect(await count('audit_seals', workspaceId)).toBe(201);
+    expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 201, unsealed: 0 });
   });
 
-  it('queues a batch when the chain head moved behind its back, seals nothing twice, and seals again once it has read the head', async () => {
+  it('a head moved behind its back: sends the batch again after reading the head again, sealed after the other’s events, nothing twice', async () => {
     const workspaceId = await newWorkspace();
-    const { writer } = await sealingWriter(workspaceId);
+    const sealer = dirtyTracker();
+    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database, sealer));
     // Another writer (another process) appends to the chain.
     const { event: theirs } = await sealingWriter(workspaceId);
 
-    expect(await writer.write(workspaceId, record(4))).toMatchObject({ sequence: null, hash: null });
-    let again = await writer.write(workspaceId, record(5));
-    for (let i = 0; i < 50 && again.sequence === null; i++) again = await writer.write(workspaceId, record(6));
-    expect(again.sequence).toBe((theirs.sequence ?? 0) + 1);
-
-    await sealQueued(workspaceId);
+    const mine = await writer.write(workspaceId, record(4));
+    expect(mine.sequence).toBe((theirs.sequence ?? 0) + 1);
+    expect(sealer.dirty.size).toBe(0);
+    expect(await count('audit_unsealed', workspaceId)).toBe(0);
     const total = await count('audit_events', workspaceId);
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: total, unsealed: 0 });
   });
@@ -161,9 +152,11 @@ describe('AuditWriter.write', () => {
 
   it('leaves an event whose ids are not in the database’s own form to the sealer (its hash is computed from what is stored)', async () => {
     const workspaceId = await newWorkspace();
-    const { writer } = await sealingWriter(workspaceId);
+    const sealer = dirtyTracker();
+    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database, sealer));
     const agentId = randomUUID().toUpperCase();
     expect(await writer.write(workspaceId, record(2, { agentId }))).toMatchObject({ sequence: null });
+    expect(sealer.dirty).toEqual(new Set([workspaceId]));
     const total = await count('audit_events', workspaceId);
     await sealQueued(workspaceId);
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: total, unsealed: 0 });
@@ -181,7 +174,8 @@ describe('AuditWriter.write', () => {
 describe.runIf(process.env.DATABASE_URL)('AuditWriter.write on PostgreSQL', () => {
   it('never waits for a chain head that another transaction holds: the batch is queued instead', async () => {
     const workspaceId = await newWorkspace();
-    const { writer } = await sealingWriter(workspaceId);
+    const sealer = dirtyTracker();
+    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database, sealer));
 
     // A sealer elsewhere holds the head (as a sealing round does while it hashes).
     const { Client } = (await import('pg')).default;
@@ -192,8 +186,10 @@ describe.runIf(process.env.DATABASE_URL)('AuditWriter.write on PostgreSQL', () =
       await holder.query('SELECT * FROM audit_chain_heads WHERE workspace_id = $1 FOR UPDATE', [workspaceId]);
       const started = Date.now();
       const queued = await writer.write(workspaceId, record(2));
+      // Tried, read the head again, tried again — then written for the sealer, which is told.
       expect(queued).toMatchObject({ sequence: null });
       expect(Date.now() - started).toBeLessThan(2_000);
+      expect(sealer.dirty).toEqual(new Set([workspaceId]));
     } finally {
       await holder.query('ROLLBACK');
       await holder.end();

@@ -5,21 +5,28 @@
  * database round trip the bottleneck. The writer sends what is waiting as ONE multi-row
  * statement as soon as the previous one is done: with no load, an event goes alone at once (no
  * added delay); under load, events that arrive meanwhile share the next statement. Each
- * caller's promise settles only when its batch has committed — or fails with it (the caller
- * answers 503).
+ * caller's promise settles only when its event has committed — or fails with its batch (the
+ * caller answers 503).
  *
  * The same statement seals the events into their workspace's chain. The writer keeps the
- * chain heads it last wrote or read; for a workspace whose head it knows, it hashes the
- * batch's events onto that head in memory, and the statement appends the seals only if it can
- * lock the head at once and the head is still the one they were computed from (a
- * compare-and-set). Otherwise — a head this process has not read yet, one another process or
- * the sealer moved or holds — the events are queued for the sealer exactly as before, and the
- * writer reads the head again for its next batches. So the chain never depends on this cache,
- * a request never waits for a head lock, and with one process writing a workspace nearly every
- * event is sealed in the statement that records it: no sealing round reads it back later.
- * Measured why (open loop, 4,641 decisions/s, one server): the sealer's rounds — reading,
- * hashing and writing ~2,300 events every 500 ms — competed for the 2 cores, and the requests
- * slower than 10 ms were 6.5 % with them and 1.1–1.9 % with sealing switched off.
+ * chain heads it last wrote or read and hashes each batch's events onto them in memory; the
+ * statement appends the seals only if it can lock the head at once and the head is still the
+ * one they were computed from (a compare-and-set), and otherwise writes none of that
+ * workspace's rows. So the chain never depends on this cache and a request never waits for a
+ * head lock:
+ * - a workspace whose head this process has not read yet: its events wait for the read (one
+ *   round trip), then go;
+ * - a compare-and-set that failed (another process, or a sealer, moved or holds the head):
+ *   its events are sent again after the head is read again, and if that fails too, written
+ *   without a seal and queued for the sealer (chain.ts), as every event used to be.
+ * With one process writing a workspace, every decision is sealed in the statement that
+ * records it and the sealer has nothing of the writer's to do: no sealing round reads events
+ * back and holds the head meanwhile. Measured why (open loop, 4,641 decisions/s, one server):
+ * the sealer's rounds — reading, hashing and writing ~2,300 events every 500 ms — competed for
+ * the 2 cores, and 6.5 % of the requests were slower than 10 ms with them, 1.1–1.9 % with
+ * sealing switched off. Queueing a failed batch instead of sending it again kept the sealer in
+ * a cycle: each round moved the head, which failed the writer's next batch, which fed the next
+ * round.
  */
 import type { AuditEvent } from '@warden/contract';
 import type { Database } from '../../db/database.ts';
@@ -30,9 +37,14 @@ type Rows = ReturnType<typeof auditRows>;
 
 interface Pending {
   rows: Rows;
+  /** Sealing attempts that failed their compare-and-set; after two the event goes to the sealer. */
+  failures: number;
   resolve: (event: AuditEvent) => void;
   reject: (error: unknown) => void;
 }
+
+/** Compare-and-set failures after which an event is written without a seal, for the sealer. */
+const MAX_SEALING_FAILURES = 2;
 
 /** Ids in the form PostgreSQL gives them back (what verification hashes). */
 const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -42,13 +54,10 @@ const canonicalIds = ({ row }: Rows) =>
   (row.agent_id === null || CANONICAL_UUID.test(row.agent_id)) &&
   (row.approval_id === null || CANONICAL_UUID.test(row.approval_id));
 
-/** After a failed read of chain heads, the next one waits this long (the events are queued meanwhile). */
-const HEAD_READ_RETRY_MS = 1_000;
-
 export class AuditWriter {
   private queue: Pending[] = [];
   /**
-   * One statement at a time: while it commits, the next requests gather into the next one; and
+   * One statement at a time: while it commits, the next requests gather into the next one, and
    * the heads below are then exactly what this process last wrote. Measured on PostgreSQL
    * against 4 in flight: 2,988 vs 2,487 decisions/s closed loop, 0.089 vs 0.144 ms of database
    * CPU per decision, open-loop p50 4.8 vs 9.2 ms.
@@ -56,29 +65,46 @@ export class AuditWriter {
   private writing = false;
   /** Chain heads as this process last wrote or read them: a hint that the statement checks. */
   private readonly heads = new Map<string, ChainHead>();
-  /** Workspaces whose head is to be read before their events can be sealed here. */
-  private readonly unknownHeads = new Set<string>();
-  private readingHeads = false;
-  private nextHeadReadAt = 0;
+  /** Events waiting for their workspace's head to be read, and those workspaces. */
+  private waiting: Pending[] = [];
+  private readonly wanted = new Set<string>();
+  private reading = false;
 
   constructor(
     private readonly database: Database,
-    /** Told of every workspace whose events were queued for the sealer instead. */
+    /** Told of every workspace with events queued for it (or possibly queued: a batch whose answer was lost). */
     private readonly sealer: { markDirty(workspaceId: string): void },
     private readonly maxBatch = 500,
   ) {}
 
   write(workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ rows: auditRows(workspaceId, record), resolve, reject });
+      this.queue.push({ rows: auditRows(workspaceId, record), failures: 0, resolve, reject });
       this.pump();
     });
   }
 
+  /** Whether this event is to be sealed here (else it is written as it is, for the sealer). */
+  private sealsHere(p: Pending): boolean {
+    return p.failures < MAX_SEALING_FAILURES && canonicalIds(p.rows);
+  }
+
   private pump(): void {
     if (this.writing || this.queue.length === 0) return;
+    const batch: Pending[] = [];
+    const later: Pending[] = [];
+    for (const p of this.queue) {
+      const workspaceId = p.rows.row.workspace_id;
+      if (this.sealsHere(p) && !this.heads.has(workspaceId)) {
+        this.waiting.push(p);
+        this.wanted.add(workspaceId);
+      } else (batch.length < this.maxBatch ? batch : later).push(p);
+    }
+    this.queue = later;
+    this.readHeads();
+    if (batch.length === 0) return;
+
     this.writing = true;
-    const batch = this.queue.splice(0, this.maxBatch);
     const { seals, heads } = this.sealInMemory(batch);
     insertAuditBatch(
       this.database,
@@ -90,33 +116,37 @@ export class AuditWriter {
         (advanced) => {
           for (const [workspaceId, { next }] of heads) {
             if (advanced.has(workspaceId)) this.heads.set(workspaceId, next);
-            else this.forgetHead(workspaceId);
+            else this.heads.delete(workspaceId);
           }
-          const queued = new Set<string>();
+          const again: Pending[] = [];
           batch.forEach((p, i) => {
             const seal = seals[i];
             const workspaceId = p.rows.row.workspace_id;
-            if (seal && advanced.has(workspaceId)) {
+            if (!seal) {
+              this.sealer.markDirty(workspaceId);
+              p.resolve(p.rows.event);
+            } else if (advanced.has(workspaceId)) {
               p.resolve({ ...p.rows.event, ...seal });
             } else {
-              queued.add(workspaceId);
-              p.resolve(p.rows.event);
+              // Not written: sent again once the head is read again (or, after too many tries, unsealed).
+              p.failures += 1;
+              again.push(p);
             }
           });
-          for (const workspaceId of queued) {
-            this.sealer.markDirty(workspaceId);
-            if (!this.heads.has(workspaceId)) this.unknownHeads.add(workspaceId);
-          }
+          this.queue.unshift(...again);
         },
         (error: unknown) => {
-          // It may have committed before the connection failed: the heads are unknown now.
-          for (const workspaceId of heads.keys()) this.forgetHead(workspaceId);
-          for (const p of batch) p.reject(error);
+          // It may have committed before its answer was lost: its heads are unknown now, and
+          // its unsealed events may be queued.
+          for (const workspaceId of heads.keys()) this.heads.delete(workspaceId);
+          for (const p of batch) {
+            this.sealer.markDirty(p.rows.row.workspace_id);
+            p.reject(error);
+          }
         },
       )
       .finally(() => {
         this.writing = false;
-        this.readHeads();
         this.pump();
       });
   }
@@ -128,53 +158,53 @@ export class AuditWriter {
   private sealInMemory(batch: Pending[]) {
     const seals: (RowSeal | undefined)[] = new Array(batch.length);
     const heads = new Map<string, { expected: ChainHead; next: ChainHead }>();
-    // Workspaces with a row that cannot be sealed from memory go to the sealer whole.
-    const excluded = new Set<string>();
-    for (const p of batch) if (!canonicalIds(p.rows)) excluded.add(p.rows.row.workspace_id);
-    batch.forEach(({ rows }, i) => {
-      const workspaceId = rows.row.workspace_id;
-      if (excluded.has(workspaceId)) return;
+    batch.forEach((p, i) => {
+      const workspaceId = p.rows.row.workspace_id;
+      const known = this.heads.get(workspaceId);
+      if (!known || !this.sealsHere(p)) return;
       let head = heads.get(workspaceId);
       if (!head) {
-        const known = this.heads.get(workspaceId);
-        if (!known) return;
         head = { expected: known, next: known };
         heads.set(workspaceId, head);
       }
-      const next = { sequence: head.next.sequence + 1, hash: chainHash(head.next.hash, rows.row) };
-      head.next = next;
-      seals[i] = next;
+      head.next = { sequence: head.next.sequence + 1, hash: chainHash(head.next.hash, p.rows.row) };
+      seals[i] = head.next;
     });
     return { seals, heads };
   }
 
-  private forgetHead(workspaceId: string): void {
-    this.heads.delete(workspaceId);
-    this.unknownHeads.add(workspaceId);
-  }
-
-  /** Reads the heads this process is missing, beside the statements (their events are queued meanwhile). */
+  /**
+   * Reads the heads that waiting events need, beside the statements (one read at a time), then
+   * sends those events. A head that cannot be read (the read failed, or the workspace is gone)
+   * lets its events go without a seal, for the sealer.
+   */
   private readHeads(): void {
-    if (this.readingHeads || this.unknownHeads.size === 0 || Date.now() < this.nextHeadReadAt) return;
-    this.readingHeads = true;
-    const wanted = [...this.unknownHeads];
-    this.unknownHeads.clear();
+    if (this.reading || this.wanted.size === 0) return;
+    this.reading = true;
+    const wanted = [...this.wanted];
+    this.wanted.clear();
+    const release = (read: Map<string, ChainHead>) => {
+      for (const [workspaceId, head] of read) this.heads.set(workspaceId, head);
+      for (const workspaceId of wanted) this.wanted.delete(workspaceId);
+      const asked = new Set(wanted);
+      const waiting = this.waiting;
+      this.waiting = [];
+      for (const p of waiting) {
+        const workspaceId = p.rows.row.workspace_id;
+        if (!asked.has(workspaceId)) {
+          this.waiting.push(p); // its workspace is asked for by the next read
+          continue;
+        }
+        if (!this.heads.has(workspaceId)) p.failures = MAX_SEALING_FAILURES;
+        this.queue.push(p);
+      }
+    };
     readChainHeads(this.database, wanted)
-      .then(
-        (read) => {
-          for (const workspaceId of wanted) {
-            const head = read.get(workspaceId);
-            if (head) this.heads.set(workspaceId, head);
-            else this.unknownHeads.add(workspaceId);
-          }
-        },
-        () => {
-          for (const workspaceId of wanted) this.unknownHeads.add(workspaceId);
-          this.nextHeadReadAt = Date.now() + HEAD_READ_RETRY_MS;
-        },
-      )
+      .then(release, () => release(new Map()))
       .finally(() => {
-        this.readingHeads = false;
+        this.reading = false;
+        this.readHeads();
+        this.pump();
       });
   }
 }

@@ -8,8 +8,10 @@ import { verifyChain } from './chain.ts';
 export const auditHandlers = ({ database: { db }, sealer }: HandlerDeps) => {
   // Shared by the operation and its v1 alias, so typed by shape rather than by operation.
   const create = async ({ body, ctx }: { body: AuditEventCreate; ctx: RequestContext }) => {
-    const data = await audit.recordManualEvent(db, ctx.auth.workspaceId, body, ctx.requestId);
-    sealer.markDirty(ctx.auth.workspaceId);
+    // Queued for the sealer, which is told also when the answer was lost after the commit.
+    const data = await audit
+      .recordManualEvent(db, ctx.auth.workspaceId, body, ctx.requestId)
+      .finally(() => sealer.markDirty(ctx.auth.workspaceId));
     return { status: 201 as const, body: { data } };
   };
   return {

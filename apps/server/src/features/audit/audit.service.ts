@@ -105,12 +105,13 @@ const auditColumnTypes = Object.entries(AUDIT_COLUMNS)
 
 /** The rows of the statement's first parameter (JSON), with their seal when the writer sealed them. */
 const INPUT = `input AS (SELECT * FROM json_to_recordset($1::json) AS r(${auditColumnTypes}, sequence bigint, hash text))`;
-const INSERT_EVENTS = `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM input)`;
-const enqueue = (where: string) =>
-  `INSERT INTO audit_unsealed (workspace_id, event_timestamp, event_id) SELECT workspace_id, event_timestamp, id FROM input${where}`;
-const INSERT_OUTBOX =
+/** The statements' parts, reading the rows to write from the CTE `rows`. */
+const insertEvents = (rows: string) => `audit AS (INSERT INTO audit_events (${auditColumns}) SELECT ${auditColumns} FROM ${rows})`;
+const enqueue = (rows: string) =>
+  `unsealed AS (INSERT INTO audit_unsealed (workspace_id, event_timestamp, event_id) SELECT workspace_id, event_timestamp, id FROM ${rows})`;
+const insertOutbox = (rows: string) =>
   `INSERT INTO outbox_events (workspace_id, id, type, data) SELECT workspace_id, gen_random_uuid(), 'audit.created', ${AUDIT_CREATED_DATA} ` +
-  `FROM input WHERE ${subscribedSql('input.workspace_id', "'audit.created'")}`;
+  `FROM ${rows} WHERE ${subscribedSql(`${rows}.workspace_id`, "'audit.created'")}`;
 
 /**
  * Inserts audit events, their place in the sealer's queue and — for workspaces with an
@@ -123,7 +124,7 @@ const INSERT_OUTBOX =
  * event serialised one by one. The outbox payload is built by the database from the same row,
  * so it is not sent twice.
  */
-const INSERT_AUDIT_ROWS = `WITH ${INPUT}, ${INSERT_EVENTS}, unsealed AS (${enqueue('')}) ${INSERT_OUTBOX}`;
+const INSERT_AUDIT_ROWS = `WITH ${INPUT}, ${insertEvents('input')}, ${enqueue('input')} ${insertOutbox('input')}`;
 
 /**
  * The group commit's statement (audit-writer.ts): the same inserts, and the events the writer
@@ -132,8 +133,10 @@ const INSERT_AUDIT_ROWS = `WITH ${INPUT}, ${INSERT_EVENTS}, unsealed AS (${enque
  * the seals were computed from (`expected`) and the head they lead to. A head is advanced
  * only if this statement can lock it at once (SKIP LOCKED: a sealer or another process
  * holding it never makes a request wait) and it is still at `expected` (a compare-and-set,
- * checked on the newest committed row). The events of any other workspace go to the queue,
- * as INSERT_AUDIT_ROWS queues them. Returns the workspaces whose head advanced.
+ * checked on the newest committed row). The rows sealed for a workspace whose head did not
+ * advance are not written at all (the writer sends them again); rows sent without a seal are
+ * written and queued for the sealer, as INSERT_AUDIT_ROWS queues them. Returns the
+ * workspaces whose head advanced.
  */
 const INSERT_AUDIT_ROWS_SEALING =
   `WITH ${INPUT}, ` +
@@ -143,11 +146,13 @@ const INSERT_AUDIT_ROWS_SEALING =
   'advanced AS (UPDATE audit_chain_heads c SET last_sequence = h.sequence, last_hash = h.hash FROM heads h ' +
   'WHERE c.workspace_id = h.workspace_id AND c.last_sequence = h.expected AND c.workspace_id IN (SELECT workspace_id FROM claimed) ' +
   'RETURNING c.workspace_id), ' +
-  `${INSERT_EVENTS}, ` +
+  'kept AS (SELECT * FROM input WHERE sequence IS NULL OR workspace_id IN (SELECT workspace_id FROM advanced)), ' +
+  'queued AS (SELECT * FROM input WHERE sequence IS NULL), ' +
+  `${insertEvents('kept')}, ` +
   'sealed AS (INSERT INTO audit_seals (workspace_id, sequence, event_id, event_timestamp, hash) ' +
-  'SELECT workspace_id, sequence, id, event_timestamp, hash FROM input WHERE workspace_id IN (SELECT workspace_id FROM advanced)), ' +
-  `unsealed AS (${enqueue(' WHERE workspace_id NOT IN (SELECT workspace_id FROM advanced)')}), ` +
-  `outbox AS (${INSERT_OUTBOX}) ` +
+  'SELECT workspace_id, sequence, id, event_timestamp, hash FROM kept WHERE sequence IS NOT NULL), ' +
+  `${enqueue('queued')}, ` +
+  `outbox AS (${insertOutbox('kept')}) ` +
   'SELECT workspace_id FROM advanced';
 
 /** A head of a workspace's chain: its last sequence and hash (0 and '' before the first seal). */
@@ -173,9 +178,10 @@ export async function insertAuditRows(db: Kysely<DB>, rows: AuditRows[]): Promis
 }
 
 /**
- * Inserts a group commit's rows on their own, as a named prepared statement (the hot path),
- * sealing those of `seals` whose workspace head is still at `heads[workspace].expected`.
- * Returns the workspaces whose events were sealed; the others' are queued for the sealer.
+ * Inserts a group commit's rows on their own, as a named prepared statement (the hot path):
+ * a row with a seal is written, sealed, if its workspace's head is still at
+ * `heads[workspace].expected`, and not at all otherwise; a row without one is written and
+ * queued for the sealer. Returns the workspaces whose head advanced.
  */
 export async function insertAuditBatch(
   database: Database,

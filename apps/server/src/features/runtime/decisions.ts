@@ -98,14 +98,15 @@ export class DecisionService {
     } catch (error) {
       if (!(error instanceof ConditionError)) throw error;
       const message = `condition of policy '${error.policy}' failed: ${error.message}`;
-      await persistOrRefuse(() =>
-        writeAuditEvent(
-          this.db,
-          workspaceId,
-          record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } }),
-        ),
-      );
-      this.sealer.markDirty(workspaceId);
+      await persistOrRefuse(
+        () =>
+          writeAuditEvent(
+            this.db,
+            workspaceId,
+            record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } }),
+          ),
+        // queued for the sealer, also when the answer was lost after the commit
+      ).finally(() => this.sealer.markDirty(workspaceId));
       throw new ApiError('evaluation_failed', message);
     }
 
@@ -153,6 +154,9 @@ export class DecisionService {
     // change otherwise.
     const writeEvent = (db: Kysely<DB>, approvalId: string | null) =>
       writeAuditEvent(db, workspaceId, record(decision, { approvalId, context })).then((event) => ({ approvalId, eventId: event.id }));
+    // An event written in an approval's transaction is queued for the sealer (the writer seals
+    // its own): the sealer is told once the transaction is over, also when its answer was lost.
+    const queuedForSealer = step.kind === 'consume' || step.kind === 'create';
     const { approvalId, eventId } = await persistOrRefuse(() => {
       // the hot path: batched with concurrent decisions (group commit), durable before the answer
       if (step.kind === 'none' || step.kind === 'reuse') {
@@ -182,9 +186,9 @@ export class DecisionService {
         });
         return writeEvent(trx, approval.id);
       });
+    }).finally(() => {
+      if (queuedForSealer) this.sealer.markDirty(workspaceId);
     });
-    // An event written in an approval's transaction is queued for the sealer (the writer seals its own).
-    if (step.kind === 'consume' || step.kind === 'create') this.sealer.markDirty(workspaceId);
     if (proxyRefused) throw new ApiError('execution_proxy_required', 'This action may only run through /runtime/execute or /runtime/mcp/*');
 
     return {
