@@ -126,7 +126,9 @@ export class AuditWriter {
               this.sealer.markDirty(workspaceId);
               p.resolve(p.rows.event);
             } else if (advanced.has(workspaceId)) {
-              p.resolve({ ...p.rows.event, ...seal });
+              p.rows.event.sequence = seal.sequence;
+              p.rows.event.hash = seal.hash;
+              p.resolve(p.rows.event);
             } else {
               // Not written: sent again once the head is read again (or, after too many tries, unsealed).
               p.failures += 1;
