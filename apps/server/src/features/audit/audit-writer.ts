@@ -30,21 +30,24 @@
  */
 import type { AuditEvent } from '@warden/contract';
 import type { Database } from '../../db/database.ts';
-import { type AuditRecord, auditRows, type ChainHead, insertAuditBatch, type RowSeal, readChainHeads } from './audit.service.ts';
+import { type AuditRecord, auditRows, type ChainHead, insertAuditBatch, readChainHeads } from './audit.service.ts';
 import { chainHash } from './chain.ts';
 
 type Rows = ReturnType<typeof auditRows>;
 
 interface Pending {
   rows: Rows;
-  /** Sealing attempts that failed their compare-and-set; after two the event goes to the sealer. */
-  failures: number;
+  /**
+   * Compare-and-sets this event may still try; at 0 it is written without a seal, for the
+   * sealer. None for an event whose ids verification would read back in another form.
+   */
+  sealingTries: number;
   resolve: (event: AuditEvent) => void;
   reject: (error: unknown) => void;
 }
 
-/** Compare-and-set failures after which an event is written without a seal, for the sealer. */
-const MAX_SEALING_FAILURES = 2;
+/** Compare-and-sets an event tries (with a read of the head between) before it is left to the sealer. */
+const SEALING_TRIES = 2;
 
 /** Ids in the form PostgreSQL gives them back (what verification hashes). */
 const CANONICAL_UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -79,14 +82,10 @@ export class AuditWriter {
 
   write(workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ rows: auditRows(workspaceId, record), failures: 0, resolve, reject });
+      const rows = auditRows(workspaceId, record);
+      this.queue.push({ rows, sealingTries: canonicalIds(rows) ? SEALING_TRIES : 0, resolve, reject });
       this.pump();
     });
-  }
-
-  /** Whether this event is to be sealed here (else it is written as it is, for the sealer). */
-  private sealsHere(p: Pending): boolean {
-    return p.failures < MAX_SEALING_FAILURES && canonicalIds(p.rows);
   }
 
   private pump(): void {
@@ -95,7 +94,7 @@ export class AuditWriter {
     const later: Pending[] = [];
     for (const p of this.queue) {
       const workspaceId = p.rows.row.workspace_id;
-      if (this.sealsHere(p) && !this.heads.has(workspaceId)) {
+      if (p.sealingTries > 0 && !this.heads.has(workspaceId)) {
         this.waiting.push(p);
         this.wanted.add(workspaceId);
       } else (batch.length < this.maxBatch ? batch : later).push(p);
@@ -110,7 +109,7 @@ export class AuditWriter {
       this.database,
       batch.map((p) => p.rows),
       seals,
-      [...heads].map(([workspace_id, { expected, next }]) => ({ workspace_id, expected: expected.sequence, ...next })),
+      heads,
     )
       .then(
         (advanced) => {
@@ -131,7 +130,7 @@ export class AuditWriter {
               p.resolve(p.rows.event);
             } else {
               // Not written: sent again once the head is read again (or, after too many tries, unsealed).
-              p.failures += 1;
+              p.sealingTries -= 1;
               again.push(p);
             }
           });
@@ -158,12 +157,12 @@ export class AuditWriter {
    * per workspace which head the seals start from and which they lead to.
    */
   private sealInMemory(batch: Pending[]) {
-    const seals: (RowSeal | undefined)[] = new Array(batch.length);
+    const seals: (ChainHead | undefined)[] = new Array(batch.length);
     const heads = new Map<string, { expected: ChainHead; next: ChainHead }>();
     batch.forEach((p, i) => {
       const workspaceId = p.rows.row.workspace_id;
       const known = this.heads.get(workspaceId);
-      if (!known || !this.sealsHere(p)) return;
+      if (!known || p.sealingTries === 0) return;
       let head = heads.get(workspaceId);
       if (!head) {
         head = { expected: known, next: known };
@@ -197,7 +196,7 @@ export class AuditWriter {
           this.waiting.push(p); // its workspace is asked for by the next read
           continue;
         }
-        if (!this.heads.has(workspaceId)) p.failures = MAX_SEALING_FAILURES;
+        if (!this.heads.has(workspaceId)) p.sealingTries = 0;
         this.queue.push(p);
       }
     };

@@ -169,12 +169,6 @@ export interface ChainHead {
   hash: string;
 }
 
-/** A seal the writer computed for one of its rows. */
-export interface RowSeal {
-  sequence: number;
-  hash: string;
-}
-
 /** The statements' first parameter: the rows as JSON. */
 export function auditRowsParameter(rows: AuditRows[]): string {
   return JSON.stringify(rows.map(({ row }) => row));
@@ -194,17 +188,20 @@ export async function insertAuditRows(db: Kysely<DB>, rows: AuditRows[]): Promis
 export async function insertAuditBatch(
   database: Database,
   rows: AuditRows[],
-  seals: (RowSeal | undefined)[],
-  heads: { workspace_id: string; expected: number; sequence: number; hash: string }[],
+  /** Per row, the head its seal makes (undefined: not sealed here). */
+  seals: (ChainHead | undefined)[],
+  /** Per workspace sealed here, the head the seals start from and the one they lead to. */
+  heads: Map<string, { expected: ChainHead; next: ChainHead }>,
 ): Promise<Set<string>> {
-  const sealed: (RowSeal & { id: string })[] = [];
+  const sealed: { id: string; sequence: number; hash: string }[] = [];
   rows.forEach(({ row }, i) => {
     const seal = seals[i];
     if (seal) sealed.push({ id: row.id, sequence: seal.sequence, hash: seal.hash });
   });
+  const moves = [...heads].map(([workspace_id, { expected, next }]) => ({ workspace_id, expected: expected.sequence, ...next }));
   const advanced = await database.run('warden_insert_audit_batch', INSERT_AUDIT_ROWS_SEALING, [
     auditRowsParameter(rows),
-    JSON.stringify(heads),
+    JSON.stringify(moves),
     JSON.stringify(sealed),
   ]);
   return new Set(advanced.map((row) => row.workspace_id as string));
@@ -212,7 +209,8 @@ export async function insertAuditBatch(
 
 /**
  * The heads of these workspaces' chains, each created (empty) if the workspace has never been
- * sealed (a workspace that no longer exists has none). A head locked by another transaction is read as it was last committed.
+ * sealed (a workspace that no longer exists has none). A head locked by another transaction
+ * is read as it was last committed.
  */
 export async function readChainHeads(database: Database, workspaceIds: string[]): Promise<Map<string, ChainHead>> {
   const rows = await database.run(

@@ -98,14 +98,13 @@ export class DecisionService {
     } catch (error) {
       if (!(error instanceof ConditionError)) throw error;
       const message = `condition of policy '${error.policy}' failed: ${error.message}`;
-      await persistOrRefuse(
-        () =>
-          writeAuditEvent(
-            this.db,
-            workspaceId,
-            record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } }),
-          ),
-        // queued for the sealer, also when the answer was lost after the commit
+      // Queued for the sealer, which is told also when the answer was lost after the commit.
+      await persistOrRefuse(() =>
+        writeAuditEvent(
+          this.db,
+          workspaceId,
+          record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } }),
+        ),
       ).finally(() => this.sealer.markDirty(workspaceId));
       throw new ApiError('evaluation_failed', message);
     }
