@@ -88,6 +88,14 @@ export class AuditWriter {
     });
   }
 
+  /**
+   * Sends what is waiting now, not at the end of this turn of the event loop: the statement's
+   * round trip then overlaps the decoding of the requests that arrived with it, which go in
+   * the next one. Deferring the send with setImmediate (so that they would share this one)
+   * made batches larger (database CPU per decision 0.099 → 0.085 ms) but serialised the two,
+   * and the tail grew: 3.54 % vs 1.27 % of answers over 10 ms (open loop at 3,269/s, 5 rounds
+   * each, medians).
+   */
   private pump(): void {
     if (this.writing || this.queue.length === 0) return;
     const batch: Pending[] = [];
