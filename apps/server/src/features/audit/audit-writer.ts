@@ -30,7 +30,7 @@
  */
 import type { AuditEvent } from '@warden/contract';
 import type { Database } from '../../db/database.ts';
-import { type AuditRecord, auditRows, type ChainHead, insertAuditBatch, readChainHeads } from './audit.service.ts';
+import { type AuditRecord, auditRows, type ChainHead, type HeadMove, insertAuditBatch, readChainHeads } from './audit.service.ts';
 import { chainHash } from './chain.ts';
 
 type Rows = ReturnType<typeof auditRows>;
@@ -178,7 +178,7 @@ export class AuditWriter {
    */
   private sealInMemory(batch: Pending[]) {
     const seals: (ChainHead | undefined)[] = new Array(batch.length);
-    const heads = new Map<string, { expected: ChainHead; next: ChainHead }>();
+    const heads = new Map<string, HeadMove>();
     batch.forEach((p, i) => {
       const workspaceId = p.rows.row.workspace_id;
       const known = this.heads.get(workspaceId);

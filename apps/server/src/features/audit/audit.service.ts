@@ -169,6 +169,12 @@ export interface ChainHead {
   hash: string;
 }
 
+/** Where a group commit moves a workspace's head: from the head its seals start at to the one they lead to. */
+export interface HeadMove {
+  expected: ChainHead;
+  next: ChainHead;
+}
+
 /** The statements' first parameter: the rows as JSON. */
 export function auditRowsParameter(rows: AuditRows[]): string {
   return JSON.stringify(rows.map(({ row }) => row));
@@ -191,7 +197,7 @@ export async function insertAuditBatch(
   /** Per row, the head its seal makes (undefined: not sealed here). */
   seals: (ChainHead | undefined)[],
   /** Per workspace sealed here, the head the seals start from and the one they lead to. */
-  heads: Map<string, { expected: ChainHead; next: ChainHead }>,
+  heads: Map<string, HeadMove>,
 ): Promise<Set<string>> {
   const sealed: { id: string; sequence: number; hash: string }[] = [];
   rows.forEach(({ row }, i) => {
