@@ -20,6 +20,12 @@ const ALL = PERMISSIONS.join(',');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const APPROVAL_FIELDS = [
+  'environment',
+  'tool',
+  'execution',
+  'input_digest',
+  'rule',
+  'policy_version',
   'id',
   'title',
   'description',
@@ -208,18 +214,25 @@ describe('POST /policy/evaluate (evaluatePolicy) with approvals', () => {
     }
   });
 
-  it('allows with an approved approval created through POST /approvals for the same agent, action and resource', async () => {
+  it('allows with an approved approval created through POST /approvals that pins the same input', async () => {
     const { key } = await approvalWorkspace();
-    const manual = await createApproval(key, {
-      title: 'Pre-approved refund',
-      agent: 'billing-bot',
-      action: refund.action,
-      resource: refund.resource,
-    });
+    const manual = await createApproval(key, { title: 'Pre-approved refund', input: refund });
+    expect(manual).toMatchObject({ agent: 'billing-bot', action: refund.action, resource: refund.resource });
+    expect(manual.input_digest).toMatch(/^[0-9a-f]{64}$/);
     expect((await decide(key, manual.id, { status: 'approved' })).status).toBe(200);
     const res = await evaluate(key, { input: refund, approval_id: manual.id });
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ allowed: true, result: 'allowed', approval_id: manual.id });
+  });
+
+  it('refuses an approved POST /approvals approval that pins no input with 400 approval_invalid (it authorises no runtime decision)', async () => {
+    const { key } = await approvalWorkspace();
+    const manual = await createApproval(key, { title: 'Harmless', agent: 'billing-bot', action: refund.action, resource: refund.resource });
+    expect(manual.input_digest).toBeNull();
+    expect((await decide(key, manual.id, { status: 'approved' })).status).toBe(200);
+    const res = await evaluate(key, { input: refund, approval_id: manual.id });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('approval_invalid');
   });
 
   it('refuses an approved approval once it has expired with 400 approval_invalid', async () => {

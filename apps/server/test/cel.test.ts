@@ -5,6 +5,7 @@ type Vars = Parameters<typeof evaluateCondition>[1];
 
 const base: Vars = {
   input: { action: 'db.query', resource: 'orders' },
+  execution: null,
   context: {
     amount: 150,
     env: 'prod',

@@ -90,6 +90,12 @@ export interface ApprovalsTable {
   action: string | null;
   resource: string | null;
   context: Json;
+  input_digest: string | null;
+  environment: string | null;
+  tool: string | null;
+  execution: Json | null;
+  rule_id: string | null;
+  policy_version: number | null;
   requested_by: string | null;
   decision_note: string | null;
   decided_by: string | null;

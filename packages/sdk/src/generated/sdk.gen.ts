@@ -315,8 +315,10 @@ export const getComplianceStatus = <ThrowOnError extends boolean = false>(option
  * - `require_approval` creates a pending approval and returns its id (`result`
  * `approval_required`). Sending that `approval_id` again: while pending, the same answer
  * (no new approval); once approved, the action is allowed once (the approval is consumed);
- * once rejected, `blocked`. An approval that does not exist in the workspace, was created
- * for another agent, action or resource, has expired or was already used is 400
+ * once rejected, `blocked`. An approval authorises one exact act: the same agent,
+ * environment, action, resource, tool, context and execution (see
+ * `Approval.input_digest`). An approval that does not exist in the workspace, was created
+ * for any other act or by another rule, has expired or was already used is 400
  * `approval_invalid`. A blocking rule still blocks whatever the approval.
  * - 403 `execution_proxy_required`: the deciding rule allows only through Warden's execution
  * proxy (`/runtime/execute`, `/runtime/mcp*`).
@@ -344,6 +346,14 @@ export const evaluatePolicy = <ThrowOnError extends boolean = false>(options: Op
  * `allowed` false and `execution` null: nothing reaches the upstream. The outcome of the
  * execution is audited too (fires `audit.created`).
  *
+ * **The decision is made on what runs.** Rules see the executed method, host, path and URL
+ * (HTTP) or server, tool and arguments (MCP) beside the declared input, and the stricter of
+ * the executed and the declared view decides (see `PolicyRule`). For `mcp_proxy` the action
+ * is `mcp.call` as well as the declared one, and `input.tool`, when given, must equal
+ * `execution.tool` (400 `invalid_request`). Both audit events record what ran
+ * (`context.execution`), and an approval created by this call authorises this exact
+ * execution only.
+ *
  * - 400 `invalid_execution_mode`: `execution.mode` is not `http_proxy` or `mcp_proxy`.
  * - 400 `invalid_execution`: the execution object is otherwise invalid.
  * - 400 `invalid_execution_url`: `execution.url` is not an absolute http(s) URL.
@@ -370,7 +380,11 @@ export const executeRuntime = <ThrowOnError extends boolean = false>(options: Op
  * audited (fires `audit.created`). The upstream is the registered server's
  * `transport_url`; a request body never names one.
  * - 400 `invalid_request`: the body contains `transport_url`, `url`, `upstream` or `endpoint`.
- * - Tools the agent may not call (its `allowed_tools`, or a blocking rule for `tool`) are left out.
+ * - The action is `mcp.discover` whatever `input.action` declares (the stricter of the two
+ * views decides, see `PolicyRule`); rules on `server` apply.
+ * - Tools the agent may not call are left out: its `allowed_tools`, and tools that a call
+ * (`mcp.call` on this server with that tool, no arguments) or the declared input with that
+ * tool would block. A rule whose condition fails for a tool hides it (fail closed).
  * - 404 `mcp_server_not_found`: no enabled MCP server with that slug.
  * - 403 `execution_target_denied`: the registered URL points where the egress guard forbids.
  * - 502 `discovery_failed`: the upstream failed.
@@ -393,6 +407,10 @@ export const discoverMcpTools = <ThrowOnError extends boolean = false>(options: 
  * audited (fires `audit.created`). The upstream is the registered server's
  * `transport_url`; a request body never names one.
  * - `input.tool` defaults to `tool`; when both are given they must be equal (400 `invalid_request`).
+ * - The decision is made on what runs: rules see `server`, the tool and (in CEL)
+ * `execution.arguments`, and the action is `mcp.call` whatever `input.action` declares
+ * (the stricter of the two views decides, see `PolicyRule`). An approval created here
+ * authorises this server, tool and these arguments only.
  * - A tool that reports an error answers 200 with `execution.isError` true, not a 502.
  * - 404 `mcp_server_not_found`: no enabled MCP server with that slug.
  * - 403 `execution_target_denied`: the registered URL points where the egress guard forbids.
@@ -413,7 +431,8 @@ export const callMcpTool = <ThrowOnError extends boolean = false>(options: Optio
  * Open a governed MCP session
  *
  * Evaluated like `POST /policy/evaluate` with `input.action` defaulting to `mcp.session`, and
- * audited (fires `audit.created`). The upstream is the registered server's
+ * audited (fires `audit.created`). The action is `mcp.session` whatever `input.action`
+ * declares (the stricter of the two views decides, see `PolicyRule`); rules on `server` apply. The upstream is the registered server's
  * `transport_url`; a request body never names one.
  * - The session lives 30 minutes; `/runtime/mcp/call` and `/runtime/mcp/discover` may name it
  * to reuse one upstream connection. Sessions belong to the workspace and agent that opened them.

@@ -4,14 +4,17 @@
  * `approval.completed` fires in the same transaction.
  */
 import { randomUUID } from 'node:crypto';
-import type { Approval, ApprovalCreate, ApprovalDecision } from '@warden/contract';
+import type { Approval, ApprovalCreate, ApprovalDecision, EvaluationInput, HttpExecution, McpExecution } from '@warden/contract';
 import type { Kysely } from 'kysely';
+import { stableJson } from '../../canonical-json.ts';
 import { iso, isoOrNull, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError, notFound } from '../../http/errors.ts';
-import { findAgentBySlugOrName } from '../agents/agents.repository.ts';
+import { type AgentRow, findAgentBySlugOrName } from '../agents/agents.repository.ts';
 import { recordEvent } from '../events/outbox.ts';
+import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
 import { findPolicy } from '../policies/policies.repository.ts';
+import { actDigest, declaredInput, type ExecutionFacts, httpFacts, mcpFacts, shownExecution } from '../runtime/act.ts';
 import * as repo from './approvals.repository.ts';
 
 export const DEFAULT_APPROVAL_TTL_SECONDS = 86_400;
@@ -30,7 +33,13 @@ export function toApproval(row: repo.ApprovalRow): Approval {
     policy: row.policy_name,
     action: row.action,
     resource: row.resource,
+    environment: row.environment,
+    tool: row.tool,
     context: (row.context ?? {}) as Record<string, unknown>,
+    execution: (row.execution ?? null) as Approval['execution'],
+    input_digest: row.input_digest,
+    rule: row.rule_id,
+    policy_version: row.policy_version,
     decision_note: row.decision_note,
     decided_by: row.decided_by,
     decided_at: isoOrNull(row.decided_at),
@@ -62,6 +71,15 @@ export interface NewApproval {
   context?: Record<string, unknown>;
   requestedBy: string;
   ttlSeconds?: number;
+  /** The exact act the approval authorises; absent: it authorises no runtime decision. */
+  act?: {
+    digest: string;
+    environment: string;
+    tool: string | null;
+    execution: Record<string, unknown> | null;
+    rule?: string | null;
+    policyVersion?: number | null;
+  };
 }
 
 /** Inserts a pending approval (in the caller's transaction, e.g. with its audit event). */
@@ -80,6 +98,12 @@ export async function insertPendingApproval(trx: Kysely<DB>, workspaceId: string
     action: input.action ?? null,
     resource: input.resource ?? null,
     context: JSON.stringify(input.context ?? {}),
+    input_digest: input.act?.digest ?? null,
+    environment: input.act?.environment ?? null,
+    tool: input.act?.tool ?? null,
+    execution: input.act?.execution ? JSON.stringify(input.act.execution) : null,
+    rule_id: input.act?.rule ?? null,
+    policy_version: input.act?.policyVersion ?? null,
     requested_by: input.requestedBy,
     expires_at: new Date(Date.now() + (input.ttlSeconds ?? DEFAULT_APPROVAL_TTL_SECONDS) * 1000),
   });
@@ -87,12 +111,14 @@ export async function insertPendingApproval(trx: Kysely<DB>, workspaceId: string
 }
 
 export async function createApproval(db: Kysely<DB>, workspaceId: string, input: ApprovalCreate, requestedBy: string): Promise<Approval> {
-  let agent: { id: string; slug: string } | null = null;
-  if (input.agent !== undefined) {
-    agent = (await findAgentBySlugOrName(db, workspaceId, input.agent)) ?? null;
-    if (!agent) throw new ApiError('agent_not_found', `agent '${input.agent}' was not found in this workspace`);
+  let agent: AgentRow | null = null;
+  const agentName = input.agent ?? input.input?.agent;
+  if (agentName !== undefined) {
+    agent = (await findAgentBySlugOrName(db, workspaceId, agentName)) ?? null;
+    if (!agent) throw new ApiError('agent_not_found', `agent '${agentName}' was not found in this workspace`);
   }
   if (input.policy !== undefined && !(await findPolicy(db, workspaceId, input.policy))) throw notFound('policy', input.policy);
+  const pinned = input.input ? await pinnedAct(db, workspaceId, input, agent) : null;
   return insertPendingApproval(db, workspaceId, {
     title: input.title,
     description: input.description,
@@ -100,12 +126,56 @@ export async function createApproval(db: Kysely<DB>, workspaceId: string, input:
     type: input.type,
     agent,
     policy: input.policy,
-    action: input.action,
-    resource: input.resource,
-    context: input.context,
+    action: pinned?.input.action ?? input.action,
+    resource: pinned ? (pinned.input.resource ?? null) : input.resource,
+    context: pinned?.input.context ?? input.context,
     requestedBy,
     ttlSeconds: input.expires_in_seconds,
+    act: pinned?.act,
   });
+}
+
+/**
+ * The act a manual approval pins (`input`, optionally `execution`), digested exactly as the
+ * decision that may use it will digest its own.
+ */
+async function pinnedAct(db: Kysely<DB>, workspaceId: string, body: ApprovalCreate, agent: AgentRow | null) {
+  const stated = body.input as EvaluationInput;
+  if (!agent) throw new ApiError('agent_context_required', 'An approval that pins input needs input.agent or agent');
+  if (stated.agent !== undefined && body.agent !== undefined) {
+    const named = await findAgentBySlugOrName(db, workspaceId, stated.agent);
+    if (named?.id !== agent.id) throw new ApiError('agent_identity_mismatch', `input.agent '${stated.agent}' is not agent '${body.agent}'`);
+  }
+  if (stated.environment !== undefined && stated.environment !== agent.environment) {
+    throw new ApiError('environment_mismatch', `agent '${agent.slug}' is registered for ${agent.environment}, not ${stated.environment}`);
+  }
+  const contradicts = (field: 'action' | 'resource', value: string | undefined) =>
+    value !== undefined && stated[field] !== undefined && value !== stated[field];
+  if (contradicts('action', body.action) || contradicts('resource', body.resource))
+    throw new ApiError('invalid_request', 'action and resource must equal input.action and input.resource when both are given');
+  if (body.context !== undefined && stated.context !== undefined && stableJson(body.context) !== stableJson(stated.context))
+    throw new ApiError('invalid_request', 'context must equal input.context when both are given');
+  const statedContext = stated.context ?? body.context;
+  const withContext = statedContext === undefined ? stated : { ...stated, context: statedContext };
+  const execution = body.execution as HttpExecution | McpExecution | undefined;
+  let facts: ExecutionFacts | null = null;
+  if (execution?.mode === 'http_proxy') facts = httpFacts(execution);
+  else if (execution?.mode === 'mcp_proxy') {
+    const server = await findMcpServer(db, workspaceId, execution.server);
+    if (!server) throw new ApiError('mcp_server_not_found', `no MCP server '${execution.server}' in this workspace`);
+    facts = mcpFacts(server.slug, execution.tool, execution.arguments);
+  }
+  const declared = declaredInput(withContext, facts);
+  const environment = stated.environment ?? agent.environment;
+  return {
+    input: declared,
+    act: {
+      digest: actDigest(agent.id, environment, declared, facts),
+      environment,
+      tool: declared.tool ?? null,
+      execution: facts ? shownExecution(facts) : null,
+    },
+  };
 }
 
 export async function decideApproval(

@@ -46,6 +46,8 @@ export interface ConditionVariables {
   input: Record<string, unknown>;
   context: Record<string, unknown>;
   agent: Record<string, unknown> | null;
+  /** What Warden's proxy will run (see runtime/act.ts), or null for a bare evaluation. */
+  execution: Record<string, unknown> | null;
 }
 
 /** A parsed and type-checked condition, only produced by compileCondition. */
@@ -69,7 +71,8 @@ function createEnvironment(): Environment {
   const e = new Environment({ homogeneousAggregateLiterals: false })
     .registerVariable('input', 'map')
     .registerVariable('context', 'map')
-    .registerVariable('agent', 'dyn');
+    .registerVariable('agent', 'dyn')
+    .registerVariable('execution', 'dyn');
   const ops: [string, (a: number, b: number) => number][] = [
     ['+', (a, b) => a + b],
     ['-', (a, b) => a - b],

@@ -10,6 +10,7 @@
  * audit record, never enforced.
  */
 import type { PolicyRule, RuleEffect, Severity } from '@warden/contract';
+import type { ExecutionFacts } from '../runtime/act.ts';
 import { type CompiledCondition, compileCondition, evaluateCondition } from './cel.ts';
 import { compileGlobs, type Matcher } from './glob.ts';
 
@@ -19,6 +20,8 @@ export interface DecisionInput {
   environment?: string;
   tool?: string;
   context?: Record<string, unknown>;
+  /** What will run, when Warden's proxy runs it; absent for a bare evaluation. */
+  execution?: ExecutionFacts | null;
 }
 
 export interface AgentFacts {
@@ -36,13 +39,20 @@ export interface PolicySource {
   name: string;
   mode: string;
   priority: number;
+  version?: number;
   rules: PolicyRule[];
 }
 
-type MatchField = 'action' | 'resource' | 'agent' | 'environment' | 'tool';
+/** Match fields of the declared input and the agent. */
+const INPUT_FIELDS = ['action', 'resource', 'agent', 'environment', 'tool'] as const;
+/** Match fields read from the execution (never from what the caller declares). */
+const HTTP_FIELDS = ['method', 'host', 'path', 'url'] as const;
+const MATCH_FIELDS = [...INPUT_FIELDS, ...HTTP_FIELDS, 'server'] as const;
+type MatchField = (typeof MATCH_FIELDS)[number];
 
 interface CompiledRule {
   policy: string;
+  policyVersion: number | null;
   monitor: boolean;
   ruleId: string | null;
   effect: RuleEffect;
@@ -78,6 +88,7 @@ export interface Decision {
   effect: RuleEffect;
   matched: boolean;
   policy: string | null;
+  policyVersion: number | null;
   ruleId: string | null;
   severity: Severity;
   message: string;
@@ -113,7 +124,7 @@ export function checkConditions(rules: readonly PolicyRule[]): { index: number; 
 
 function compileRule(policy: PolicySource, rule: PolicyRule, index: number): CompiledRule {
   const matchers: Array<[MatchField, Matcher]> = [];
-  for (const field of ['action', 'resource', 'agent', 'environment', 'tool'] as const) {
+  for (const field of MATCH_FIELDS) {
     const patterns = rule.match?.[field];
     if (patterns?.length) matchers.push([field, compileGlobs(patterns)]);
   }
@@ -126,6 +137,7 @@ function compileRule(policy: PolicySource, rule: PolicyRule, index: number): Com
   }
   return {
     policy: policy.name,
+    policyVersion: policy.version ?? null,
     monitor: policy.mode === 'monitor',
     ruleId: rule.id ?? null,
     effect: rule.effect,
@@ -161,9 +173,21 @@ export function compilePolicySet(policies: readonly PolicySource[]): PolicySet {
 
 /** Whether the input's (or agent's) value for `field` matches; no allocation on the hot path. */
 function fieldMatches(field: MatchField, matcher: Matcher, input: DecisionInput, agent: AgentFacts): boolean {
-  if (field === 'agent') return matcher(agent.slug) || (agent.name !== agent.slug && matcher(agent.name));
-  const value = input[field];
-  return value !== undefined && matcher(value);
+  switch (field) {
+    case 'agent':
+      return matcher(agent.slug) || (agent.name !== agent.slug && matcher(agent.name));
+    case 'method':
+    case 'host':
+    case 'path':
+    case 'url':
+      return input.execution?.mode === 'http_proxy' && matcher(input.execution[field]);
+    case 'server':
+      return input.execution?.mode === 'mcp_proxy' && matcher(input.execution.server);
+    default: {
+      const value = input[field];
+      return value !== undefined && matcher(value);
+    }
+  }
 }
 
 /** Whether a rule matches; its action patterns were already checked by PolicySet.forAction. */
@@ -210,6 +234,7 @@ function agentAllowListBlock(input: DecisionInput, agent: AgentFacts): Decision 
     effect: 'block',
     matched: true,
     policy: `agent:${agent.slug}`,
+    policyVersion: null,
     ruleId: null,
     severity: 'high',
     message: reason,
@@ -222,9 +247,12 @@ function agentAllowListBlock(input: DecisionInput, agent: AgentFacts): Decision 
 export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts): Decision {
   let vars: Parameters<typeof evaluateCondition>[1] | undefined;
   const celVars = () => {
-    vars ??= {
-      input: { ...input, agent: agent.slug } as Record<string, unknown>,
+    if (vars) return vars;
+    const { execution, ...declared } = input;
+    vars = {
+      input: { ...declared, agent: agent.slug } as Record<string, unknown>,
       context: input.context ?? {},
+      execution: (execution ?? null) as Record<string, unknown> | null,
       agent: { ...agent } as unknown as Record<string, unknown>,
     };
     return vars;
@@ -256,6 +284,7 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
       effect: 'allow',
       matched: false,
       policy: null,
+      policyVersion: null,
       ruleId: null,
       severity: 'info',
       message: 'No policy matched; allowed by default',
@@ -269,6 +298,7 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
     effect: best.effect,
     matched: true,
     policy: best.policy,
+    policyVersion: best.policyVersion,
     ruleId: best.ruleId,
     severity: best.severity,
     message: best.message ?? `${RESULT[best.effect].replace('_', ' ')} by policy '${best.policy}'`,
@@ -276,4 +306,19 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
     requireProxy: best.requireProxy,
     monitored,
   };
+}
+
+/**
+ * Decides on several views of one act (what runs, and what the caller declares) and returns
+ * the strictest decision, the first view's on a tie: a declaration can add restrictions to an
+ * execution, never lift one.
+ */
+export function decideStrictest(set: PolicySet, views: readonly DecisionInput[], agent: AgentFacts): Decision {
+  let strictest: Decision | undefined;
+  for (const view of views) {
+    const decision = decide(set, view, agent);
+    if (!strictest || RANK[decision.effect] > RANK[strictest.effect]) strictest = decision;
+  }
+  if (!strictest) throw new Error('decideStrictest needs at least one view');
+  return strictest;
 }

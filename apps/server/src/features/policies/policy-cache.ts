@@ -22,7 +22,15 @@ export class PolicyCache {
     // Policies are read after the version was, so they are at least that new: caching them
     // under that version can only cause one extra reload, never a stale decision.
     const set = enabledPolicies(this.db, workspaceId).then((rows) =>
-      compilePolicySet(rows.map((row) => ({ name: row.name, mode: row.mode, priority: row.priority, rules: row.rules as PolicyRule[] }))),
+      compilePolicySet(
+        rows.map((row) => ({
+          name: row.name,
+          mode: row.mode,
+          priority: row.priority,
+          version: row.version,
+          rules: row.rules as PolicyRule[],
+        })),
+      ),
     );
     set.catch(() => this.sets.delete(workspaceId));
     this.sets.delete(workspaceId);

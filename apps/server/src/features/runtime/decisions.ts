@@ -2,8 +2,9 @@
  * The decision pipeline shared by /policy/evaluate, /runtime/execute and /runtime/mcp/*:
  *   1. resolve and check the acting agent;
  *   2. check the environment against the registry;
- *   3. decide in memory on the cached, compiled policy set;
- *   4. apply an approval (use an approved one, or ask for a new one);
+ *   3. decide in memory on the cached, compiled policy set, on what will run as well as on
+ *      what the caller declares (the stricter view wins: see act.ts);
+ *   4. apply an approval (use an approved one for this exact act, or ask for a new one);
  *   5. record the decision (audit event + outbox, approval changes) in one transaction
  *      before answering; if that fails the answer is 503 and nothing is allowed.
  */
@@ -18,8 +19,9 @@ import { insertPendingApproval, toApproval } from '../approvals/approvals.servic
 import { type AuditRecord, persistOrRefuse, writeAuditEvent } from '../audit/audit.service.ts';
 import type { AuditWriter } from '../audit/audit-writer.ts';
 import type { AuditSealer } from '../audit/chain.ts';
-import { ConditionError, type Decision, decide } from '../policies/engine.ts';
+import { ConditionError, type Decision, type DecisionInput, decideStrictest } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
+import { actDigest, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from './identity.ts';
 
 export interface DecisionRequest {
@@ -28,14 +30,35 @@ export interface DecisionRequest {
   source: 'evaluation' | 'execution' | 'mcp';
   /** True when Warden itself will perform the action (execution and MCP proxies). */
   viaProxy: boolean;
+  /** What Warden's proxy will run; absent for a bare evaluation. */
+  execution?: ExecutionFacts;
+  /** The action an MCP operation stands for, whatever the caller declares. */
+  fixedAction?: string;
 }
 
 export interface DecisionOutcome {
   result: EvaluationResult;
   agent: AgentRow;
   environment: string;
+  /** The declared input, completed by what runs (see declaredInput). */
   input: EvaluationInput;
+  execution: ExecutionFacts | null;
   source: DecisionRequest['source'];
+}
+
+/**
+ * The views of an act that policy decides on: what runs (an HTTP execution's resource is its
+ * URL, an MCP operation's action is fixed) and, when it differs, what the caller declares.
+ */
+function views(declared: DecisionInput, fixedAction: string | undefined): DecisionInput[] {
+  const facts = declared.execution;
+  const executed =
+    facts?.mode === 'http_proxy' && declared.resource !== facts.url
+      ? { ...declared, resource: facts.url }
+      : fixedAction !== undefined && declared.action !== fixedAction
+        ? { ...declared, action: fixedAction }
+        : declared;
+  return executed === declared ? [declared] : [executed, declared];
 }
 
 type ApprovalStep = { kind: 'none' } | { kind: 'create' } | { kind: 'consume'; id: string } | { kind: 'reuse'; id: string };
@@ -57,7 +80,8 @@ export class DecisionService {
 
   async decide(ctx: RequestContext, request: DecisionRequest): Promise<DecisionOutcome> {
     const workspaceId = ctx.auth.workspaceId;
-    const { input } = request;
+    const facts = request.execution ?? null;
+    const input = declaredInput(request.input, facts);
 
     // 1. who acts
     const agent = await resolveAgent(this.agents, ctx.auth, input.agent, ctx.agentKey);
@@ -90,11 +114,12 @@ export class DecisionService {
       requestId: ctx.requestId,
       ...extra,
     });
+    const declared: DecisionInput = { ...input, environment, execution: facts };
 
     // 3. decide
     let decision: Decision;
     try {
-      decision = decide(set, { ...input, environment }, agent);
+      decision = decideStrictest(set, views(declared, request.fixedAction), agent);
     } catch (error) {
       if (!(error instanceof ConditionError)) throw error;
       const message = `condition of policy '${error.policy}' failed: ${error.message}`;
@@ -103,7 +128,10 @@ export class DecisionService {
         writeAuditEvent(
           this.db,
           workspaceId,
-          record({ result: 'blocked', severity: 'high', message, policy: error.policy }, { context: { rule: error.ruleId } }),
+          record(
+            { result: 'blocked', severity: 'high', message, policy: error.policy },
+            { context: { rule: error.ruleId, ...(facts ? { execution: auditedExecution(facts) } : {}) } },
+          ),
         ),
       ).finally(() => this.sealer.markDirty(workspaceId));
       throw new ApiError('evaluation_failed', message);
@@ -111,11 +139,23 @@ export class DecisionService {
 
     // 4. approvals
     let step: ApprovalStep = decision.effect === 'require_approval' ? { kind: 'create' } : { kind: 'none' };
+    let digest: string | undefined;
+    const actDigestOnce = () => (digest ??= actDigest(agent.id, environment, input, facts));
     if (request.approvalId !== undefined) {
       const approval = await findApproval(this.db, workspaceId, request.approvalId);
-      const fits =
-        approval && approval.agent_id === agent.id && approval.action === input.action && approval.resource === (input.resource ?? null);
-      if (!approval || !fits) throw new ApiError('approval_invalid', 'approval_id names no approval for this agent, action and resource');
+      if (!approval) throw new ApiError('approval_invalid', `approval_id names no approval of this workspace`);
+      if (approval.input_digest === null)
+        throw new ApiError('approval_invalid', `approval '${approval.id}' pins no act, so it authorises no runtime decision`);
+      if (approval.agent_id !== agent.id || approval.input_digest !== actDigestOnce())
+        throw new ApiError(
+          'approval_invalid',
+          `approval '${approval.id}' authorises another act: the agent, environment, action, resource, tool, context or execution differ`,
+        );
+      const askedByThisRule =
+        (approval.policy_name === null || approval.policy_name === decision.policy) &&
+        (approval.rule_id === null || approval.rule_id === decision.ruleId);
+      if (decision.effect === 'require_approval' && !askedByThisRule)
+        throw new ApiError('approval_invalid', `approval '${approval.id}' was asked for by another rule than the one deciding now`);
       const status = toApproval(approval).status;
       // An approval is usable once, and only before it expires — whether it was decided or not.
       if (approval.consumed_at !== null) throw new ApiError('approval_invalid', `approval '${approval.id}' is already used`);
@@ -149,6 +189,7 @@ export class DecisionService {
     if (decision.ruleId) context.rule = decision.ruleId;
     if (decision.monitored.length) context.monitored = decision.monitored;
     if (input.context) context.input = input.context;
+    if (facts) context.execution = auditedExecution(facts);
     // Batched when the decision touches no approval; in a transaction with the approval's
     // change otherwise.
     const writeEvent = (db: Kysely<DB>, approvalId: string | null) =>
@@ -182,6 +223,14 @@ export class DecisionService {
           resource: input.resource ?? null,
           context: input.context,
           requestedBy: ctx.auth.keyName,
+          act: {
+            digest: actDigestOnce(),
+            environment,
+            tool: input.tool ?? null,
+            execution: facts ? shownExecution(facts) : null,
+            rule: decision.ruleId,
+            policyVersion: decision.policyVersion,
+          },
         });
         return writeEvent(trx, approval.id);
       });
@@ -194,6 +243,7 @@ export class DecisionService {
       agent,
       environment,
       input,
+      execution: facts,
       source: request.source,
       result: {
         allowed: decision.allowed,
@@ -231,16 +281,25 @@ export class DecisionService {
         message: outcome.message,
         approvalId: decided.result.approval_id,
         requestId: ctx.requestId,
-        context: { ...outcome.context, decision_event_id: decided.result.audit_event_id },
+        context: {
+          ...outcome.context,
+          ...(decided.execution ? { execution: auditedExecution(decided.execution) } : {}),
+          decision_event_id: decided.result.audit_event_id,
+        },
       }),
     );
   }
 
-  /** Whether policy would let this agent use `tool` (in memory, not recorded): for tool lists. */
-  async toolAllowed(ctx: RequestContext, decided: DecisionOutcome, tool: string): Promise<boolean> {
+  /**
+   * Whether policy would let this agent call `tool` on the server it discovered (in memory, not
+   * recorded): for tool lists. Decided as a call without arguments would be, and as the
+   * discovery's declared input with that tool.
+   */
+  async toolAllowed(ctx: RequestContext, decided: DecisionOutcome, server: string, tool: string): Promise<boolean> {
     const set = await this.policies.get(ctx.auth.workspaceId, ctx.auth.policyVersion);
+    const declared: DecisionInput = { ...decided.input, environment: decided.environment, tool, execution: mcpFacts(server, tool, {}) };
     try {
-      return decide(set, { ...decided.input, environment: decided.environment, tool }, decided.agent).effect !== 'block';
+      return decideStrictest(set, [{ ...declared, action: 'mcp.call' }, declared], decided.agent).effect !== 'block';
     } catch {
       return false; // a failing condition hides the tool: fail closed
     }

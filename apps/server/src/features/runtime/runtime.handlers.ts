@@ -11,6 +11,7 @@ import type { RequestContext } from '../../http/context.ts';
 import { ApiError } from '../../http/errors.ts';
 import type { Handlers } from '../../http/router.ts';
 import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
+import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, mcpFacts } from './act.ts';
 import type { DecisionOutcome, DecisionService } from './decisions.ts';
 import { executeHttp } from './http-proxy.ts';
 import { MCP_REQUEST_TIMEOUT_MS, type McpTarget } from './mcp-connector.ts';
@@ -19,8 +20,8 @@ export const MCP_SESSION_MINUTES = 30;
 
 type ToolResult = { content: Array<Record<string, unknown>>; isError: boolean; structuredContent?: Record<string, unknown> };
 
-async function callTool(client: Client, tool: string, args: Record<string, unknown> | undefined): Promise<ToolResult> {
-  const result = await client.callTool({ name: tool, arguments: args ?? {} }, undefined, { timeout: MCP_REQUEST_TIMEOUT_MS });
+async function callTool(client: Client, tool: string, args: Record<string, unknown>): Promise<ToolResult> {
+  const result = await client.callTool({ name: tool, arguments: args }, undefined, { timeout: MCP_REQUEST_TIMEOUT_MS });
   return {
     content: (result.content ?? []) as ToolResult['content'],
     isError: result.isError === true,
@@ -64,12 +65,8 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
     return server;
   };
 
-  const mcpInput = (input: McpRuntimeInput | undefined, defaultAction: string, tool?: string): EvaluationInput => {
-    if (tool !== undefined && input?.tool !== undefined && input.tool !== tool) {
-      throw new ApiError('invalid_request', `input.tool '${input.tool}' differs from tool '${tool}'`);
-    }
-    return { ...input, action: input?.action ?? defaultAction, ...(tool !== undefined ? { tool } : {}) };
-  };
+  /** An MCP operation's input: its action is the operation's unless the caller declares one too. */
+  const mcpInput = (input: McpRuntimeInput | undefined, action: string): EvaluationInput => ({ ...input, action: input?.action ?? action });
 
   const session = async (ctx: RequestContext, id: string | undefined, server: McpTarget, agentId: string) => {
     if (id === undefined) return null;
@@ -90,27 +87,39 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
     executeRuntime: async ({ body, ctx }) => {
       const execution = body.execution as HttpExecution | McpExecution;
       const server = execution.mode === 'mcp_proxy' ? await registeredServer(ctx, execution.server) : null;
-      const input = execution.mode === 'mcp_proxy' ? { ...body.input, tool: body.input.tool ?? execution.tool } : body.input;
-      const decided = await decisions.decide(ctx, { input, approvalId: body.approval_id, source: 'execution', viaProxy: true });
+      const facts: ExecutionFacts = server
+        ? mcpFacts(server.slug, (execution as McpExecution).tool, (execution as McpExecution).arguments)
+        : httpFacts(execution as HttpExecution);
+      const decided = await decisions.decide(ctx, {
+        input: body.input,
+        execution: facts,
+        fixedAction: facts.mode === 'mcp_proxy' ? 'mcp.call' : undefined,
+        approvalId: body.approval_id,
+        source: 'execution',
+        viaProxy: true,
+      });
       const decision = decided.result;
       if (!decision.allowed) return { status: 200, body: { data: { allowed: false, decision, execution: null } } };
       if (execution.mode === 'http_proxy') {
+        // sent in the normalised form the policy decided on
+        const sent = { ...execution, url: (facts as HttpFacts).url };
         const result = await act(
           decisions,
           ctx,
           decided,
-          () => executeHttp(egress, execution),
+          () => executeHttp(egress, sent),
           (r) => ({ upstream_status: r.status }),
         );
         return { status: 200, body: { data: { allowed: true, decision, execution: result } } };
       }
       const target = server as McpTarget;
+      const args = (facts as McpFacts).arguments ?? {};
       const held = await session(ctx, execution.session_id, target, decided.agent.id);
       const result = await act(
         decisions,
         ctx,
         decided,
-        () => mcp.use(target, 'execution_failed', held, (client) => callTool(client, execution.tool, execution.arguments)),
+        () => mcp.use(target, 'execution_failed', held, (client) => callTool(client, execution.tool, args)),
         (r) => ({ tool_error: r.isError }),
       );
       return {
@@ -127,7 +136,13 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
 
     discoverMcpTools: async ({ body, ctx }) => {
       const server = await registeredServer(ctx, body.server);
-      const decided = await decisions.decide(ctx, { input: mcpInput(body.input, 'mcp.discover'), source: 'mcp', viaProxy: true });
+      const decided = await decisions.decide(ctx, {
+        input: mcpInput(body.input, 'mcp.discover'),
+        execution: mcpFacts(server.slug),
+        fixedAction: 'mcp.discover',
+        source: 'mcp',
+        viaProxy: true,
+      });
       if (!decided.result.allowed)
         return { status: 200, body: { data: { allowed: false, result: decided.result.result, server: server.slug, tools: [] } } };
       const held = await session(ctx, body.session_id, server, decided.agent.id);
@@ -140,7 +155,7 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
       );
       const tools = [];
       for (const tool of listed.tools) {
-        if (await decisions.toolAllowed(ctx, decided, tool.name)) {
+        if (await decisions.toolAllowed(ctx, decided, server.slug, tool.name)) {
           tools.push({ name: tool.name, description: tool.description ?? '', inputSchema: tool.inputSchema as Record<string, unknown> });
         }
       }
@@ -149,8 +164,11 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
 
     callMcpTool: async ({ body, ctx }) => {
       const server = await registeredServer(ctx, body.server);
+      const facts = mcpFacts(server.slug, body.tool, body.arguments);
       const decided = await decisions.decide(ctx, {
-        input: mcpInput(body.input, 'mcp.call', body.tool),
+        input: mcpInput(body.input, 'mcp.call'),
+        execution: facts,
+        fixedAction: 'mcp.call',
         approvalId: body.approval_id,
         source: 'mcp',
         viaProxy: true,
@@ -162,7 +180,7 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
         decisions,
         ctx,
         decided,
-        () => mcp.use(server, 'call_failed', held, (client) => callTool(client, body.tool, body.arguments)),
+        () => mcp.use(server, 'call_failed', held, (client) => callTool(client, body.tool, facts.arguments ?? {})),
         (r) => ({ tool_error: r.isError }),
       );
       return { status: 200, body: { data: { allowed: true, ...base, execution } } };
@@ -170,7 +188,13 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
 
     openMcpSession: async ({ body, ctx }) => {
       const server = await registeredServer(ctx, body.server);
-      const decided = await decisions.decide(ctx, { input: mcpInput(body.input, 'mcp.session'), source: 'mcp', viaProxy: true });
+      const decided = await decisions.decide(ctx, {
+        input: mcpInput(body.input, 'mcp.session'),
+        execution: mcpFacts(server.slug),
+        fixedAction: 'mcp.session',
+        source: 'mcp',
+        viaProxy: true,
+      });
       if (!decided.result.allowed)
         return { status: 200, body: { data: { allowed: false, server: server.slug, session_id: null, expires_at: null } } };
       const held = { id: randomUUID(), expiresAt: new Date(Date.now() + MCP_SESSION_MINUTES * 60_000) };

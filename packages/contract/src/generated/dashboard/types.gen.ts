@@ -184,10 +184,34 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
 
 /**
  * A rule matches when every `match` field present has a glob matching the corresponding
- * evaluation input (absent fields match anything; an input field that is absent does not
- * match a present `match` field) and, when `condition` is set, the CEL expression evaluates
- * to `true`. CEL sees `input` (the evaluation input), `context` (= `input.context`) and
- * `agent` (the resolved agent, or null).
+ * value (absent fields match anything; a value that is absent does not match a present
+ * `match` field) and, when `condition` is set, the CEL expression evaluates to `true`.
+ *
+ * **Declared and executed facts.** `action`, `resource`, `tool`, `environment` and
+ * `context` are what the caller declares. `method`, `host`, `path`, `url` and `server` are
+ * read from what Warden's proxy will actually run (`POST /runtime/execute`,
+ * `/runtime/mcp*`), never from a declaration; a bare `POST /policy/evaluate` has no
+ * execution, so a rule that matches on them never matches it. Under a proxy Warden decides
+ * on two views of the act and keeps the stricter decision (block beats require_approval
+ * beats allow): the view of what runs (an HTTP execution's `resource` is its URL; an MCP
+ * operation's `action` is fixed by the operation: `mcp.call`, `mcp.discover`,
+ * `mcp.session`; the `tool` is the executed tool, and a different declared `tool` is refused
+ * with 400) and the view the caller declares. A declaration can add restrictions, never
+ * lift one.
+ *
+ * **Blocking a target whatever the caller declares**: match the execution, e.g.
+ * `{match: {host: ["admin.example.com"]}, effect: block}`, `{match: {method: [DELETE], path:
+ * ["/admin*"]}, effect: block}`, `{match: {server: [github], tool: ["delete_*"]}, effect:
+ * block}`, or `{match: {action: [mcp.call], tool: ["delete_*"]}, effect: block}`; pair an
+ * allowing rule with `require_execution_proxy` so that the act can only happen through the
+ * proxy, where these facts are known.
+ *
+ * CEL sees `input` (the declared input), `context` (= `input.context`), `agent` (the
+ * resolved agent: `id`, `slug`, `name`, `status`, `environment`, `risk_level`, `provider`,
+ * `tags`, `allowed_tools`, `allowed_resources`; never a key or hash) and `execution` (null
+ * without a proxy; for HTTP `{mode: "http_proxy", method, url, scheme, host, port, path,
+ * query, body, body_sha256}`, for MCP `{mode: "mcp_proxy", server, tool, arguments,
+ * arguments_sha256}`, `tool` and `arguments` null for discovery and sessions).
  *
  */
 export type PolicyRule = {
@@ -202,6 +226,26 @@ export type PolicyRule = {
         agent?: GlobList;
         environment?: GlobList;
         tool?: GlobList;
+        /**
+         * The executed HTTP method, upper case (`GET`, `DELETE`, …).
+         */
+        method?: GlobList;
+        /**
+         * The executed URL's host, lower case, without port or trailing dot (IPv6 in brackets).
+         */
+        host?: GlobList;
+        /**
+         * The executed URL's path, with dot segments resolved and percent-encoded unreserved characters decoded (`/%61dmin` is `/admin`); the request is sent in this form.
+         */
+        path?: GlobList;
+        /**
+         * The executed URL as sent: `scheme://host[:port]/path?query`, normalised as `host` and `path`, without fragment.
+         */
+        url?: GlobList;
+        /**
+         * Slug of the MCP server the operation goes to.
+         */
+        server?: GlobList;
     };
     /**
      * CEL expression that must evaluate to a boolean. Syntax and type errors are refused when the policy is saved (400 `invalid_policy`).
@@ -312,9 +356,46 @@ export type Approval = {
     policy: string | null;
     action: string | null;
     resource: string | null;
+    /**
+     * The environment of the act it authorises.
+     */
+    environment: string | null;
+    tool: string | null;
+    /**
+     * The declared context of the act (e.g. the amount to approve).
+     */
     context: {
         [key: string]: unknown;
     };
+    /**
+     * What will run if approved, as the approver should see it: for HTTP `{mode, method,
+     * url, body, body_sha256}`, for MCP `{mode, server, tool, arguments, arguments_sha256}`.
+     * Values of secret-looking query parameters and members (`token`, `password`,
+     * `api_key`, `authorization`, …) are shown as `[redacted]`; the digests cover the real
+     * values. `null` for an approval of a bare evaluation, or of no act.
+     *
+     */
+    execution: {
+        [key: string]: unknown;
+    } | null;
+    /**
+     * SHA-256 (hex) of the act the approval authorises: agent, environment, action,
+     * resource, tool, context and execution (method, URL and body digest, or MCP server,
+     * tool and arguments digest), as canonical JSON. An `approval_id` is honoured only by
+     * a decision on an act with the same digest (else 400 `approval_invalid`), and only
+     * when the deciding rule is `rule` of `policy` (when those are set). `null`: the
+     * approval pins no act and authorises no runtime decision.
+     *
+     */
+    input_digest: string | null;
+    /**
+     * Id of the rule that asked for the approval (when the rule has an id).
+     */
+    rule: string | null;
+    /**
+     * Version of `policy` when it asked for the approval.
+     */
+    policy_version: number | null;
     decision_note: string | null;
     /**
      * Name of the API key that decided.
@@ -361,6 +442,25 @@ export type ApprovalCreate = {
      * Defaults to 86400 (24 hours).
      */
     expires_in_seconds?: number;
+    /**
+     * The act this approval authorises, as `POST /policy/evaluate` or
+     * `POST /runtime/execute` will state it. With `input` the approval pins that act (its
+     * `input_digest`): once approved, it lets exactly one decision on the same agent,
+     * environment, action, resource, tool and context (and, with `execution`, the same
+     * execution) through a `require_approval` rule. Without `input` it is a record for a
+     * human only and authorises no runtime decision. The agent is `input.agent` or `agent`
+     * (400 `agent_context_required` when neither is given, 400 `agent_identity_mismatch`
+     * when they differ); `action`, `resource` and `context` above must not contradict it
+     * (400 `invalid_request`).
+     *
+     */
+    input?: EvaluationInput;
+    /**
+     * With `input`, the execution the approval authorises, as `POST /runtime/execute` will send it (`http_proxy` or `mcp_proxy`; `headers` and `timeout_ms` are not part of the act). Without it, the approval authorises only a decision without execution (`POST /policy/evaluate`).
+     */
+    execution?: {
+        mode: 'http_proxy' | 'mcp_proxy';
+    } & (HttpExecution | McpExecution);
 };
 
 export type ApprovalDecision = {
@@ -439,6 +539,16 @@ export type AuditEvent = {
     message: string | null;
     approval_id: Uuid | null;
     request_id: string | null;
+    /**
+     * Details of the decision: `rule` (the deciding rule's id), `input` (the declared
+     * context), `monitored` (what monitor policies would have decided), and for events of
+     * Warden's proxies `execution`, what ran: for HTTP `{mode, method, url, host, path,
+     * body_sha256}` (values of secret-looking query parameters redacted), for MCP `{mode,
+     * server, tool, arguments_sha256}` (`action` and `resource` stay what the caller
+     * declared). An outcome event adds `outcome`,
+     * `duration_ms` and `decision_event_id`.
+     *
+     */
     context: {
         [key: string]: unknown;
     };
@@ -567,7 +677,7 @@ export type EvaluationInput = {
 export type EvaluationRequest = {
     input: EvaluationInput;
     /**
-     * An approved approval created for this workspace, agent, action and resource; it is consumed by the decision it allows.
+     * An approved approval for exactly this act (see `Approval.input_digest`); it is consumed by the decision it allows. An approval for any other act, an unknown, used or expired one answers 400 `approval_invalid`.
      */
     approval_id?: Uuid;
 };

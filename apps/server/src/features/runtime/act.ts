@@ -1,0 +1,203 @@
+/**
+ * The act a decision is about: what the caller declares (action, resource, tool, context)
+ * and, under a proxy, what will actually run (the HTTP method and URL with a digest of the
+ * body, or the MCP server, tool and arguments). Policies decide on both, the audit log
+ * records both, and an approval is bound to the digest of the whole act, so it authorises
+ * that act and nothing else.
+ */
+import { hash } from 'node:crypto';
+import type { EvaluationInput, HttpExecution } from '@warden/contract';
+import { stableJson } from '../../canonical-json.ts';
+import { ApiError } from '../../http/errors.ts';
+
+/** What an HTTP execution will send, normalised as the policy sees it. */
+export interface HttpFacts {
+  mode: 'http_proxy';
+  method: string;
+  /** scheme://host[:port]/path?query, the form the request is sent in (no fragment). */
+  url: string;
+  scheme: string;
+  host: string;
+  port: number;
+  path: string;
+  query: string;
+  body: unknown;
+  body_sha256: string | null;
+}
+
+/** What an MCP operation will do; `tool` and `arguments` only for a tool call. */
+export interface McpFacts {
+  mode: 'mcp_proxy';
+  server: string;
+  tool: string | null;
+  arguments: Record<string, unknown> | null;
+  arguments_sha256: string | null;
+}
+
+export type ExecutionFacts = HttpFacts | McpFacts;
+
+const sha256 = (text: string) => hash('sha256', text, 'hex');
+
+const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
+/**
+ * RFC 3986 §6.2.2 normalisation of a path: percent-encoded unreserved characters decoded
+ * (`/%61dmin` is `/admin` to any server), other escapes upper-cased. The request is sent in
+ * this form, so the path a rule matched is the path the upstream receives.
+ */
+const normalisePath = (path: string) =>
+  path.replace(/%([0-9A-Fa-f]{2})/g, (escaped, hex: string) => {
+    const char = String.fromCharCode(Number.parseInt(hex, 16));
+    return UNRESERVED.test(char) ? char : escaped.toUpperCase();
+  });
+
+export function httpFacts(execution: HttpExecution): HttpFacts {
+  let parsed: URL;
+  try {
+    parsed = new URL(execution.url);
+  } catch {
+    throw new ApiError('invalid_execution_url', 'execution.url is not an absolute http(s) URL');
+  }
+  if (parsed.username || parsed.password) {
+    throw new ApiError('invalid_execution_url', 'execution.url: credentials in the URL are not accepted; send them in headers');
+  }
+  const scheme = parsed.protocol.slice(0, -1);
+  const host = parsed.hostname.replace(/\.$/, '');
+  const port = parsed.port === '' ? (scheme === 'https' ? 443 : 80) : Number(parsed.port);
+  const path = normalisePath(parsed.pathname);
+  const query = parsed.search;
+  const authority = parsed.port === '' ? host : `${host}:${parsed.port}`;
+  const hasBody = execution.body !== undefined && execution.body !== null;
+  return {
+    mode: 'http_proxy',
+    method: execution.method,
+    url: `${scheme}://${authority}${path}${query}`,
+    scheme,
+    host,
+    port,
+    path,
+    query,
+    body: hasBody ? execution.body : null,
+    // the digest of the very bytes the proxy sends (JSON.stringify of the body)
+    body_sha256: hasBody ? sha256(JSON.stringify(execution.body)) : null,
+  };
+}
+
+export function mcpFacts(server: string, tool?: string, args?: Record<string, unknown>): McpFacts {
+  if (tool === undefined) return { mode: 'mcp_proxy', server, tool: null, arguments: null, arguments_sha256: null };
+  const values = args ?? {};
+  return { mode: 'mcp_proxy', server, tool, arguments: values, arguments_sha256: sha256(stableJson(values)) };
+}
+
+/**
+ * The act as the caller declares it, completed by what runs: an MCP tool call's `tool` is the
+ * executed tool (a different declared one is refused), and an HTTP execution's `resource`
+ * defaults to its URL.
+ */
+export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | null): EvaluationInput {
+  if (facts?.mode === 'mcp_proxy' && facts.tool !== null) {
+    if (input.tool !== undefined && input.tool !== facts.tool) {
+      throw new ApiError('invalid_request', `input.tool '${input.tool}' differs from the executed tool '${facts.tool}'`);
+    }
+    return input.tool === facts.tool ? input : { ...input, tool: facts.tool };
+  }
+  if (facts?.mode === 'http_proxy' && input.resource === undefined) return { ...input, resource: facts.url };
+  return input;
+}
+
+/** The parts of an execution an approval is bound to (bodies and arguments by digest). */
+const boundExecution = (facts: ExecutionFacts | null) => {
+  if (facts === null) return null;
+  if (facts.mode === 'http_proxy') return { mode: facts.mode, method: facts.method, url: facts.url, body_sha256: facts.body_sha256 };
+  return { mode: facts.mode, server: facts.server, tool: facts.tool, arguments_sha256: facts.arguments_sha256 };
+};
+
+/**
+ * The digest of an act: the agent, the environment, the declared input (context included)
+ * and the execution, as canonical JSON. Equal acts have equal digests, whatever the order of
+ * their keys.
+ */
+export function actDigest(agentId: string, environment: string, input: EvaluationInput, facts: ExecutionFacts | null): string {
+  return sha256(
+    stableJson({
+      v: 1,
+      agent: agentId,
+      environment,
+      action: input.action,
+      resource: input.resource ?? null,
+      tool: input.tool ?? null,
+      context: input.context ?? {},
+      execution: boundExecution(facts),
+    }),
+  );
+}
+
+const SECRET_NAME =
+  /pass(word|wd|phrase)?$|^pwd$|secret|token|api[-_]?key|access[-_]?key|^(proxy[-_]?)?auth(orization)?$|credential|^session(_?id)?$|signature|^sig$|^code$|cookie/i;
+export const REDACTED = '[redacted]';
+
+/** The URL with the values of secret-looking query parameters replaced. */
+export function redactUrl(url: string): string {
+  const parsed = new URL(url);
+  if (parsed.search === '') return url;
+  const pairs = parsed.search
+    .slice(1)
+    .split('&')
+    .map((pair) => {
+      const at = pair.indexOf('=');
+      const name = at < 0 ? pair : pair.slice(0, at);
+      let decoded = name;
+      try {
+        decoded = decodeURIComponent(name.replace(/\+/g, ' '));
+      } catch {
+        // a malformed escape: judge the name as written
+      }
+      return at >= 0 && SECRET_NAME.test(decoded) ? `${name}=${encodeURIComponent(REDACTED)}` : pair;
+    });
+  return `${url.slice(0, url.indexOf('?'))}?${pairs.join('&')}`;
+}
+
+/** A copy of a JSON value whose secret-looking members are replaced (for showing, never for deciding). */
+export function redactSecrets(value: unknown, depth = 0): unknown {
+  if (depth > 32 || value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [key, member] of Object.entries(value)) {
+    out[key] = SECRET_NAME.test(key) && typeof member !== 'object' ? REDACTED : redactSecrets(member, depth + 1);
+  }
+  return out;
+}
+
+/** What the audit log records of an execution: enough to know what ran, no secret. */
+export function auditedExecution(facts: ExecutionFacts): Record<string, unknown> {
+  if (facts.mode === 'http_proxy') {
+    return {
+      mode: facts.mode,
+      method: facts.method,
+      url: redactUrl(facts.url),
+      host: facts.host,
+      path: facts.path,
+      body_sha256: facts.body_sha256,
+    };
+  }
+  return { mode: facts.mode, server: facts.server, tool: facts.tool, arguments_sha256: facts.arguments_sha256 };
+}
+
+/** What an approver is shown of the execution they authorise: all of it, secrets redacted. */
+export function shownExecution(facts: ExecutionFacts): Record<string, unknown> {
+  if (facts.mode === 'http_proxy') {
+    return {
+      mode: facts.mode,
+      method: facts.method,
+      url: redactUrl(facts.url),
+      body: redactSecrets(facts.body),
+      body_sha256: facts.body_sha256,
+    };
+  }
+  return {
+    mode: facts.mode,
+    server: facts.server,
+    tool: facts.tool,
+    arguments: redactSecrets(facts.arguments),
+    arguments_sha256: facts.arguments_sha256,
+  };
+}
