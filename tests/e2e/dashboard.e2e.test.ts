@@ -333,6 +333,34 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
     await shot('approvals');
   });
 
+  it('shows the approver what will run: method, URL, body and context, secrets redacted', async () => {
+    await server.api('POST', '/agents', { body: { name: 'E2E Payer', provider: 'anthropic', environment: 'production' } });
+    const res = await server.api('POST', '/approvals', {
+      body: {
+        title: 'E2E: pay the supplier',
+        input: { action: 'payments.send', agent: 'E2E Payer', context: { amount_eur: 1200 } },
+        execution: {
+          mode: 'http_proxy',
+          method: 'POST',
+          url: 'https://pay.example.com/v1/transfers?api_key=k-123',
+          body: { to: 'DE89 3704', amount: 1200, password: 'hunter2' },
+        },
+      },
+    });
+    expect(res.status).toBe(201);
+    const card = page.locator(`[data-testid="approval-card"][data-id="${res.body.data.id}"]`);
+    await open('agents'); // the approvals page is open already: leave it, so that it loads anew
+    await open('approvals');
+    await card.waitFor();
+    const shown = (await card.getByTestId('approval-execution').textContent()) ?? '';
+    expect(shown).toContain('POST https://pay.example.com/v1/transfers?api_key=%5Bredacted%5D');
+    expect(shown).toContain('"amount": 1200');
+    expect(shown).not.toContain('hunter2');
+    expect(await card.getByTestId('approval-context').textContent()).toContain('"amount_eur": 1200');
+    await card.scrollIntoViewIfNeeded();
+    await shot('approvals-what-will-run');
+  });
+
   it('shows the server refusing a decision to a key without approvals:decide', async () => {
     const id = (await server.api('POST', '/approvals', { body: { title: 'E2E: needs approvals:decide' } })).body.data.id as string;
     const adminOnly = await keyFor(server, 'admin');

@@ -87,7 +87,9 @@ describe('POST /runtime/execute (executeRuntime) decides on what runs', () => {
   });
 
   it('blocks by the executed method and path, percent-encoded or not, and lets other paths through', async () => {
-    const key = await workspace([{ match: { method: ['POST', 'DELETE'], path: ['/admin*'] }, effect: 'block', message: 'no admin writes' }]);
+    const key = await workspace([
+      { match: { method: ['POST', 'DELETE'], path: ['/admin*'] }, effect: 'block', message: 'no admin writes' },
+    ]);
     for (const url of [`${origin}/admin/users`, `${origin}/%61dmin/users`, `${origin}/public/../admin/users`]) {
       const res = await execute(key, {
         input: { action: 'anything', agent: 'bot', resource: 'harmless' },
@@ -179,6 +181,17 @@ describe('audit events of governed executions record what ran', () => {
     };
     for (const event of events) expect(event.context.execution).toEqual(expected);
     expect(JSON.stringify(events)).not.toContain('s3cr3t');
+    // without a declared resource, the recorded resource is the redacted URL
+    await execute(key, {
+      input: { action: 'read', agent: 'bot' },
+      execution: { mode: 'http_proxy', method: 'GET', url: `${origin}/r?token=t0k3n` },
+    });
+    const all = await auditEvents(key);
+    expect(all.filter((e) => e.action === 'read').map((e) => e.resource)).toEqual([
+      `${origin}/r?token=%5Bredacted%5D`,
+      `${origin}/r?token=%5Bredacted%5D`,
+    ]);
+    expect(JSON.stringify(all)).not.toContain('t0k3n');
   });
 
   it('records server, tool and arguments digest for MCP calls, blocked ones included', async () => {

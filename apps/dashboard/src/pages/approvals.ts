@@ -19,12 +19,35 @@ function approvalStatus(a: Approval): HTMLElement {
   return el;
 }
 
+const mono = (text: string | null) => (text ? h('span', { class: 'mono' }, text) : dash(null));
+const json = (value: unknown, testid: string) => h('pre', { class: 'json mono', 'data-testid': testid }, JSON.stringify(value, null, 2));
+
+/** What runs if approved: method and URL (and body), or MCP server, tool and arguments. */
+function execution(a: Approval): Child {
+  const run = a.execution as Record<string, unknown> | null;
+  if (!run) return a.input_digest ? h('span', { class: 'muted' }, 'a decision only (no execution)') : dash(null);
+  if (run.mode === 'http_proxy') {
+    return h('div', { 'data-testid': 'approval-execution' }, [
+      h('span', { class: 'mono' }, `${String(run.method)} ${String(run.url)}`),
+      run.body === null || run.body === undefined ? null : json(run.body, 'approval-execution-body'),
+    ]);
+  }
+  return h('div', { 'data-testid': 'approval-execution' }, [
+    h('span', { class: 'mono' }, `${String(run.server)} \u2192 ${String(run.tool)}`),
+    json(run.arguments ?? {}, 'approval-execution-arguments'),
+  ]);
+}
+
 function facts(a: Approval): Child {
   const items: [string, Child][] = [
     ['Agent', dash(a.agent)],
-    ['Action', a.action ? h('span', { class: 'mono' }, a.action) : dash(null)],
-    ['Resource', a.resource ? h('span', { class: 'mono' }, a.resource) : dash(null)],
-    ['Policy', dash(a.policy)],
+    ['Environment', dash(a.environment)],
+    ['Action', mono(a.action)],
+    ['Resource', mono(a.resource)],
+    ['Tool', mono(a.tool)],
+    ['Will run', execution(a)],
+    ['Context', Object.keys(a.context).length ? json(a.context, 'approval-context') : dash(null)],
+    ['Policy', a.rule ? `${a.policy ?? ''} (rule ${a.rule}${a.policy_version ? `, version ${a.policy_version}` : ''})` : dash(a.policy)],
     ['Type', a.type],
     ['Priority', a.priority],
     ['Requested', time(a.created_at)],

@@ -91,7 +91,7 @@ export function mcpFacts(server: string, tool?: string, args?: Record<string, un
 /**
  * The act as the caller declares it, completed by what runs: an MCP tool call's `tool` is the
  * executed tool (a different declared one is refused), and an HTTP execution's `resource`
- * defaults to its URL.
+ * defaults to its URL (redacted: it is recorded; the policy's executed view has the real one).
  */
 export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | null): EvaluationInput {
   if (facts?.mode === 'mcp_proxy' && facts.tool !== null) {
@@ -100,7 +100,8 @@ export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | nu
     }
     return input.tool === facts.tool ? input : { ...input, tool: facts.tool };
   }
-  if (facts?.mode === 'http_proxy' && input.resource === undefined) return { ...input, resource: facts.url };
+  // the URL as the audit log may show it (secret query values redacted)
+  if (facts?.mode === 'http_proxy' && input.resource === undefined) return { ...input, resource: redactUrl(facts.url) };
   return input;
 }
 
