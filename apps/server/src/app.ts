@@ -145,7 +145,7 @@ export function createApp(deps: AppDeps): Express {
       readJson,
       inputGuard,
       ...contractValidator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses),
-      createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks }), routerOptions),
+      createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks, rateLimitStore }), routerOptions),
     ]),
   );
   // After the APIs: a request to an API path does not walk these routers first.

@@ -27,6 +27,17 @@ export interface Config {
   workers: number;
 }
 
+/** Below this, a bootstrap key is guessable and its listed prefix gives a good part of it away. */
+export const MIN_BOOTSTRAP_KEY_LENGTH = 32;
+
+export function checkBootstrapKey(key: string | undefined): void {
+  if (key !== undefined && key.length < MIN_BOOTSTRAP_KEY_LENGTH) {
+    throw new Error(
+      `WARDEN_BOOTSTRAP_KEY must be at least ${MIN_BOOTSTRAP_KEY_LENGTH} characters (it has ${key.length}), e.g. wk_$(openssl rand -hex 16)`,
+    );
+  }
+}
+
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;

@@ -10,10 +10,18 @@
  * SIGINT/SIGTERM stop every server gracefully, then the supervisor.
  */
 import cluster, { type Worker } from 'node:cluster';
-import { loadConfig } from './config.ts';
+import { type Config, checkBootstrapKey, loadConfig } from './config.ts';
 import { createLogger } from './logger.ts';
 
-const config = loadConfig();
+let config: Config;
+try {
+  config = loadConfig();
+  checkBootstrapKey(config.bootstrapKey);
+} catch (error) {
+  // A configuration mistake: one line saying what to fix, no stack.
+  process.stderr.write(`warden: ${(error as Error).message}\n`);
+  process.exit(1);
+}
 const logger = createLogger();
 
 if (config.workers > 1 && !config.databaseUrl) {

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { startAdminChannel } from './admin/channel.ts';
 import { createApp } from './app.ts';
-import { type Config, loadConfig } from './config.ts';
+import { type Config, checkBootstrapKey, loadConfig } from './config.ts';
 import { type Database, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { ensureAuditPartitions } from './db/partitions.ts';
@@ -31,6 +31,7 @@ export interface RunningServer {
 
 export async function startServer(overrides: Partial<Config> = {}, logger: Logger = createLogger()): Promise<RunningServer> {
   const config = { ...loadConfig(), ...overrides };
+  checkBootstrapKey(config.bootstrapKey);
   const database = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   await migrate(database);
   await ensureAuditPartitions(database);

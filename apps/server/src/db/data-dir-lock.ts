@@ -3,7 +3,7 @@
  * two writers would corrupt it. The lock is a file holding the owner's pid; a lock left by a
  * process that no longer exists is taken over.
  */
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export class DataDirLockedError extends Error {
@@ -33,12 +33,22 @@ export function lockHolder(dataDir: string): number | null {
   }
 }
 
+/**
+ * Creates the data directory for its owner only (0700): it holds the database and master.key.
+ * A directory made earlier with looser modes is tightened. (PGlite's files are world-readable;
+ * the directory keeps others out of them.)
+ */
+export function prepareDataDir(dataDir: string): void {
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  chmodSync(dataDir, 0o700);
+}
+
 export function acquireDataDirLock(dataDir: string): () => void {
-  mkdirSync(dataDir, { recursive: true });
+  prepareDataDir(dataDir);
   const file = join(dataDir, 'warden.lock');
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      writeFileSync(file, String(process.pid), { flag: 'wx' }); // atomic: fails if it exists
+      writeFileSync(file, String(process.pid), { flag: 'wx', mode: 0o600 }); // atomic: fails if it exists
       return () => rmSync(file, { force: true });
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;

@@ -3,7 +3,7 @@
  * ./.data) or PostgreSQL through a `pg` pool (when DATABASE_URL is set). Both are real
  * Postgres, so the same SQL and migrations serve both.
  */
-import { mkdirSync } from 'node:fs';
+import { chmodSync, mkdirSync } from 'node:fs';
 import { PGlite } from '@electric-sql/pglite';
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
 import { PGliteDialect } from 'kysely-pglite-dialect';
@@ -86,8 +86,13 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
   }
   const inMemory = options.dataDir.startsWith('memory://');
   const release = inMemory ? () => {} : acquireDataDirLock(options.dataDir);
-  if (!inMemory) mkdirSync(options.dataDir, { recursive: true });
-  const pglite = await PGlite.create(inMemory ? undefined : `${options.dataDir}/pgdata`);
+  const pgdata = inMemory ? undefined : `${options.dataDir}/pgdata`;
+  if (pgdata) {
+    // PGlite would create it 0755 (and its files 0644): owner-only, like the data directory.
+    mkdirSync(pgdata, { recursive: true, mode: 0o700 });
+    chmodSync(pgdata, 0o700);
+  }
+  const pglite = await PGlite.create(pgdata);
   const db = new Kysely<DB>({ dialect: new PGliteDialect(pglite) });
   return {
     db,

@@ -19,14 +19,28 @@ export interface Page<T> {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** What encodeCursor writes: toISOString() of a date in years 1–9999 (PostgreSQL reads no other). */
+const CURSOR_TIME = /^(?!0000)\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** Accepts only what encodeCursor wrote: anything else would reach the database's date parser. */
 function decodeCursor(cursor: string): { at: string; id: string } {
+  let decoded: unknown;
   try {
-    const [at, id] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as [string, string];
-    if (typeof at === 'string' && !Number.isNaN(Date.parse(at)) && typeof id === 'string' && UUID.test(id)) return { at, id };
+    decoded = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
-    // fall through
+    decoded = undefined;
   }
-  throw new ApiError('invalid_request', 'query/cursor is not a cursor returned by this API');
+  if (Array.isArray(decoded) && decoded.length === 2) {
+    const [at, id] = decoded as unknown[];
+    const time = typeof at === 'string' && CURSOR_TIME.test(at) ? Date.parse(at) : Number.NaN;
+    // The round trip refuses dates that do not exist (February 30).
+    if (!Number.isNaN(time) && new Date(time).toISOString() === at && typeof id === 'string' && UUID.test(id))
+      return { at: at as string, id };
+  }
+  throw new ApiError(
+    'invalid_request',
+    'query/cursor is not a cursor returned by this API: pass the next_cursor of the previous page as is',
+  );
 }
 
 const encodeCursor = (at: Date, id: string) => Buffer.from(JSON.stringify([at.toISOString(), id])).toString('base64url');

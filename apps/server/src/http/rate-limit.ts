@@ -25,8 +25,14 @@ export interface RateLimitStore {
   pool?: pg.Pool;
 }
 
-function createStoreLimiter(points: number, store: RateLimitStore): RateLimiterAbstract {
-  const options = { points, duration: WINDOW_SECONDS, keyPrefix: `rl${points}` };
+/** A counter of `points` per `duration` seconds in the shared store (with in-memory insurance). */
+export function createStoreLimiter(
+  points: number,
+  store: RateLimitStore,
+  duration = WINDOW_SECONDS,
+  keyPrefix = `rl${points}`,
+): RateLimiterAbstract {
+  const options = { points, duration, keyPrefix };
   const insuranceLimiter = new RateLimiterMemory(options);
   if (store.redis) return new RateLimiterRedis({ ...options, storeClient: store.redis, insuranceLimiter, rejectIfRedisNotReady: true });
   if (store.pool)

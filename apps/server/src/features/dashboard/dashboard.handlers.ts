@@ -2,6 +2,7 @@
 import type { Request, Response } from 'express';
 import type { Database } from '../../db/database.ts';
 import type { RequestContext } from '../../http/context.ts';
+import type { RateLimitStore } from '../../http/rate-limit.ts';
 import type { DashboardHandlers } from '../../http/router.ts';
 import { listAgents } from '../agents/agents.service.ts';
 import { decideApproval, listApprovals } from '../approvals/approvals.service.ts';
@@ -9,7 +10,7 @@ import { listAuditLogs } from '../audit/audit.service.ts';
 import { verifyChain } from '../audit/chain.ts';
 import { computeCompliance } from '../compliance/compliance.service.ts';
 import { setPlan, type WebhookService } from '../webhooks/webhooks.service.ts';
-import { closeSession, describeSession, openSession, setSessionCookie } from './sessions.ts';
+import { closeSession, describeSession, LoginGuard, openSession, readSessionCookie, setSessionCookie } from './sessions.ts';
 
 const http = (ctx: RequestContext) => {
   const res = ctx.res as Response;
@@ -19,10 +20,13 @@ const http = (ctx: RequestContext) => {
 export function createDashboardHandlers({
   database: { db },
   webhooks,
+  rateLimitStore,
 }: {
   database: Database;
   webhooks: WebhookService;
+  rateLimitStore: RateLimitStore;
 }): DashboardHandlers {
+  const loginGuard = new LoginGuard(rateLimitStore);
   const workspaceOf = (ctx: RequestContext) => ctx.auth.workspaceId;
   const billing = async (workspaceId: string) => {
     const row = await db
@@ -39,14 +43,9 @@ export function createDashboardHandlers({
     }),
     login: async ({ body, ctx }) => {
       const { req, res } = http(ctx);
-      const { token, csrf } = await openSession(db, body.api_key);
-      setSessionCookie(req, res, token);
-      const key = await db
-        .selectFrom('dashboard_sessions')
-        .select(['workspace_id', 'key_id'])
-        .where('csrf_token', '=', csrf)
-        .executeTakeFirstOrThrow();
-      return { status: 200, body: { data: await describeSession(db, key.workspace_id, key.key_id, csrf) } };
+      const session = await loginGuard.attempt(req.ip ?? '', body.api_key, () => openSession(db, body.api_key, readSessionCookie(req)));
+      setSessionCookie(req, res, session.token);
+      return { status: 200, body: { data: await describeSession(db, session.workspaceId, session.keyId, session.csrf) } };
     },
     logout: async ({ ctx }) => {
       const { req, res } = http(ctx);

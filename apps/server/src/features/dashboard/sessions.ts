@@ -7,15 +7,24 @@ import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { Permission } from '@warden/contract';
 import type { NextFunction, Request, Response } from 'express';
 import { type Kysely, sql } from 'kysely';
+import { type RateLimiterAbstract, RateLimiterRes } from 'rate-limiter-flexible';
 import type { DB } from '../../db/schema.ts';
 import { keyIdentity } from '../../http/context.ts';
 import { ApiError } from '../../http/errors.ts';
+import { createStoreLimiter, type RateLimitStore } from '../../http/rate-limit.ts';
 import { findActiveKeyByHash } from '../workspaces/workspaces.repository.ts';
-import { hashSecret } from '../workspaces/workspaces.service.ts';
+import { displayPrefix, hashSecret } from '../workspaces/workspaces.service.ts';
 
 export const SESSION_COOKIE = 'warden_session';
 export const SESSION_HOURS = 8;
+/** Sessions one key may hold; a login ends the oldest beyond. */
+export const MAX_SESSIONS_PER_KEY = 10;
+/** Failed logins allowed per client address, and per key prefix, in LOGIN_WINDOW_S. */
+export const MAX_FAILED_LOGINS = 10;
+const LOGIN_WINDOW_S = 15 * 60;
 const LOCAL_HOSTS = new Set(['localhost', '127.0.0.1', '::1', '[::1]']);
+
+export const readSessionCookie = (req: Request) => readCookie(req, SESSION_COOKIE);
 
 function readCookie(req: Request, name: string): string | undefined {
   for (const part of (req.headers.cookie ?? '').split(';')) {
@@ -37,25 +46,88 @@ export function setSessionCookie(req: Request, res: Response, token: string | nu
   res.append('Set-Cookie', `${SESSION_COOKIE}=${token ?? ''}; ${attributes.join('; ')}`);
 }
 
-export async function openSession(db: Kysely<DB>, apiKey: string) {
+/**
+ * Opens a session for `apiKey`, ending the session the browser sent (`replacing`): a login
+ * always gets a new token and CSRF token. It also clears expired sessions, and keeps the key's
+ * newest MAX_SESSIONS_PER_KEY.
+ */
+export async function openSession(db: Kysely<DB>, apiKey: string, replacing: string | undefined) {
   const key = await findActiveKeyByHash(db, hashSecret(apiKey));
   if (!key) throw new ApiError('unauthorized', 'A valid API key is required');
   if (!key.permissions.includes('admin'))
     throw new ApiError('insufficient_permission', 'The dashboard needs a key with the admin permission');
   const token = randomBytes(32).toString('base64url');
   const csrf = randomBytes(24).toString('base64url');
-  await db
-    .insertInto('dashboard_sessions')
-    .values({
-      workspace_id: key.workspace_id,
-      id: randomUUID(),
-      token_hash: hashSecret(token),
-      key_id: key.id,
-      csrf_token: csrf,
-      expires_at: new Date(Date.now() + SESSION_HOURS * 3600_000),
-    })
-    .execute();
-  return { token, csrf };
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('dashboard_sessions').where('expires_at', '<=', sql<Date>`now()`).execute();
+    if (replacing) await trx.deleteFrom('dashboard_sessions').where('token_hash', '=', hashSecret(replacing)).execute();
+    await trx
+      .insertInto('dashboard_sessions')
+      .values({
+        workspace_id: key.workspace_id,
+        id: randomUUID(),
+        token_hash: hashSecret(token),
+        key_id: key.id,
+        csrf_token: csrf,
+        expires_at: new Date(Date.now() + SESSION_HOURS * 3600_000),
+      })
+      .execute();
+    const ofKey = trx
+      .selectFrom('dashboard_sessions')
+      .select('id')
+      .where('workspace_id', '=', key.workspace_id)
+      .where('key_id', '=', key.id);
+    await trx
+      .deleteFrom('dashboard_sessions')
+      .where('workspace_id', '=', key.workspace_id)
+      .where('key_id', '=', key.id)
+      .where('id', 'not in', ofKey.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(MAX_SESSIONS_PER_KEY))
+      .execute();
+  });
+  return { token, csrf, workspaceId: key.workspace_id, keyId: key.id };
+}
+
+/**
+ * Limits failed logins per client address and per key prefix (what key listings show of a
+ * key), in the rate limits' shared store, so every server process counts them. Past the limit
+ * a login answers 429 without the key being checked, so a refusal reveals nothing. Each
+ * attempt is counted before the key is checked (parallel guesses cannot overrun the limit) and
+ * given back unless the key was wrong.
+ */
+export class LoginGuard {
+  private readonly failures: RateLimiterAbstract;
+
+  constructor(store: RateLimitStore) {
+    this.failures = createStoreLimiter(MAX_FAILED_LOGINS, store, LOGIN_WINDOW_S, 'login');
+  }
+
+  async attempt<T>(address: string, apiKey: string, login: () => Promise<T>): Promise<T> {
+    // The address first: one address cannot count failures against many prefixes.
+    const subjects = [`ip:${address}`, `prefix:${displayPrefix(apiKey)}`];
+    const counted: string[] = [];
+    const giveBack = () => Promise.all(counted.map((subject) => this.failures.reward(subject)));
+    for (const subject of subjects) {
+      try {
+        await this.failures.consume(subject);
+        counted.push(subject);
+      } catch (refusal) {
+        if (!(refusal instanceof RateLimiterRes)) throw refusal;
+        await giveBack();
+        const seconds = Math.max(1, Math.ceil(refusal.msBeforeNext / 1000));
+        throw new ApiError('rate_limited', `Too many failed logins; retry in ${seconds} s`, {
+          headers: { 'Retry-After': String(seconds) },
+        });
+      }
+    }
+    try {
+      const result = await login();
+      await giveBack();
+      return result;
+    } catch (error) {
+      if (!(error instanceof ApiError && error.code === 'unauthorized')) await giveBack();
+      throw error;
+    }
+  }
 }
 
 export async function describeSession(db: Kysely<DB>, workspaceId: string, keyId: string, csrf: string) {

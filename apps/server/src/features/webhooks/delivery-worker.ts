@@ -6,7 +6,10 @@
  * 2. Delivery: due deliveries are claimed with FOR UPDATE SKIP LOCKED and a lease
  *    (`locked_until`), so several server processes deliver each once; a process that dies
  *    mid-delivery loses its lease and another (or itself, restarted) sends again, with the
- *    same `webhook-id` (the event id).
+ *    same `webhook-id` (the event id). Fair between workspaces: a process holds at most
+ *    MAX_IN_FLIGHT_PER_WORKSPACE deliveries of one workspace at a time, and each claim takes
+ *    the workspaces in turn (each one's first, then each one's second …), so one tenant's
+ *    slow receivers and backlog never hold up another's deliveries.
  * 3. Outcome: 2xx succeeds; 410 disables the endpoint; anything else (3xx included — never
  *    followed — non-2xx, network error, 15 s timeout) is retried on the schedule, with jitter,
  *    then marked failed.
@@ -42,16 +45,40 @@ export interface DeliveryOptions {
   pollMs: number;
 }
 
-const BATCH = 20;
+/** Deliveries under way at once in a process, in all and per workspace. */
+const MAX_IN_FLIGHT = 64;
+export const MAX_IN_FLIGHT_PER_WORKSPACE = 8;
 /** Outbox events taken per fan-out transaction, and at most how many such transactions per round. */
 const FAN_OUT_BATCH = 200;
 const FAN_OUT_ROUNDS = 50;
 const RESPONSE_KEPT = 1024;
 
+/**
+ * The first RESPONSE_KEPT characters of a receiver's answer. Reads no further and then closes
+ * the stream (and with it the connection): a receiver may answer with any amount of data.
+ */
+async function readKept(body: AsyncIterable<Buffer> & { destroy(): unknown }): Promise<string> {
+  const decoder = new TextDecoder();
+  let text = '';
+  try {
+    for await (const chunk of body) {
+      text += decoder.decode(chunk, { stream: true });
+      if (text.length >= RESPONSE_KEPT) return text.slice(0, RESPONSE_KEPT);
+    }
+    return (text + decoder.decode()).slice(0, RESPONSE_KEPT);
+  } finally {
+    body.destroy();
+  }
+}
+
 export class DeliveryWorker {
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> = Promise.resolve();
+  private roundQueued = false;
   private stopped = false;
+  /** Deliveries under way in this process, and how many of them each workspace has. */
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly perWorkspace = new Map<string, number>();
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -62,11 +89,7 @@ export class DeliveryWorker {
   ) {}
 
   start(): void {
-    this.timer = setInterval(() => {
-      this.running = this.running
-        .then(() => this.tick())
-        .catch((error) => this.logger.error('webhook delivery round failed', { cause: error }));
-    }, this.options.pollMs);
+    this.timer = setInterval(() => this.queueRound(), this.options.pollMs);
     this.timer.unref();
   }
 
@@ -74,6 +97,19 @@ export class DeliveryWorker {
     this.stopped = true;
     clearInterval(this.timer);
     await this.running;
+    await Promise.all(this.inFlight);
+  }
+
+  /** Runs a round after the current one; rounds asked for meanwhile are one. */
+  private queueRound(): void {
+    if (this.roundQueued || this.stopped) return;
+    this.roundQueued = true;
+    this.running = this.running
+      .then(() => {
+        this.roundQueued = false;
+        return this.tick();
+      })
+      .catch((error) => this.logger.error('webhook delivery round failed', { cause: error }));
   }
 
   async tick(): Promise<void> {
@@ -133,35 +169,71 @@ export class DeliveryWorker {
     });
   }
 
+  /** Claims what this process has room for and starts it; deliveries do not hold up the next round. */
   private async deliverDue(): Promise<void> {
-    const leaseMs = this.options.timeoutMs + 15_000;
-    const claimed = await this.db.transaction().execute(async (trx) => {
-      const due = await trx
-        .selectFrom('webhook_deliveries')
-        .select(['workspace_id', 'id'])
-        .where('status', '=', 'pending')
-        .where('next_attempt_at', '<=', sql<Date>`now()`)
-        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', sql<Date>`now()`)]))
-        .orderBy('next_attempt_at')
-        .limit(BATCH)
-        .forUpdate()
-        .skipLocked()
-        .execute();
-      const rows: DeliveryRow[] = [];
-      for (const d of due) {
-        rows.push(
-          await trx
-            .updateTable('webhook_deliveries')
-            .set({ locked_until: new Date(Date.now() + leaseMs) })
-            .where('workspace_id', '=', d.workspace_id)
-            .where('id', '=', d.id)
-            .returningAll()
-            .executeTakeFirstOrThrow(),
-        );
-      }
-      return rows;
-    });
-    await Promise.all(claimed.map((delivery) => this.deliver(delivery)));
+    const free = MAX_IN_FLIGHT - this.inFlight.size;
+    if (free <= 0 || this.stopped) return;
+    for (const delivery of await this.claim(free)) {
+      const workspaceId = delivery.workspace_id;
+      this.perWorkspace.set(workspaceId, (this.perWorkspace.get(workspaceId) ?? 0) + 1);
+      const running: Promise<void> = this.deliver(delivery)
+        .catch((error) => this.logger.error('webhook delivery failed', { cause: error, delivery: delivery.id }))
+        .finally(() => {
+          const left = (this.perWorkspace.get(workspaceId) ?? 1) - 1;
+          if (left > 0) this.perWorkspace.set(workspaceId, left);
+          else this.perWorkspace.delete(workspaceId);
+          this.inFlight.delete(running);
+          // A slot is free: fill it now rather than at the next poll.
+          this.queueRound();
+        });
+      this.inFlight.add(running);
+    }
+  }
+
+  /**
+   * Leases up to `limit` due deliveries, taking workspaces in turn: each workspace's due
+   * deliveries are ranked (its endpoints in turn, oldest first) after those it already has
+   * under way here, only ranks up to MAX_IN_FLIGHT_PER_WORKSPACE qualify, and rank 1 of every
+   * workspace comes before any rank 2. FOR UPDATE SKIP LOCKED and the lease condition, checked
+   * again on the locked row, keep one delivery to one process.
+   */
+  private async claim(limit: number): Promise<DeliveryRow[]> {
+    const leaseUntil = new Date(Date.now() + this.options.timeoutMs + 15_000);
+    const busy = JSON.stringify(Object.fromEntries(this.perWorkspace));
+    const claimable = sql`d.status = 'pending' AND d.next_attempt_at <= now() AND (d.locked_until IS NULL OR d.locked_until < now())`;
+    const { rows } = await sql<DeliveryRow>`
+      WITH candidates AS (
+        SELECT c.workspace_id, c.id, c.next_attempt_at,
+          row_number() OVER (PARTITION BY e.workspace_id, e.id ORDER BY c.next_attempt_at, c.id) AS endpoint_rank
+        FROM webhook_endpoints e
+        CROSS JOIN LATERAL (
+          SELECT d.workspace_id, d.id, d.next_attempt_at
+          FROM webhook_deliveries d
+          WHERE d.workspace_id = e.workspace_id AND d.endpoint_id = e.id AND ${claimable}
+          ORDER BY d.next_attempt_at
+          LIMIT ${MAX_IN_FLIGHT_PER_WORKSPACE}
+        ) c
+      ), ranked AS (
+        SELECT workspace_id, id, next_attempt_at,
+          coalesce((${busy}::jsonb ->> workspace_id::text)::int, 0)
+            + row_number() OVER (PARTITION BY workspace_id ORDER BY endpoint_rank, next_attempt_at) AS slot
+        FROM candidates
+      ), chosen AS (
+        SELECT workspace_id, id FROM ranked
+        WHERE slot <= ${MAX_IN_FLIGHT_PER_WORKSPACE}
+        ORDER BY slot, next_attempt_at
+        LIMIT ${limit}
+      ), locked AS (
+        SELECT d.workspace_id, d.id
+        FROM webhook_deliveries d JOIN chosen USING (workspace_id, id)
+        WHERE ${claimable}
+        FOR UPDATE OF d SKIP LOCKED
+      )
+      UPDATE webhook_deliveries d SET locked_until = ${leaseUntil}
+      FROM locked
+      WHERE d.workspace_id = locked.workspace_id AND d.id = locked.id
+      RETURNING d.*`.execute(this.db);
+    return rows;
   }
 
   private async deliver(delivery: DeliveryRow): Promise<void> {
@@ -222,7 +294,7 @@ export class DeliveryWorker {
         signal: AbortSignal.timeout(this.options.timeoutMs),
       });
       status = res.statusCode;
-      responseBody = (await res.body.text()).slice(0, RESPONSE_KEPT);
+      responseBody = await readKept(res.body);
     } catch (e) {
       error = (e as Error).name === 'TimeoutError' ? `no answer within ${this.options.timeoutMs} ms` : describeNetworkError(e);
     }

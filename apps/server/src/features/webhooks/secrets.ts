@@ -6,8 +6,9 @@
  * database gets a throw-away key.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { prepareDataDir } from '../../db/data-dir-lock.ts';
 
 export interface SecretBox {
   seal(plaintext: string): string;
@@ -22,10 +23,9 @@ export function loadMasterKey(env: string | undefined, dataDir: string): Buffer 
   }
   if (dataDir.startsWith('memory://')) return randomBytes(32);
   const file = join(dataDir, 'master.key');
-  if (!existsSync(file)) {
-    mkdirSync(dataDir, { recursive: true });
-    writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
-  }
+  prepareDataDir(dataDir);
+  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+  else chmodSync(file, 0o600); // one written earlier with a looser mode
   return loadMasterKey(readFileSync(file, 'utf8').trim(), dataDir);
 }
 

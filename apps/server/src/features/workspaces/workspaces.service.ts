@@ -33,6 +33,9 @@ export const hashSecret = (secret: string) => hash('sha256', secret, 'hex');
 
 export const generateApiKey = () => `wk_${randomBytes(32).toString('base64url')}`;
 
+/** What key listings show of a key: `wk_` and 4 characters, a small part of any key (bootstrap keys have 32 or more). */
+export const displayPrefix = (key: string) => key.slice(0, 7);
+
 export function parsePermissions(list: string): Permission[] {
   const names = list
     .split(',')
@@ -70,7 +73,7 @@ export async function createApiKey(db: Kysely<DB>, input: { workspace: string; p
     workspace_id: workspace.id,
     id: randomUUID(),
     name: input.name ?? 'api key',
-    prefix: key.slice(0, 11),
+    prefix: displayPrefix(key),
     key_hash: hashSecret(key),
     permissions: input.permissions,
   });
