@@ -1,5 +1,9 @@
-import { describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { type CompiledCondition, compileCondition, evaluateCondition } from '../src/features/policies/cel.ts';
+import { startDecisionBudget } from '../src/features/policies/limits.ts';
+
+// Evaluations spend the budget of a decision (limits.ts); here each test is one.
+beforeEach(() => startDecisionBudget());
 
 type Vars = Parameters<typeof evaluateCondition>[1];
 
@@ -198,5 +202,23 @@ describe('compileCondition refuses matches()', () => {
       expect(result.position).toBe(13);
       expect(result.message).toContain('matches()');
     }
+  });
+
+  it.each<[string, number]>([
+    // the attack that passed the old text search: a comment and a line break between the name and "("
+    ['context.s.matches // x\n("^(a+)+$")', 10],
+    ['context.s.\n  // matches(\n  matches("^(a+)+$")', 27],
+    ['context.s . matches ("a")', 12],
+    ['context.l.exists(x, x.matches("^(a+)+$"))', 22],
+    ['true && (context.s).matches("a")', 20],
+  ])('finds it on the parsed expression, whatever the text around it: %j at %i', (expression, position) => {
+    const result = compileCondition(expression);
+    expect(result).toMatchObject({ ok: false, position });
+    expect(result.ok ? '' : result.message).toMatch(/^matches\(\) is not supported/);
+  });
+
+  it('does not refuse the word elsewhere (a field, a string)', () => {
+    expect(compileCondition('context.matches == "matches(x)"').ok).toBe(true);
+    expect(compileCondition('has(context.matches)').ok).toBe(true);
   });
 });

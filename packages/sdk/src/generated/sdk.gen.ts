@@ -95,7 +95,10 @@ export const listPolicies = <ThrowOnError extends boolean = false>(options?: Opt
  * Create a policy
  *
  * Rules are checked when saved: schema errors answer 400 `invalid_request`, CEL syntax or
- * type errors 400 `invalid_policy` with the rule index and position. Fires `policy.updated`.
+ * type errors 400 `invalid_policy` with the rule index and position, and so does a policy
+ * over the cost limits (rules, globs and conditions, per policy and for the workspace with
+ * its other policies; see PolicyRule), with a message naming the rule and the limit. Fires
+ * `policy.updated`.
  *
  */
 export const createPolicy = <ThrowOnError extends boolean = false>(options: Options<CreatePolicyData, ThrowOnError>) => (options.client ?? client).post<CreatePolicyResponses, CreatePolicyErrors, ThrowOnError>({
@@ -120,7 +123,10 @@ export const getPolicy = <ThrowOnError extends boolean = false>(options: Options
 /**
  * Update a policy
  *
- * Increments `version`; takes effect for the next evaluation in every server process. Fires `policy.updated`.
+ * Increments `version`; takes effect for the next evaluation in every server process. Fires
+ * `policy.updated`. New `rules` are checked as in `createPolicy` (400 `invalid_policy`),
+ * the workspace's limits counting the other policies' rules and these.
+ *
  */
 export const updatePolicy = <ThrowOnError extends boolean = false>(options: Options<UpdatePolicyData, ThrowOnError>) => (options.client ?? client).patch<UpdatePolicyResponses, UpdatePolicyErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],

@@ -13,6 +13,7 @@ import type { PolicyRule, RuleEffect, Severity } from '@warden/contract';
 import type { ExecutionFacts } from '../runtime/act.ts';
 import { type CompiledCondition, compileCondition, evaluateCondition } from './cel.ts';
 import { compileGlobs, type Matcher } from './glob.ts';
+import { budgetExceeded, startDecisionBudget } from './limits.ts';
 
 export interface DecisionInput {
   action: string;
@@ -31,8 +32,26 @@ export interface AgentFacts {
   status: string;
   environment: string;
   risk_level: string | null;
+  provider?: string;
+  tags?: string[];
   allowed_tools: string[];
   allowed_resources: string[];
+}
+
+/** What CEL sees of the agent: these fields only, never its key hash or whatever else its row holds. */
+function celAgent(agent: AgentFacts): Record<string, unknown> {
+  return {
+    id: agent.id,
+    slug: agent.slug,
+    name: agent.name,
+    status: agent.status,
+    environment: agent.environment,
+    risk_level: agent.risk_level,
+    provider: agent.provider ?? null,
+    tags: agent.tags ?? [],
+    allowed_tools: agent.allowed_tools,
+    allowed_resources: agent.allowed_resources,
+  };
 }
 
 export interface PolicySource {
@@ -79,9 +98,14 @@ export interface PolicySet {
 
 const ACTION_MEMO_LIMIT = 4096;
 
-/** The action matcher of a rule is checked by forAction; decide skips it. */
-const actionAdmits = (rule: CompiledRule, action: string) =>
-  rule.matchers.every(([field, matcher]) => field !== 'action' || matcher(action));
+/** The action matcher of a rule is checked by forAction; decide skips it. A search that exhausts the decision's budget fails the decision. */
+const actionAdmits = (rule: CompiledRule, action: string) => {
+  try {
+    return rule.matchers.every(([field, matcher]) => field !== 'action' || matcher(action));
+  } catch (error) {
+    throw new ConditionError(rule.policy, rule.ruleId, (error as Error).message);
+  }
+};
 
 export interface Decision {
   allowed: boolean;
@@ -126,7 +150,7 @@ function compileRule(policy: PolicySource, rule: PolicyRule, index: number): Com
   const matchers: Array<[MatchField, Matcher]> = [];
   for (const field of MATCH_FIELDS) {
     const patterns = rule.match?.[field];
-    if (patterns?.length) matchers.push([field, compileGlobs(patterns)]);
+    if (patterns?.length) matchers.push([field, compileGlobs(patterns, true)]); // metered: searches spend the decision's budget
   }
   let condition: CompiledCondition | null = null;
   if (rule.condition !== undefined) {
@@ -197,11 +221,12 @@ function ruleMatches(
   agent: AgentFacts,
   celVars: () => Parameters<typeof evaluateCondition>[1],
 ): boolean {
-  for (const [field, matcher] of rule.matchers) {
-    if (field !== 'action' && !fieldMatches(field, matcher, input, agent)) return false;
-  }
-  if (!rule.condition) return true;
   try {
+    // a glob search or a condition that exhausts the decision's budget (limits.ts) throws too
+    for (const [field, matcher] of rule.matchers) {
+      if (field !== 'action' && !fieldMatches(field, matcher, input, agent)) return false;
+    }
+    if (!rule.condition) return true;
     return evaluateCondition(rule.condition, celVars());
   } catch (error) {
     throw new ConditionError(rule.policy, rule.ruleId, (error as Error).message);
@@ -215,7 +240,7 @@ function allowList(list: string[]): Matcher {
   let matcher = allowListMatchers.get(key);
   if (!matcher) {
     if (allowListMatchers.size >= ACTION_MEMO_LIMIT) allowListMatchers.clear();
-    matcher = compileGlobs(list);
+    matcher = compileGlobs(list, true); // metered, like rules' globs
     allowListMatchers.set(key, matcher);
   }
   return matcher;
@@ -227,7 +252,12 @@ function agentAllowListBlock(input: DecisionInput, agent: AgentFacts): Decision 
     if (value === undefined || list.length === 0 || allowList(list)(value)) return null;
     return `${field} '${value}' is not in the agent's allowed_${field}s`;
   };
-  const reason = check('tool', agent.allowed_tools) ?? check('resource', agent.allowed_resources);
+  let reason: string | null;
+  try {
+    reason = check('tool', agent.allowed_tools) ?? check('resource', agent.allowed_resources);
+  } catch (error) {
+    throw new ConditionError(`agent:${agent.slug}`, null, (error as Error).message); // the decision's budget is spent
+  }
   if (!reason) return null;
   return {
     allowed: false,
@@ -244,7 +274,9 @@ function agentAllowListBlock(input: DecisionInput, agent: AgentFacts): Decision 
   };
 }
 
-export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts): Decision {
+/** `sharedBudget`: go on spending the budget of the decision this one is part of (decideStrictest) instead of starting one. */
+export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, sharedBudget = false): Decision {
+  if (!sharedBudget) startDecisionBudget();
   let vars: Parameters<typeof evaluateCondition>[1] | undefined;
   const celVars = () => {
     if (vars) return vars;
@@ -253,7 +285,7 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
       input: { ...declared, agent: agent.slug } as Record<string, unknown>,
       context: input.context ?? {},
       execution: (execution ?? null) as Record<string, unknown> | null,
-      agent: { ...agent } as unknown as Record<string, unknown>,
+      agent: celAgent(agent),
     };
     return vars;
   };
@@ -262,7 +294,8 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
     .filter((rule) => {
       try {
         return ruleMatches(rule, input, agent, celVars);
-      } catch {
+      } catch (error) {
+        if (budgetExceeded()) throw error; // the decision's budget is spent: it fails, whichever policy spent it
         return false; // a monitor policy never decides, not even by failing
       }
     })
@@ -316,7 +349,7 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts):
 export function decideStrictest(set: PolicySet, views: readonly DecisionInput[], agent: AgentFacts): Decision {
   let strictest: Decision | undefined;
   for (const view of views) {
-    const decision = decide(set, view, agent);
+    const decision = decide(set, view, agent, strictest !== undefined); // one budget for all views
     if (!strictest || RANK[decision.effect] > RANK[strictest.effect]) strictest = decision;
   }
   if (!strictest) throw new Error('decideStrictest needs at least one view');

@@ -213,6 +213,23 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  * query, body, body_sha256}`, for MCP `{mode: "mcp_proxy", server, tool, arguments,
  * arguments_sha256}`, `tool` and `arguments` null for discovery and sessions).
  *
+ * **What a policy may cost.** Decisions are evaluated in memory, on an event loop all
+ * workspaces share, so sizes are limited when a policy is saved (400 `invalid_policy`, the
+ * message naming the rule and the limit): at most 100 rules per policy and 1,000 per
+ * workspace (all its policies, enabled or not); at most 100 globs per rule, 2,000 globs and
+ * 65,536 glob characters per workspace, 256 characters per glob; per condition at most 200
+ * expression nodes and comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`)
+ * nested at most 2 deep. And each decision has a budget of 40,000 cost units (about 2 ms of
+ * work) for its conditions and for glob searches whose cost grows with the value (text
+ * between two `*`, e.g. `*admin*`): a condition node costs 1–70 units (calls 12, operators
+ * 6), a comprehension its step's nodes per element, an operation on a string 1 unit per 64
+ * characters (`size()` per 4, `split()` per character), on a list or map 1 per element, an
+ * error absorbed by `||`, `&&`, `all()` or `exists()` 200 or more, a time-zone conversion
+ * 7,000; a glob search 1 unit per 5 characters of the value. A decision that exceeds it fails
+ * closed: 400 `evaluation_failed` (audited as blocked), whichever policy, enforcing or
+ * monitoring, spent it. The budget counts work, not time: a busy machine does not make a
+ * decision fail.
+ *
  */
 export type PolicyRule = {
     /**
@@ -220,6 +237,9 @@ export type PolicyRule = {
      */
     id?: string;
     description?: string;
+    /**
+     * At most 100 globs in all fields together; see the workspace's limits above.
+     */
     match?: {
         action?: GlobList;
         resource?: GlobList;
@@ -248,7 +268,17 @@ export type PolicyRule = {
         server?: GlobList;
     };
     /**
-     * CEL expression that must evaluate to a boolean. Syntax and type errors are refused when the policy is saved (400 `invalid_policy`).
+     * CEL expression that must evaluate to a boolean. Syntax and type errors, more than 200
+     * expression nodes and comprehensions nested more than 2 deep are refused when the
+     * policy is saved (400 `invalid_policy`, with the rule index and the position); its
+     * evaluation spends the decision's budget (above).
+     *
+     * `matches()` is not supported (refused when saved, wherever it appears in the
+     * expression): the CEL library runs it on JavaScript's backtracking regular expressions,
+     * where `^(a+)+$` over 28 characters of input takes seconds, and a linear-time engine
+     * (RE2 semantics, re2js) measured up to 40 ms per KiB of input and up to 10 ms to compile
+     * a pattern. Use `startsWith`, `endsWith`, `contains`, or a glob in `match`.
+     *
      */
     condition?: string;
     effect: RuleEffect;
@@ -278,6 +308,9 @@ export type Policy = {
      * Among matching rules of the same effect, the policy with the higher priority is the one reported.
      */
     priority: number;
+    /**
+     * At most 100 per policy and 1,000 in all the workspace's policies (see PolicyRule for the other limits).
+     */
     rules: Array<PolicyRule>;
     /**
      * Starts at 1, incremented by every change.
@@ -305,6 +338,9 @@ export type PolicyCreate = {
      * Defaults to 100.
      */
     priority?: number;
+    /**
+     * At most 100 per policy and 1,000 in all the workspace's policies (see PolicyRule for the other limits).
+     */
     rules?: Array<PolicyRule>;
 };
 
@@ -314,6 +350,9 @@ export type PolicyUpdate = {
     description?: string | null;
     mode?: PolicyMode;
     priority?: number;
+    /**
+     * At most 100 per policy and 1,000 in all the workspace's policies (see PolicyRule for the other limits).
+     */
     rules?: Array<PolicyRule>;
 };
 
