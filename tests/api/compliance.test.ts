@@ -15,7 +15,14 @@ const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', imp
 const PERMISSIONS: string[] = spec.components.schemas.Permission.enum;
 const ALL = PERMISSIONS.join(',');
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
-const CONTROL_IDS = ['agent-risk-assessed', 'production-enforced', 'high-risk-approval', 'agent-keys', 'audit-chain'];
+const CONTROL_IDS = [
+  'agent-risk-assessed',
+  'production-enforced',
+  'high-risk-approval',
+  'agent-keys',
+  'audit-chain',
+  'production-default-block',
+];
 
 interface Control {
   id: string;
@@ -249,7 +256,7 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
         .filter((c: Control) => c.status === 'fail')
         .map((c: Control) => c.id)
         .sort(),
-    ).toEqual(['agent-keys', 'high-risk-approval', 'production-enforced'].sort());
+    ).toEqual(['agent-keys', 'high-risk-approval', 'production-enforced', 'production-default-block'].sort());
     expect(Math.abs(failing.framework_score - expectedFrameworkScore(failing.controls))).toBeLessThanOrEqual(0.1);
 
     await server.api('PATCH', `/agents/${agent.id}`, { key, body: { api_key: 'full-agent-secret-0123456789' } });
@@ -257,6 +264,8 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
       name: 'Ask',
       rules: [{ match: { agent: ['full'], environment: ['production'] }, effect: 'require_approval' }],
     });
+    // The production agent also makes production-default-block applicable: it passes once production defaults to block.
+    expect((await server.api('PATCH', '/settings', { key, body: { default_decision: { production: 'block' } } })).status).toBe(200);
     const passing = await status(key);
     expect(passing.controls.every((c: Control) => c.status === 'pass')).toBe(true);
     expect(passing.score).toBe(100);

@@ -162,6 +162,7 @@ export async function startPreview(port = 0): Promise<{ server: Server; url: str
   const files = await buildDashboard();
   let data = fixtures();
   let loggedIn = false;
+  const defaults = { development: 'allow', staging: 'allow', production: 'block' };
   const csrf = 'csrf-preview-token';
   const send = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' });
@@ -360,6 +361,8 @@ export async function startPreview(port = 0): Promise<{ server: Server; url: str
         },
       });
     if (api === '/agents') return send(res, 200, page(data.agents));
+    if (api === '/settings' && m === 'PATCH') Object.assign(defaults, (await readBody(req)).default_decision);
+    if (api === '/settings') return send(res, 200, { data: { default_decision: defaults } });
     if (api === '/billing' && m === 'GET') return send(res, 200, { data: { plan: data.plan, billing_status: 'active' } });
     if (api === '/billing' && m === 'PUT') {
       data.plan = (await readBody(req)).plan;

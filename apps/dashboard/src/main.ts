@@ -11,6 +11,7 @@ import { auditPage } from './pages/audit.ts';
 import { billingPage } from './pages/billing.ts';
 import { compliancePage } from './pages/compliance.ts';
 import { loginPage } from './pages/login.ts';
+import { settingsPage } from './pages/settings.ts';
 import { webhookDetailPage, webhookNewPage, webhooksPage } from './pages/webhooks.ts';
 import type { Session, SessionData } from './types.ts';
 import { loading, notice } from './ui.ts';
@@ -28,6 +29,7 @@ const NAV: { hash: string; label: string; testid: string }[] = [
   { hash: '#/audit', label: 'Audit log', testid: 'nav-audit' },
   { hash: '#/compliance', label: 'Compliance', testid: 'nav-compliance' },
   { hash: '#/agents', label: 'Agents', testid: 'nav-agents' },
+  { hash: '#/settings', label: 'Settings', testid: 'nav-settings' },
   { hash: '#/billing', label: 'Billing', testid: 'nav-billing' },
 ];
 
@@ -39,6 +41,7 @@ const ROUTES: Route[] = [
   { pattern: /^#\/audit\/?$/, page: auditPage, nav: '#/audit', title: 'Audit log' },
   { pattern: /^#\/compliance\/?$/, page: compliancePage, nav: '#/compliance', title: 'Compliance' },
   { pattern: /^#\/agents\/?$/, page: agentsPage, nav: '#/agents', title: 'Agents' },
+  { pattern: /^#\/settings\/?$/, page: settingsPage, nav: '#/settings', title: 'Settings' },
   { pattern: /^#\/billing\/?$/, page: billingPage, nav: '#/billing', title: 'Billing' },
 ];
 

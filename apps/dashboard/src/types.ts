@@ -4,6 +4,7 @@
  */
 export type {
   Agent,
+  AgentEnvironment,
   AgentPage,
   Approval,
   ApprovalDecision,
@@ -16,6 +17,7 @@ export type {
   Billing,
   ComplianceControl,
   ComplianceStatus,
+  DefaultDecision,
   Deleted,
   Error as ApiErrorBody,
   ErrorCode,
@@ -25,6 +27,9 @@ export type {
   PlanChange,
   RotateSecret,
   Session,
+  Settings,
+  SettingsResponse,
+  SettingsUpdate,
   Severity,
   WebhookDelivery,
   WebhookDeliveryPage,

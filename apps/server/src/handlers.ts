@@ -20,6 +20,7 @@ import type { DecisionService } from './features/runtime/decisions.ts';
 import { evaluateHandlers } from './features/runtime/evaluate.handlers.ts';
 import type { McpConnector } from './features/runtime/mcp-connector.ts';
 import { runtimeHandlers } from './features/runtime/runtime.handlers.ts';
+import { settingsHandlers } from './features/settings/settings.handlers.ts';
 import { ApiError } from './http/errors.ts';
 import type { Handlers } from './http/router.ts';
 import type { Logger } from './logger.ts';
@@ -55,5 +56,6 @@ export function createHandlers(deps: HandlerDeps): Handlers {
     ...complianceHandlers(deps),
     ...evaluateHandlers(deps),
     ...runtimeHandlers(deps),
+    ...settingsHandlers(deps),
   };
 }

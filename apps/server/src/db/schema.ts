@@ -19,6 +19,15 @@ export interface WorkspacesTable {
   created_at: Timestamp;
 }
 
+/** The default decision per environment (db/migrations/0016); no row: `allow` everywhere. */
+export interface WorkspaceSettingsTable {
+  workspace_id: string;
+  default_development: Generated<string>;
+  default_staging: Generated<string>;
+  default_production: Generated<string>;
+  updated_at: Timestamp;
+}
+
 export interface ApiKeysTable {
   workspace_id: string;
   id: string;
@@ -217,6 +226,7 @@ export interface SchemaMigrationsTable {
 
 export interface DB {
   workspaces: WorkspacesTable;
+  workspace_settings: WorkspaceSettingsTable;
   api_keys: ApiKeysTable;
   agents: AgentsTable;
   policies: PoliciesTable;

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
+import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -316,8 +316,12 @@ export const getComplianceStatus = <ThrowOnError extends boolean = false>(option
  * - 400 `environment_mismatch`: `input.environment` differs from the agent's environment.
  * Without environment rules, an absent `input.environment` defaults to the agent's.
  *
- * **Decision.** Block beats require_approval beats allow; with no matching rule the action
- * is allowed (`matched: false`). `monitor` policies are recorded but never enforced.
+ * **Decision.** Block beats require_approval beats allow. With no matching rule, the
+ * workspace's default decision for the decision's environment decides (`GET /settings`,
+ * `allow` in every environment unless changed): `allowed` (`action` `allow`) or `blocked`
+ * (`action` `block`, severity `medium`, a message naming the default), with
+ * `matched: false` and `policy: null`; a blocked default is audited as blocked like any
+ * other. `monitor` policies are recorded but never enforced.
  * - `require_approval` creates a pending approval and returns its id (`result`
  * `approval_required`). Sending that `approval_id` again: while pending, the same answer
  * (no new approval); once approved, the action is allowed once (the approval is consumed);
@@ -507,6 +511,40 @@ export const getMcpServer = <ThrowOnError extends boolean = false>(options: Opti
 export const updateMcpServer = <ThrowOnError extends boolean = false>(options: Options<UpdateMcpServerData, ThrowOnError>) => (options.client ?? client).patch<UpdateMcpServerResponses, UpdateMcpServerErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/mcp-servers/{id}',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * The workspace's settings
+ *
+ * The default decision per agent environment: what a decision that matches no rule of an
+ * enforcing policy comes to (see `POST /policy/evaluate`). A workspace that never changed
+ * it allows by default everywhere.
+ *
+ */
+export const getSettings = <ThrowOnError extends boolean = false>(options?: Options<GetSettingsData, ThrowOnError>) => (options?.client ?? client).get<GetSettingsResponses, GetSettingsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/settings',
+    ...options
+});
+
+/**
+ * Change the workspace's settings
+ *
+ * Changes the default decision of the environments named in `default_decision`; the others
+ * keep theirs. Answers the settings as they now are. Like a policy change, it bumps the
+ * workspace's policy version, so it takes effect for the next decision in every server
+ * process. An unknown environment or value, or an empty body or `default_decision`, is 400
+ * `invalid_request`.
+ *
+ */
+export const updateSettings = <ThrowOnError extends boolean = false>(options: Options<UpdateSettingsData, ThrowOnError>) => (options.client ?? client).patch<UpdateSettingsResponses, UpdateSettingsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/settings',
     ...options,
     headers: {
         'Content-Type': 'application/json',

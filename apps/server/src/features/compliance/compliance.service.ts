@@ -9,6 +9,7 @@ import { type Kysely, sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { verifyChain } from '../audit/chain.ts';
 import { compileGlobs } from '../policies/glob.ts';
+import { loadDefaultDecisions } from '../settings/settings.service.ts';
 
 type Control = ComplianceStatus['data']['controls'][number];
 
@@ -56,6 +57,14 @@ export const CONTROLS: Record<string, ControlDefinition> = {
     weight: 20,
     frameworks: ['EU-AI-ACT:Art.12', 'NIST-AI-RMF:MEASURE-2.8', 'ISO-42001:A.6.2.8'],
   },
+  productionDefaultBlock: {
+    id: 'production-default-block',
+    name: 'Production defaults to block',
+    description:
+      "Share of active production agents whose unforeseen acts are refused: 100 when the workspace's default decision for production is block, else 0.",
+    weight: 15,
+    frameworks: ['EU-AI-ACT:Art.15', 'NIST-AI-RMF:MANAGE-2.4', 'ISO-42001:A.9.2'],
+  },
 };
 
 const round = (value: number) => Math.round(value * 10) / 10;
@@ -72,7 +81,7 @@ function control(definition: ControlDefinition, satisfied: number, subjects: num
 }
 
 export async function computeCompliance(db: Kysely<DB>, workspaceId: string): Promise<ComplianceStatus['data']> {
-  const [agents, policies, decisions, chain] = await Promise.all([
+  const [agents, policies, decisions, chain, defaults] = await Promise.all([
     db
       .selectFrom('agents')
       .select(['slug', 'name', 'status', 'environment', 'risk_level', 'api_key_hash'])
@@ -96,6 +105,7 @@ export async function computeCompliance(db: Kysely<DB>, workspaceId: string): Pr
       .where('event_timestamp', '>', sql<Date>`now() - interval '24 hours'`)
       .executeTakeFirstOrThrow(),
     verifyChain(db, workspaceId),
+    loadDefaultDecisions(db, workspaceId),
   ]);
   const rules = policies.flatMap((p) => p.rules as PolicyRule[]);
   const covers = (rule: PolicyRule, agent: { slug: string; name: string; environment: string }) =>
@@ -120,6 +130,11 @@ export async function computeCompliance(db: Kysely<DB>, workspaceId: string): Pr
     ),
     control(CONTROLS.agentKeys as ControlDefinition, active.filter((a) => a.api_key_hash !== null).length, active.length),
     control(CONTROLS.auditChain as ControlDefinition, chain.checked > 0 && chain.valid ? 1 : 0, chain.checked > 0 ? 1 : 0),
+    control(
+      CONTROLS.productionDefaultBlock as ControlDefinition,
+      defaults.production === 'block' ? production.length : 0,
+      production.length,
+    ),
   ];
 
   const applicable = controls.filter((c) => c.status !== 'not_applicable');

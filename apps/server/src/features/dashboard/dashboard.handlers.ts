@@ -9,6 +9,7 @@ import { decideApproval, listApprovals } from '../approvals/approvals.service.ts
 import { listAuditLogs } from '../audit/audit.service.ts';
 import { verifyChain } from '../audit/chain.ts';
 import { computeCompliance } from '../compliance/compliance.service.ts';
+import { getSettings, updateSettings } from '../settings/settings.service.ts';
 import { setPlan, type WebhookService } from '../webhooks/webhooks.service.ts';
 import { closeSession, describeSession, LoginGuard, openSession, readSessionCookie, setSessionCookie } from './sessions.ts';
 
@@ -83,6 +84,8 @@ export function createDashboardHandlers({
     verifyDashboardAuditChain: async ({ ctx }) => ({ status: 200, body: { data: await verifyChain(db, workspaceOf(ctx)) } }),
     getDashboardCompliance: async ({ ctx }) => ({ status: 200, body: { data: await computeCompliance(db, workspaceOf(ctx)) } }),
     listDashboardAgents: async ({ query, ctx }) => ({ status: 200, body: await listAgents(db, workspaceOf(ctx), query ?? {}) }),
+    getDashboardSettings: async ({ ctx }) => ({ status: 200, body: { data: await getSettings(db, workspaceOf(ctx)) } }),
+    updateDashboardSettings: async ({ body, ctx }) => ({ status: 200, body: { data: await updateSettings(db, workspaceOf(ctx), body) } }),
     getBilling: async ({ ctx }) => ({ status: 200, body: { data: await billing(workspaceOf(ctx)) } }),
     setBillingPlan: async ({ body, ctx }) => {
       await setPlan(db, workspaceOf(ctx), body.plan);

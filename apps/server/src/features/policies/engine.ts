@@ -5,7 +5,8 @@
  * Precedence: an agent's own allow-lists (allowed_tools, allowed_resources) act first, as
  * implicit block rules; then among matching rules of enforcing policies, block beats
  * require_approval beats allow, and among equal effects the policy with the higher priority
- * (then the earlier policy and rule) is the one reported. No match: allowed by default.
+ * (then the earlier policy and rule) is the one reported. No match: the workspace's default
+ * decision for the environment (workspace settings, compiled into the set): allow or block.
  * Monitor policies are evaluated too, and what they would have decided is reported for the
  * audit record, never enforced.
  */
@@ -94,7 +95,12 @@ export interface PolicySet {
    * action: a decision then walks only the rules that can match it.
    */
   forAction(action: string): { rules: CompiledRule[]; monitorRules: CompiledRule[] };
+  /** The workspace's decision, per environment, when no enforcing rule matches. */
+  defaultDecision: DefaultDecisions;
 }
+
+/** The decision per environment when no enforcing rule matches; an environment not named allows. */
+export type DefaultDecisions = Readonly<Partial<Record<string, 'allow' | 'block'>>>;
 
 const ACTION_MEMO_LIMIT = 4096;
 
@@ -173,7 +179,7 @@ function compileRule(policy: PolicySource, rule: PolicyRule, index: number): Com
   };
 }
 
-export function compilePolicySet(policies: readonly PolicySource[]): PolicySet {
+export function compilePolicySet(policies: readonly PolicySource[], defaultDecision: DefaultDecisions = {}): PolicySet {
   const ordered = [...policies].sort((a, b) => b.priority - a.priority);
   const all = ordered.flatMap((policy) => policy.rules.map((rule, index) => compileRule(policy, rule, index)));
   const rules = all.filter((rule) => !rule.monitor);
@@ -192,6 +198,7 @@ export function compilePolicySet(policies: readonly PolicySource[]): PolicySet {
       }
       return entry;
     },
+    defaultDecision,
   };
 }
 
@@ -312,6 +319,22 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, 
     if (rule.effect === 'block') break; // rules are ordered best first: nothing beats it
   }
   if (!best) {
+    const environment = input.environment ?? agent.environment;
+    if (set.defaultDecision[environment] === 'block') {
+      return {
+        allowed: false,
+        effect: 'block',
+        matched: false,
+        policy: null,
+        policyVersion: null,
+        ruleId: null,
+        severity: 'medium',
+        message: `No policy matched; blocked by the workspace's default decision for ${environment}`,
+        result: 'blocked',
+        requireProxy: false,
+        monitored,
+      };
+    }
     return {
       allowed: true,
       effect: 'allow',

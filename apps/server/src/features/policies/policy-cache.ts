@@ -1,11 +1,13 @@
 /**
  * Compiled policy sets, cached per workspace by policy version. The version is bumped by a
- * trigger in the same transaction as any policy change and read together with the caller's
- * API key, so every server process sees a change at its next request, with no extra query.
+ * trigger in the same transaction as any policy change (and any change of the workspace's
+ * default decisions, which the set carries) and read together with the caller's API key, so
+ * every server process sees a change at its next request, with no extra query.
  */
 import type { PolicyRule } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { loadDefaultDecisions } from '../settings/settings.service.ts';
 import { compilePolicySet, type PolicySet } from './engine.ts';
 import { enabledPolicies } from './policies.repository.ts';
 
@@ -19,9 +21,9 @@ export class PolicyCache {
   get(workspaceId: string, version: number): Promise<PolicySet> {
     const cached = this.sets.get(workspaceId);
     if (cached && cached.version === version) return cached.set;
-    // Policies are read after the version was, so they are at least that new: caching them
-    // under that version can only cause one extra reload, never a stale decision.
-    const set = enabledPolicies(this.db, workspaceId).then((rows) =>
+    // Policies and defaults are read after the version was, so they are at least that new:
+    // caching them under that version can only cause one extra reload, never a stale decision.
+    const set = Promise.all([enabledPolicies(this.db, workspaceId), loadDefaultDecisions(this.db, workspaceId)]).then(([rows, defaults]) =>
       compilePolicySet(
         rows.map((row) => ({
           name: row.name,
@@ -30,6 +32,7 @@ export class PolicyCache {
           version: row.version,
           rules: row.rules as PolicyRule[],
         })),
+        defaults,
       ),
     );
     set.catch(() => this.sets.delete(workspaceId));

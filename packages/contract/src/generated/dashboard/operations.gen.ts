@@ -54,6 +54,12 @@ import type {
   ListDashboardAgentsData,
   ListDashboardAgentsErrors,
   ListDashboardAgentsResponses,
+  GetDashboardSettingsData,
+  GetDashboardSettingsErrors,
+  GetDashboardSettingsResponses,
+  UpdateDashboardSettingsData,
+  UpdateDashboardSettingsErrors,
+  UpdateDashboardSettingsResponses,
   GetBillingData,
   GetBillingErrors,
   GetBillingResponses,
@@ -82,6 +88,8 @@ export interface DashboardOperations {
   verifyDashboardAuditChain: { data: VerifyDashboardAuditChainData; responses: VerifyDashboardAuditChainResponses; errors: VerifyDashboardAuditChainErrors };
   getDashboardCompliance: { data: GetDashboardComplianceData; responses: GetDashboardComplianceResponses; errors: GetDashboardComplianceErrors };
   listDashboardAgents: { data: ListDashboardAgentsData; responses: ListDashboardAgentsResponses; errors: ListDashboardAgentsErrors };
+  getDashboardSettings: { data: GetDashboardSettingsData; responses: GetDashboardSettingsResponses; errors: GetDashboardSettingsErrors };
+  updateDashboardSettings: { data: UpdateDashboardSettingsData; responses: UpdateDashboardSettingsResponses; errors: UpdateDashboardSettingsErrors };
   getBilling: { data: GetBillingData; responses: GetBillingResponses; errors: GetBillingErrors };
   setBillingPlan: { data: SetBillingPlanData; responses: SetBillingPlanResponses; errors: SetBillingPlanErrors };
 }
@@ -120,6 +128,8 @@ export const dashboardOperations: readonly OperationRow[] = [
   { operationId: 'verifyDashboardAuditChain', method: 'get', path: '/audit/verify', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getDashboardCompliance', method: 'get', path: '/compliance', authenticated: true, agentKey: false, permission: "compliance:read", validationErrorCodes: {} },
   { operationId: 'listDashboardAgents', method: 'get', path: '/agents', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },
+  { operationId: 'getDashboardSettings', method: 'get', path: '/settings', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
+  { operationId: 'updateDashboardSettings', method: 'patch', path: '/settings', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'getBilling', method: 'get', path: '/billing', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'setBillingPlan', method: 'put', path: '/billing', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
 ];

@@ -96,6 +96,12 @@ import type {
   UpdateMcpServerData,
   UpdateMcpServerErrors,
   UpdateMcpServerResponses,
+  GetSettingsData,
+  GetSettingsErrors,
+  GetSettingsResponses,
+  UpdateSettingsData,
+  UpdateSettingsErrors,
+  UpdateSettingsResponses,
 } from './types.gen.js';
 
 /** operationId → hey-api's request (`data`), success (`responses`) and error (`errors`) types. */
@@ -132,6 +138,8 @@ export interface Operations {
   getMcpServer: { data: GetMcpServerData; responses: GetMcpServerResponses; errors: GetMcpServerErrors };
   deleteMcpServer: { data: DeleteMcpServerData; responses: DeleteMcpServerResponses; errors: DeleteMcpServerErrors };
   updateMcpServer: { data: UpdateMcpServerData; responses: UpdateMcpServerResponses; errors: UpdateMcpServerErrors };
+  getSettings: { data: GetSettingsData; responses: GetSettingsResponses; errors: GetSettingsErrors };
+  updateSettings: { data: UpdateSettingsData; responses: UpdateSettingsResponses; errors: UpdateSettingsErrors };
 }
 
 export type OperationId = keyof Operations;
@@ -182,4 +190,6 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'getMcpServer', method: 'get', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:read", validationErrorCodes: {} },
   { operationId: 'deleteMcpServer', method: 'delete', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'updateMcpServer', method: 'patch', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'getSettings', method: 'get', path: '/settings', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
+  { operationId: 'updateSettings', method: 'patch', path: '/settings', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
 ];

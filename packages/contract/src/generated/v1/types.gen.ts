@@ -367,6 +367,51 @@ export type PolicyPage = {
 };
 
 /**
+ * What a decision that no rule of an enforcing policy matches comes to: `allow` (result
+ * `allowed`, `action` `allow`, severity `info`) or `block` (result `blocked`, `action`
+ * `block`, severity `medium`, a message naming the default). Either way `matched` is false
+ * and `policy` null. An agent's own allow-lists still block first.
+ *
+ */
+export type DefaultDecision = 'allow' | 'block';
+
+/**
+ * The default decision for each agent environment (see `AgentEnvironment`).
+ */
+export type DefaultDecisions = {
+    development: DefaultDecision;
+    staging: DefaultDecision;
+    production: DefaultDecision;
+};
+
+/**
+ * Workspace-wide settings of the decision engine. A new workspace allows by default in every
+ * environment.
+ *
+ */
+export type Settings = {
+    default_decision: DefaultDecisions;
+};
+
+/**
+ * The settings to change; what is left out keeps its value.
+ */
+export type SettingsUpdate = {
+    /**
+     * The environments whose default changes; an unknown environment or value is 400 `invalid_request`.
+     */
+    default_decision?: {
+        development?: DefaultDecision;
+        staging?: DefaultDecision;
+        production?: DefaultDecision;
+    };
+};
+
+export type SettingsResponse = {
+    data: Settings;
+};
+
+/**
  * `pending` until decided; `expired` once `expires_at` passes undecided. Decided approvals are final. An approved approval allows its action once, and only before `expires_at`.
  */
 export type ApprovalStatus = 'pending' | 'approved' | 'rejected' | 'expired';
@@ -674,6 +719,18 @@ export type ComplianceStatus = {
      * - Shares of an empty set count 0; with no applicable control, `score` is 0.
      * Numbers are rounded to one decimal.
      *
+     * The controls (`id`, weight, subjects):
+     * - `agent-risk-assessed` (20): agents not retired; satisfied by a set `risk_level`.
+     * - `production-enforced` (25): active production agents; satisfied when a rule of an
+     * enabled enforcing policy matches the agent (by agent and environment).
+     * - `high-risk-approval` (20): active high- or critical-risk agents; satisfied when a
+     * `require_approval` rule of an enabled enforcing policy matches the agent.
+     * - `agent-keys` (15): active agents; satisfied by a registered agent key.
+     * - `audit-chain` (20): the chain, once an event is sealed; satisfied while it verifies.
+     * - `production-default-block` (15): active production agents; satisfied when the
+     * workspace's default decision for `production` is `block` (`GET /settings`), so an
+     * act no rule foresaw is refused in production. Its score is 100 or 0.
+     *
      */
     data: {
         score: number;
@@ -725,7 +782,11 @@ export type EvaluationResult = {
     allowed: boolean;
     action: RuleEffect;
     /**
-     * Whether any rule (of an enforcing policy) matched; when none matches the action is allowed.
+     * Whether any rule (of an enforcing policy) matched. When none matches, the workspace's
+     * default decision for the decision's environment decides (`GET /settings`): `allowed`
+     * (`action` `allow`) or `blocked` (`action` `block`), with `policy` null. New workspaces
+     * allow by default in every environment.
+     *
      */
     matched: boolean;
     /**
@@ -3013,3 +3074,105 @@ export type UpdateMcpServerResponses = {
 };
 
 export type UpdateMcpServerResponse = UpdateMcpServerResponses[keyof UpdateMcpServerResponses];
+
+export type GetSettingsData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/settings';
+};
+
+export type GetSettingsErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetSettingsError = GetSettingsErrors[keyof GetSettingsErrors];
+
+export type GetSettingsResponses = {
+    /**
+     * The settings.
+     */
+    200: SettingsResponse;
+};
+
+export type GetSettingsResponse = GetSettingsResponses[keyof GetSettingsResponses];
+
+export type UpdateSettingsData = {
+    body: SettingsUpdate;
+    path?: never;
+    query?: never;
+    url: '/settings';
+};
+
+export type UpdateSettingsErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type UpdateSettingsError = UpdateSettingsErrors[keyof UpdateSettingsErrors];
+
+export type UpdateSettingsResponses = {
+    /**
+     * The settings, changed.
+     */
+    200: SettingsResponse;
+};
+
+export type UpdateSettingsResponse = UpdateSettingsResponses[keyof UpdateSettingsResponses];

@@ -1,0 +1,47 @@
+/**
+ * Workspace settings: the default decision per agent environment for an act that no rule of an
+ * enforcing policy matches. Stored in workspace_settings, whose trigger bumps the workspace's
+ * policy_version, so the compiled policy sets (which carry the defaults) are rebuilt by every
+ * server process at its next request, as after a policy change.
+ */
+import type { AgentEnvironment, DefaultDecision, DefaultDecisions, Settings, SettingsUpdate } from '@warden/contract';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import * as repo from './settings.repository.ts';
+
+/** A workspace that never changed its settings: allowed by default everywhere (the v1 behaviour). */
+export const DEFAULT_DECISIONS: Readonly<DefaultDecisions> = Object.freeze({ development: 'allow', staging: 'allow', production: 'allow' });
+
+const COLUMN = {
+  development: 'default_development',
+  staging: 'default_staging',
+  production: 'default_production',
+} as const satisfies Record<AgentEnvironment, string>;
+
+const ENVIRONMENTS = Object.keys(COLUMN) as AgentEnvironment[];
+
+/** What the database holds, as the API names it; anything but `block` reads as `allow`. */
+function toDefaults(row: repo.SettingsRow | undefined): DefaultDecisions {
+  if (!row) return { ...DEFAULT_DECISIONS };
+  const of = (value: string): DefaultDecision => (value === 'block' ? 'block' : 'allow');
+  return { development: of(row.default_development), staging: of(row.default_staging), production: of(row.default_production) };
+}
+
+/** The defaults for the policy set (see PolicyCache). */
+export const loadDefaultDecisions = async (db: Kysely<DB>, workspaceId: string): Promise<DefaultDecisions> =>
+  toDefaults(await repo.findSettings(db, workspaceId));
+
+export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<Settings> => ({
+  default_decision: await loadDefaultDecisions(db, workspaceId),
+});
+
+/** The schema refuses unknown environments and values and an empty change (400 invalid_request). */
+export async function updateSettings(db: Kysely<DB>, workspaceId: string, input: SettingsUpdate): Promise<Settings> {
+  const changes: Partial<Record<(typeof COLUMN)[AgentEnvironment], DefaultDecision>> = {};
+  for (const environment of ENVIRONMENTS) {
+    const value = input.default_decision?.[environment];
+    if (value !== undefined) changes[COLUMN[environment]] = value;
+  }
+  if (Object.keys(changes).length === 0) return getSettings(db, workspaceId);
+  return { default_decision: toDefaults(await repo.upsertSettings(db, workspaceId, changes)) };
+}
