@@ -5,6 +5,7 @@
  * cannot read an agent's key hash.
  */
 import { readFileSync } from 'node:fs';
+import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -186,5 +187,31 @@ describe('what CEL conditions see of the agent', () => {
     expect(fields.status).toBe(201);
     const seen = await evaluate(key, { action: 'probe' }, { 'x-warden-agent-key': agentKey });
     expect(seen.body.data).toMatchObject({ result: 'blocked', policy: 'Fields' });
+  });
+});
+
+describe('POST /policy/evaluate with a saved condition that no longer compiles', () => {
+  it('answers 400 evaluation_failed for the decisions that reach the rule, audited, and decides the others', async () => {
+    const key = await freshWorkspace();
+    await createAgent(key, { name: 'legacy', slug: 'legacy' });
+    const saved = await savePolicy(key, {
+      name: 'legacy',
+      rules: [{ id: 'old', match: { action: ['export.*'] }, condition: 'context.s.startsWith("a")', effect: 'block' }],
+    });
+    expect(saved.status).toBe(201);
+    // as a policy saved before matches() was refused: written past the API's checks (the
+    // trigger bumps the workspace's policy version, as for any policy change)
+    await sql`UPDATE policies SET rules = ${JSON.stringify([
+      { id: 'old', match: { action: ['export.*'] }, condition: 'context.s.matches("^(a+)+$")', effect: 'block' },
+    ])}::jsonb, version = version + 1 WHERE id = ${saved.body.data.id}`.execute(server.database.db);
+    const failed = await evaluate(key, { action: 'export.all', agent: 'legacy', context: { s: 'aaaa' } });
+    expect(failed.status).toBe(400);
+    expect(failed.body.error.code).toBe('evaluation_failed');
+    expect(failed.body.error.message).toMatch(/no longer compiles/);
+    const other = await evaluate(key, { action: 'read.one', agent: 'legacy' });
+    expect(other.status).toBe(200);
+    expect(other.body.data.allowed).toBe(true);
+    const audit = await server.api('GET', '/audit-logs?action=export.all', { key });
+    expect(audit.body.data.map((e: { result: string }) => e.result)).toEqual(['blocked']);
   });
 });

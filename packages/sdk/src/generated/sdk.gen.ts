@@ -333,7 +333,9 @@ export const getComplianceStatus = <ThrowOnError extends boolean = false>(option
  * - 403 `execution_proxy_required`: the deciding rule allows only through Warden's execution
  * proxy (`/runtime/execute`, `/runtime/mcp*`).
  * - 400 `evaluation_failed`: a rule's CEL condition failed at run time (e.g. a missing
- * context field); the failure is audited as blocked (fail closed).
+ * context field), the decision spent its evaluation budget (40,000 cost units, about 2 ms
+ * of work: see `PolicyRule`), or a saved condition no longer compiles; the failure is
+ * audited as blocked (fail closed), and only decisions that reach the rule fail.
  * - Refusals before a decision (identity and environment errors) are not audit events.
  * - 400 `invalid_request`: the body does not match the schema.
  *

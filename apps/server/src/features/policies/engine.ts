@@ -81,6 +81,8 @@ interface CompiledRule {
   requireProxy: boolean;
   matchers: Array<[MatchField, Matcher]>;
   condition: CompiledCondition | null;
+  /** Why a saved condition no longer compiles: the rule fails every decision that reaches it. */
+  conditionError: string | null;
 }
 
 export interface PolicySet {
@@ -159,11 +161,13 @@ function compileRule(policy: PolicySource, rule: PolicyRule, index: number): Com
     if (patterns?.length) matchers.push([field, compileGlobs(patterns, true)]); // metered: searches spend the decision's budget
   }
   let condition: CompiledCondition | null = null;
+  let conditionError: string | null = null;
   if (rule.condition !== undefined) {
     const compiled = compileCondition(rule.condition);
-    // Saved policies were checked when saved; one that no longer compiles never matches silently.
-    if (!compiled.ok) throw new Error(`policy '${policy.name}' rule ${index}: ${compiled.message}`);
-    condition = compiled.condition;
+    // Saved policies were checked when saved. One that no longer compiles (a rule stricter
+    // since) never matches silently: every decision that reaches it fails closed.
+    if (compiled.ok) condition = compiled.condition;
+    else conditionError = `the condition of rule ${index} no longer compiles (${compiled.message}); fix the policy`;
   }
   return {
     policy: policy.name,
@@ -176,6 +180,7 @@ function compileRule(policy: PolicySource, rule: PolicyRule, index: number): Com
     requireProxy: rule.require_execution_proxy ?? false,
     matchers,
     condition,
+    conditionError,
   };
 }
 
@@ -233,6 +238,7 @@ function ruleMatches(
     for (const [field, matcher] of rule.matchers) {
       if (field !== 'action' && !fieldMatches(field, matcher, input, agent)) return false;
     }
+    if (rule.conditionError !== null) throw new Error(rule.conditionError);
     if (!rule.condition) return true;
     return evaluateCondition(rule.condition, celVars());
   } catch (error) {
@@ -369,10 +375,10 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, 
  * the strictest decision, the first view's on a tie: a declaration can add restrictions to an
  * execution, never lift one.
  */
-export function decideStrictest(set: PolicySet, views: readonly DecisionInput[], agent: AgentFacts): Decision {
+export function decideStrictest(set: PolicySet, views: readonly DecisionInput[], agent: AgentFacts, sharedBudget = false): Decision {
   let strictest: Decision | undefined;
   for (const view of views) {
-    const decision = decide(set, view, agent, strictest !== undefined); // one budget for all views
+    const decision = decide(set, view, agent, sharedBudget || strictest !== undefined); // one budget for all views
     if (!strictest || RANK[decision.effect] > RANK[strictest.effect]) strictest = decision;
   }
   if (!strictest) throw new Error('decideStrictest needs at least one view');

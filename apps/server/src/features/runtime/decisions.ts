@@ -20,6 +20,7 @@ import { type AuditRecord, persistOrRefuse, writeAuditEvent } from '../audit/aud
 import type { AuditWriter } from '../audit/audit-writer.ts';
 import type { AuditSealer } from '../audit/chain.ts';
 import { ConditionError, type Decision, type DecisionInput, decideStrictest } from '../policies/engine.ts';
+import { startDecisionBudget } from '../policies/limits.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
 import { actDigest, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from './identity.ts';
@@ -291,17 +292,24 @@ export class DecisionService {
   }
 
   /**
-   * Whether policy would let this agent call `tool` on the server it discovered (in memory, not
-   * recorded): for tool lists. Decided as a call without arguments would be, and as the
-   * discovery's declared input with that tool.
+   * The tools policy would let this agent call on the server it discovered (in memory, not
+   * recorded): for tool lists. Each is decided as a call without arguments would be, and as the
+   * discovery's declared input with that tool. The whole list spends one decision's budget:
+   * a tool whose check fails or finds the budget spent is left out (fail closed).
    */
-  async toolAllowed(ctx: RequestContext, decided: DecisionOutcome, server: string, tool: string): Promise<boolean> {
+  async allowedTools(ctx: RequestContext, decided: DecisionOutcome, server: string, tools: readonly string[]): Promise<Set<string>> {
     const set = await this.policies.get(ctx.auth.workspaceId, ctx.auth.policyVersion);
-    const declared: DecisionInput = { ...decided.input, environment: decided.environment, tool, execution: mcpFacts(server, tool, {}) };
-    try {
-      return decideStrictest(set, [{ ...declared, action: 'mcp.call' }, declared], decided.agent).effect !== 'block';
-    } catch {
-      return false; // a failing condition hides the tool: fail closed
+    const allowed = new Set<string>();
+    startDecisionBudget();
+    for (const tool of tools) {
+      const declared: DecisionInput = { ...decided.input, environment: decided.environment, tool, execution: mcpFacts(server, tool, {}) };
+      try {
+        if (decideStrictest(set, [{ ...declared, action: 'mcp.call' }, declared], decided.agent, true).effect !== 'block')
+          allowed.add(tool);
+      } catch {
+        // a failing condition, or the listing's budget spent: the tool is hidden
+      }
     }
+    return allowed;
   }
 }

@@ -153,12 +153,19 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
         () => mcp.use(server, 'discovery_failed', held, (client) => client.listTools(undefined, { timeout: MCP_REQUEST_TIMEOUT_MS })),
         (r) => ({ tools: r.tools.length }),
       );
-      const tools = [];
-      for (const tool of listed.tools) {
-        if (await decisions.toolAllowed(ctx, decided, server.slug, tool.name)) {
-          tools.push({ name: tool.name, description: tool.description ?? '', inputSchema: tool.inputSchema as Record<string, unknown> });
-        }
-      }
+      const allowed = await decisions.allowedTools(
+        ctx,
+        decided,
+        server.slug,
+        listed.tools.map((tool) => tool.name),
+      );
+      const tools = listed.tools
+        .filter((tool) => allowed.has(tool.name))
+        .map((tool) => ({
+          name: tool.name,
+          description: tool.description ?? '',
+          inputSchema: tool.inputSchema as Record<string, unknown>,
+        }));
       return { status: 200, body: { data: { allowed: true, result: decided.result.result, server: server.slug, tools } } };
     },
 
