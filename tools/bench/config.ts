@@ -76,6 +76,7 @@ export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchCo
     profileSeconds: positive('BENCH_PROFILE_SECONDS', 10),
     profileRate: env('BENCH_PROFILE_RATE') ? positive('BENCH_PROFILE_RATE', 1, true) : undefined,
     quick: env('BENCH_QUICK') === '1' || env('BENCH_QUICK') === 'true',
+    worstOnly: env('BENCH_WORST') === '1' || env('BENCH_WORST') === 'true',
     openRate: env('BENCH_OPEN_RATE') ? positive('BENCH_OPEN_RATE', 1, true) : undefined,
     workers: positive('BENCH_WORKERS', Math.max(1, availableParallelism() - 1), true),
     trace: env('BENCH_TRACE') === '1' || env('BENCH_TRACE') === 'true',

@@ -4,10 +4,11 @@
  * that reads only what the loop needs from an answer: its status and where it ends.
  *
  * Why not undici: on the 2-core benchmark machine the load generator shares the cores with
- * the server under test, so whatever it costs is taken from the server. undici's Pool cost
- * 0.112–0.123 ms of CPU per request in the open loop (promises, header objects and a body
- * stream per answer), this sender 0.072–0.076 ms (tools/bench/README.md). The sender is a measuring instrument: no redirects, no retries,
- * no pipelining; a connection error or a timeout fails the request it carried.
+ * the server under test, so whatever it costs is taken from the server, and undici's Pool
+ * (promises, header objects and a body stream per answer) cost clearly more CPU per request
+ * than this sender (docs/decisions/0008-bench-open-loop-sender.md). The sender is a measuring
+ * instrument: no redirects, no retries, no pipelining; a connection error or a timeout fails
+ * the request it carried.
  */
 import { connect, type Socket } from 'node:net';
 

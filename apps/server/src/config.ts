@@ -60,11 +60,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((entry) => entry.trim())
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
-    // Sealing more often spreads its bursts (on a fresh database, every 200 ms: open-loop p99
-    // 18.5 → 15.3 ms), but each round also scans the sealing queue, whose dead rows pile up
-    // between autovacuum runs (183,000 after 200,000 events: a parallel sequential scan of 1,675
-    // pages per read); in the full benchmark, after the closed-loop runs, 200 ms cost more
-    // database CPU per decision (0.16–0.18 vs 0.12–0.15 ms) and a higher p50 (5.7–6.4 vs 4.5–4.8 ms).
+    // Sealing more often spreads its bursts, but each round also scans the sealing queue, whose
+    // dead rows pile up between vacuums: a shorter interval cost more than it gained
+    // (docs/decisions/0003-audit-sealing.md).
     auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
     auditSealerThread: env.WARDEN_AUDIT_SEALER_THREAD !== 'false',
     masterKey: env.WARDEN_MASTER_KEY || undefined,

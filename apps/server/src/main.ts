@@ -56,8 +56,8 @@ const RETRY_MS = 5_000;
 
 async function supervise(count: number): Promise<void> {
   // Node's default round-robin: the supervisor accepts and hands connections to the servers in
-  // turn, which spreads long-lived connections evenly (measured against SCHED_NONE, where the
-  // kernel picks: 4,057 vs 3,689 decisions/s, the servers' load uneven). The price: a connection
+  // turn, which spreads long-lived connections evenly (SCHED_NONE, where the kernel picks, left
+  // the servers' load uneven: docs/decisions/0007-server-processes.md). The price: a connection
   // handed to a server in the instant it dies gets no answer, like the requests that server was
   // answering; clients retry after their timeout.
   let stopping = false;

@@ -4,8 +4,8 @@
  * /api/v1/openapi.json. Works offline; the Content-Security-Policy lets the page load
  * nothing from another origin.
  *
- * Redoc rather than Scalar: its standalone bundle is 1.1 MB against 4.4 MB, and its
- * install 85 MB against 290 MB; both render OpenAPI 3.1.
+ * Redoc rather than Scalar: both render OpenAPI 3.1, and Redoc's bundle and install are a
+ * fraction of Scalar's (docs/decisions/0009-api-reference-redoc.md).
  */
 import { createRequire } from 'node:module';
 import { type Request, type Response, Router } from 'express';

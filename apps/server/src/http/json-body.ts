@@ -1,7 +1,6 @@
 /**
- * The JSON body reader of both APIs. It does what `express.json()` did for this service, in a
- * fraction of its CPU (measured: a bare Express app answering a small JSON POST spent 0.174 ms
- * per request with express.json() and 0.143 ms with this reader), and fails with ApiErrors:
+ * The JSON body reader of both APIs. It does what `express.json()` did for this service, with
+ * less CPU per request (docs/decisions/0004-http-hot-path.md), and fails with ApiErrors:
  *
  * - Only a request that carries a body (Transfer-Encoding, or any Content-Length) of media type
  *   `application/json` is read; any other leaves `req.body` undefined, and the contract

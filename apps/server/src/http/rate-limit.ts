@@ -70,10 +70,10 @@ interface Lease {
 
 /**
  * Takes quota from the shared store in leases and hands it out in process. Asking the store
- * for every request cost a round trip to Redis (or an upsert in PostgreSQL) per request — 10 %
- * of a server's CPU in the open-loop benchmark. A subject's first request of a window leases 1;
- * each further lease doubles while the leases get used, up to MAX_LEASE and to 1/LEASE_SHARE of
- * what is left of the quota.
+ * for every request cost a round trip to Redis (or an upsert in PostgreSQL) per request
+ * (docs/decisions/0005-rate-limit-quota-leases.md). A subject's first request of a window
+ * leases 1; each further lease doubles while the leases get used, up to MAX_LEASE and to
+ * 1/LEASE_SHARE of what is left of the quota.
  *
  * Never more than the limit is admitted in a window, in total over all processes: every
  * admitted request holds a unit the store counted within the limit. In one process the count

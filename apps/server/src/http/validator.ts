@@ -4,10 +4,11 @@
  *
  * The validator finds each request's operation by compiling every route of the spec with
  * path-to-regexp, on every request (openapi.metadata.js `lookupRoute`; upstream fix pending:
- * cdimascio/express-openapi-validator#1217). That was ≈7 % of the server's CPU per request under
- * load. The routes are fixed for the life of the process, so the compiled form is memoised here,
- * on the copy of path-to-regexp the validator itself loads. A compiled route is a plain value
- * ({ regexp, keys }; the regexp has no `g` or `y` flag, so it keeps no state between uses).
+ * cdimascio/express-openapi-validator#1217), a visible share of the server's CPU under load
+ * (docs/decisions/0004-http-hot-path.md). The routes are fixed for the life of the process, so
+ * the compiled form is memoised here, on the copy of path-to-regexp the validator itself
+ * loads. A compiled route is a plain value ({ regexp, keys }; the regexp has no `g` or `y`
+ * flag, so it keeps no state between uses).
  */
 import { createRequire } from 'node:module';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
@@ -61,9 +62,9 @@ const MAX_KNOWN_PATHS = 256;
 /**
  * The validator's steps, minus the work that gives the same result on every request. Each of
  * its steps first awaits the loaded spec (a promise hop each), and its metadata step looks the
- * operation up by matching the path against every route of the spec, in order (≈4 % of a
- * server's CPU per decision under load, with the hops). So, by their names in the pinned
- * express-openapi-validator (a step not recognised is kept as is):
+ * operation up by matching the path against every route of the spec, in order (a visible share
+ * of the CPU per decision, with the hops; docs/decisions/0004-http-hot-path.md). So, by their
+ * names in the pinned express-openapi-validator (a step not recognised is kept as is):
  * - `pathParamsMiddleware` installs path-parameter hooks on its first request, and
  *   `securityMiddleware` passes every request on (security is checked by our own identity step,
  *   `validateSecurity: false`): once either has passed a request on, it is skipped;

@@ -21,12 +21,9 @@
  *   without a seal and queued for the sealer (chain.ts), as every event used to be.
  * With one process writing a workspace, every decision is sealed in the statement that
  * records it and the sealer has nothing of the writer's to do: no sealing round reads events
- * back and holds the head meanwhile. Measured why (open loop, 4,641 decisions/s, one server):
- * the sealer's rounds — reading, hashing and writing ~2,300 events every 500 ms — competed for
- * the 2 cores, and 6.5 % of the requests were slower than 10 ms with them, 1.1–1.9 % with
- * sealing switched off. Queueing a failed batch instead of sending it again kept the sealer in
- * a cycle: each round moved the head, which failed the writer's next batch, which fed the next
- * round.
+ * back, competing with requests for the cores, and holds the head meanwhile. A failed batch is
+ * sent again rather than queued: queueing kept the sealer in a cycle, each round moving the
+ * head and failing the writer's next batch (docs/decisions/0003-audit-sealing.md).
  */
 import type { AuditEvent } from '@warden/contract';
 import type { Database } from '../../db/database.ts';
@@ -61,21 +58,10 @@ export class AuditWriter {
   private queue: Pending[] = [];
   /**
    * One statement at a time: while it commits, the next requests gather into the next one, and
-   * the heads below are then exactly what this process last wrote. Measured on PostgreSQL
-   * against 4 in flight: 2,988 vs 2,487 decisions/s closed loop, 0.089 vs 0.144 ms of database
-   * CPU per decision, open-loop p50 4.8 vs 9.2 ms.
-   *
-   * Statements go through the pool (Database.run). A connection of the writer's own, so that
-   * a pool busy with other work could never hold decisions up, measured worse at the p99
-   * target's rate (3,269/s, 8 rounds each, interleaved): 3.7–11 % of answers over 10 ms
-   * against 0.6–1.5 % (one round 5.8 %), with the same statements per second and batch sizes;
-   * the cause was not found. The pool's size bounds that risk instead.
-   *
-   * Nor does a second statement go out when this one is late. Sending what waits once a
-   * statement had been out for 2 ms (on another pooled connection, unsealed, for the sealer)
-   * measured worse at that rate (3,246/s): 6.9 % of answers over 10 ms against 2.0 % (2 and 4
-   * rounds), with about 40 such statements a second. A statement is late when both cores are
-   * busy, and a second one adds to that work.
+   * the heads below are then exactly what this process last wrote. Statements go through the
+   * pool (Database.run; a connection of the writer's own measured worse, the pool's size bounds
+   * the risk), and no second one goes out when this one is late: it is late when both cores are
+   * busy, and a second one adds to that work (docs/decisions/0002-audit-group-commit.md).
    */
   private writing = false;
   /** Chain heads as this process last wrote or read them: a hint that the statement checks. */
@@ -103,10 +89,8 @@ export class AuditWriter {
   /**
    * Sends what is waiting now, not at the end of this turn of the event loop: the statement's
    * round trip then overlaps the decoding of the requests that arrived with it, which go in
-   * the next one. Deferring the send with setImmediate (so that they would share this one)
-   * made batches larger (database CPU per decision 0.099 → 0.085 ms) but serialised the two,
-   * and the tail grew: 3.54 % vs 1.27 % of answers over 10 ms (open loop at 3,269/s, 5 rounds
-   * each, medians).
+   * the next one. Deferring it made batches larger but the tail longer
+   * (docs/decisions/0002-audit-group-commit.md).
    */
   private pump(): void {
     if (this.writing || this.queue.length === 0) return;

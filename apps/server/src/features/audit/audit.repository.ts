@@ -34,7 +34,7 @@ export type AuditEventWithSeal = Awaited<ReturnType<ReturnType<typeof auditEvent
  * (a queue entry or a seal: workspace_id, event_timestamp, event_id), for a lateral join that
  * probes the events' primary key once per row. The LIMIT 1 keeps it a probe: without it
  * PostgreSQL flattens the lateral join into a hash join over the workspace's whole history
- * (measured after ANALYZE, 51,000 events: 10.2 ms vs 2.1 ms per 1,000 rows).
+ * (docs/decisions/0006-postgresql-plan-pins.md).
  */
 const eventByKey = <D, TB extends keyof D, O>(events: SelectQueryBuilder<D, TB, O>, from: 'u' | 's') =>
   events
@@ -48,9 +48,8 @@ const eventByKey = <D, TB extends keyof D, O>(events: SelectQueryBuilder<D, TB, 
  * The oldest `limit` events of a workspace's sealing queue (audit_unsealed). The queue is read
  * first and each of its events is then fetched by its key (a lateral join: one index probe per
  * event, in the one partition its timestamp names). A plain join leaves the plan to statistics
- * that a queue emptied every half second never has right: measured with 1,000 queued events in
- * a workspace of 200,000, it hash-joined the workspace's whole history (a parallel sequential
- * scan, 33.6 ms, on every sealing round) where the probes take 1.7 ms, whatever the history.
+ * that a queue emptied every half second never has right, and hash-joined the workspace's whole
+ * history on every sealing round (docs/decisions/0006-postgresql-plan-pins.md).
  */
 export const unsealedEventsQuery = (db: Kysely<DB>, workspaceId: string, limit: number) =>
   db
@@ -96,8 +95,8 @@ export const countUnsealed = async (db: Kysely<DB>, workspaceId: string) =>
  * Seals with their events (null when the event row is gone), in chain order. Each seal's event
  * is probed by its full key, the seal's copy of the event timestamp included (events carry
  * JavaScript's millisecond timestamps, so the copy is exact); joined on workspace and id alone,
- * every batch of a verification hash-joined the workspace's whole history (measured: 50,000
- * events verified in 1.8 s, 20,000 in 0.43 s — quadratic). An event whose timestamp was
+ * every batch of a verification hash-joined the workspace's whole history, so verifying was
+ * quadratic (docs/decisions/0006-postgresql-plan-pins.md). An event whose timestamp was
  * changed is then not found, which verification reports as broken, as it should.
  */
 export const sealsWithEventsQuery = (db: Kysely<DB>, workspaceId: string, afterSequence: number, limit: number) =>

@@ -30,8 +30,8 @@ export interface AuditRecord {
 /**
  * A context as the database keeps it (jsonb) and gives it back: what JSON keeps of it (no
  * undefined members, dates as strings). The writer seals events from their rows in memory, so
- * a row must already be what verification will read back; the copy costs about a microsecond
- * for a decision's context.
+ * a row must already be what verification will read back; the copy is small beside a decision
+ * (docs/decisions/0003-audit-sealing.md).
  */
 const asStored = (context: Record<string, unknown>) => JSON.parse(JSON.stringify(context)) as Record<string, unknown>;
 
@@ -108,7 +108,7 @@ const INPUT = `input AS (SELECT * FROM json_to_recordset($1::json) AS r(${auditC
 /**
  * The same rows with the seals the writer computed for some of them (the third parameter, by
  * event id): a second array rather than a copy of each row with its seal, which cost an
- * object of 20 properties per event on the hot path.
+ * object of 20 properties per event on the hot path (docs/decisions/0003-audit-sealing.md).
  */
 const INPUT_WITH_SEALS =
   `input AS (SELECT r.*, s.sequence, s.hash FROM json_to_recordset($1::json) AS r(${auditColumnTypes}) ` +

@@ -2,13 +2,10 @@
  * Sealing rounds in a worker thread with its own PostgreSQL connection (used on PostgreSQL;
  * the embedded database has one in-process session, so it seals inline).
  *
- * A round reads its events back, hashes them and writes their seals: on the request thread,
- * under an open-loop load of 3,550 decisions/s, a round took 90–130 ms of wall time (about
- * 1,800 events), and 83% of the requests slower than 10 ms overlapped one — the round's
+ * A round reads its events back, hashes them and writes their seals: on the request thread its
  * parsing, hashing and garbage delayed every request that arrived meanwhile, however often it
- * yielded. In a thread (and a heap) of its own, the operating system shares the cores instead:
- * in two such runs the requests slower than 10 ms fell from 8.6% to 2.2% and 4.3% (one server
- * process; closed-loop throughput unchanged within noise, 8,999 vs 8,756 decisions/s).
+ * yielded. In a thread (and a heap) of its own, the operating system shares the cores instead
+ * (docs/decisions/0003-audit-sealing.md).
  */
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
