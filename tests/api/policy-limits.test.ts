@@ -215,3 +215,24 @@ describe('POST /policy/evaluate with a saved condition that no longer compiles',
     expect(audit.body.data.map((e: { result: string }) => e.result)).toEqual(['blocked']);
   });
 });
+
+describe('a decision context over 65,536 bytes of JSON', () => {
+  it('answers 400 invalid_request on POST /policy/evaluate and POST /approvals, and records nothing', async () => {
+    const key = await freshWorkspace();
+    await createAgent(key, { name: 'big', slug: 'big' });
+    const context = { l: Array.from({ length: 20_000 }, (_, i) => i) }; // ~109 KB
+    const evaluated = await evaluate(key, { action: 'x', agent: 'big', context });
+    expect(evaluated.status).toBe(400);
+    expect(evaluated.body.error).toMatchObject({ code: 'invalid_request' });
+    expect(evaluated.body.error.message).toMatch(/input\.context: at most 65,536 bytes/);
+    const asked = await server.api('POST', '/approvals', { key, body: { title: 'big', agent: 'big', context } });
+    expect(asked.status).toBe(400);
+    expect(asked.body.error.code).toBe('invalid_request');
+    const pinned = await server.api('POST', '/approvals', { key, body: { title: 'big', input: { action: 'x', agent: 'big', context } } });
+    expect(pinned.status).toBe(400);
+    const audit = await server.api('GET', '/audit-logs', { key });
+    expect(audit.body.data).toEqual([]);
+    const fits = await evaluate(key, { action: 'x', agent: 'big', context: { l: context.l.slice(0, 10_000) } });
+    expect(fits.status).toBe(200);
+  });
+});

@@ -36,14 +36,14 @@ export interface BenchConfig {
   profileRate?: number;
   /** Closed-loop B1/S rounds only, for comparing two versions of the hot path (BENCH_QUICK=1). */
   quick: boolean;
+  /** The worst decisions the policy limits admit, and /health beside them, only (BENCH_WORST=1). */
+  worstOnly: boolean;
   /** Open-loop B1/S rounds only, at this rate, for comparing latency (BENCH_OPEN_RATE). */
   openRate?: number;
   /**
    * Warden's server processes (BENCH_WORKERS → WARDEN_WORKERS). Default: the machine's cores
-   * less one, which PostgreSQL and the load generator need on this shared machine — measured on
-   * 2 cores (same session): 1 server 5,177 decisions/s closed loop at 0.19 ms of CPU each, 2
-   * servers 4,980/s at 0.25 ms; open loop at 2,550/s, 1 server used 0.32 ms per decision and
-   * kept the machine 64–67 % busy, 2 servers 0.39–0.41 ms and 81–82 %.
+   * less one, which PostgreSQL and the load generator need on this shared machine: on 2 cores a
+   * second server bought no throughput and cost CPU (docs/decisions/0007-server-processes.md).
    */
   workers: number;
   /** Open-loop runs write every request's due time and latency to test-output/bench/trace/ (BENCH_TRACE=1). */

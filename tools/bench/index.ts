@@ -36,8 +36,20 @@ import { formatEvaluator, formatTables, median, summarise } from './report.ts';
 import { type Measured, type RunOptions, runLoad, type Scenario } from './runner.ts';
 import { B1_APP_NAME, startBaseline, startMcpUpstream, startWarden, WARDEN_APP_NAME, type WardenTarget } from './targets.ts';
 import { AGENT_KEY, EVALUATE_BODY, MCP_CALL_BODY, seedWarden } from './workload.ts';
+import { type InProcessFigures, seedShape, WORST_SHAPES } from './worst-case.ts';
 
 const OUT_DIR = join(ROOT, 'test-output/bench');
+/** Seconds each worst-decision shape is looped through the API, and the rate of the health probe beside it. */
+const WORST_SECONDS = 3;
+const HEALTH_RATE = 100;
+
+interface WorstFigures {
+  inProcess: InProcessFigures[];
+  http: Array<{ shape: string; bodyBytes: number; p50: number; p99: number; rps: number }>;
+  attack: string | null;
+  healthAlone: number | null;
+  healthUnderAttack: number | null;
+}
 const TRACE_DIR = join(OUT_DIR, 'trace');
 const POLICIES = 50;
 
@@ -124,6 +136,21 @@ function reachable(url: string): Promise<boolean> {
   });
 }
 
+async function worstInProcess(): Promise<InProcessFigures[]> {
+  const child = forkBench('worst-case.ts', 'worst-case');
+  try {
+    const { figures } = await nextMessage<{ figures: InProcessFigures[] }>(
+      child,
+      (m) => m?.type === 'result',
+      10 * 60_000,
+      'worst decisions',
+    );
+    return figures;
+  } finally {
+    await stopChild(child, 'SIGKILL', 1_000);
+  }
+}
+
 async function evaluatorBenchmark(decisions: number): Promise<EvaluatorFigures[]> {
   const child = forkBench('evaluator.ts', 'evaluator', [], { BENCH_EVALUATOR_DECISIONS: String(decisions) });
   try {
@@ -200,7 +227,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
   if (!redisUp) log(`warning: ${config.redisUrl} does not answer: Warden's rate limiter will count in memory (its insurance)`);
 
   log(`evaluator micro-benchmark (${config.evaluatorDecisions} decisions per set)…`);
-  const evaluator = await evaluatorBenchmark(config.evaluatorDecisions);
+  const evaluator = config.worstOnly ? [] : await evaluatorBenchmark(config.evaluatorDecisions);
 
   const env = await prepare(config, { label: 'warden' });
   const postgres = await serverFacts(env.db.pool);
@@ -280,13 +307,15 @@ async function benchmark(config: BenchConfig): Promise<void> {
     rmSync(TRACE_DIR, { recursive: true, force: true });
     mkdirSync(TRACE_DIR, { recursive: true });
   }
-  const run = async (key: string, mode: 'closed' | 'open', round: number, rate?: number): Promise<Measured | undefined> => {
+  const run = (key: string, mode: 'closed' | 'open', round: number, rate?: number) => runOne(key, mode, { round, rate });
+  async function runOne(key: string, mode: 'closed' | 'open', options: Partial<RunOptions> = {}): Promise<Measured | undefined> {
     const scenario = scenarios[key] as Scenario;
+    const { round = 1, rate } = options;
     const label = `${scenario.target} ${scenario.scenario} ${mode}${rate ? ` @${Math.round(rate)}/s` : ''} (round ${round})`;
     if (aborted) throw new Error('aborted');
     log(`${label}…`);
     try {
-      const measured = await runLoad(scenario, mode, { ...base, round, rate });
+      const measured = await runLoad(scenario, mode, { ...base, round, ...options });
       runs.push(measured);
       const l = measured.load;
       log(
@@ -301,11 +330,12 @@ async function benchmark(config: BenchConfig): Promise<void> {
       failures.push({ run: label, error: (error as Error).message });
       return undefined;
     }
-  };
+  }
+  const worst: WorstFigures = { inProcess: [], http: [], attack: null, healthAlone: null, healthUnderAttack: null };
 
   // 0. prime each server once (JIT, caches, pools), unmeasured, so round 1 is not a cold start
   const primeSeconds = Math.min(5, config.seconds);
-  for (const key of ['B0', 'B1', 'S']) {
+  for (const key of config.worstOnly ? [] : ['B0', 'B1', 'S']) {
     if (aborted) throw new Error('aborted');
     const scenario = scenarios[key] as Scenario;
     log(`priming ${scenario.target} (${primeSeconds} s closed loop, not counted)…`);
@@ -320,7 +350,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
   }
 
   // 1. closed loop, interleaved: B0, (B1, S) × rounds, B0 (not with BENCH_OPEN_RATE)
-  if (!config.openRate) {
+  if (!config.openRate && !config.worstOnly) {
     await run('B0', 'closed', 1);
     for (let round = 1; round <= config.rounds; round++) {
       await run('B1', 'closed', round);
@@ -332,7 +362,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
   // 2. open loop at half of S's maximum (or BENCH_OPEN_RATE), interleaved: (B1, S) × rounds, B0
   const sMax = median(runs.filter((m) => m.target === 'S' && m.scenario === 'evaluate' && m.mode === 'closed').map((m) => m.load.rps));
   const halfRate = config.openRate ?? (Number.isFinite(sMax) && sMax > 0 ? Math.max(10, Math.round(sMax / 2)) : 100);
-  if (!config.quick) await latencyAndOtherOperations();
+  if (!config.quick && !config.worstOnly) await latencyAndOtherOperations();
   async function latencyAndOtherOperations() {
     for (let round = 1; round <= config.rounds; round++) {
       await run('B1', 'open', round, halfRate);
@@ -347,7 +377,57 @@ async function benchmark(config: BenchConfig): Promise<void> {
       const rate = closed && closed.load.rps > 0 ? Math.max(5, Math.round(closed.load.rps / 2)) : undefined;
       if (rate) await run(key, 'open', 1, rate);
     }
+
+    await worstDecisions();
   }
+
+  async function worstDecisions() {
+    // 4. the worst decisions the limits admit: each shape in a workspace of its own, one client
+    // looping its decisions; then GET /health at a fixed rate, alone and while one client loops
+    // the shape slowest through the API
+    log('worst decisions: in-process…');
+    worst.inProcess = await worstInProcess();
+    for (const f of worst.inProcess) log(`  ${f.shape}: p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms, max ${f.ms.max} ms (${f.outcome})`);
+    for (const shape of WORST_SHAPES) {
+      const seeded = await seedShape(env.warden.baseUrl, env.db.url, shape);
+      const key = `worst_${shape.name}`;
+      scenarios[key] = {
+        target: 'S',
+        scenario: key,
+        pids: env.warden.pids,
+        dbApplication: WARDEN_APP_NAME,
+        url: `${env.warden.baseUrl}/policy/evaluate`,
+        method: 'POST',
+        headers: { authorization: `Bearer ${seeded.key}`, 'content-type': 'application/json' },
+        body: seeded.body,
+      };
+      const looped = await runOne(key, 'closed', { connections: 1, warmupSeconds: 1, seconds: WORST_SECONDS });
+      if (looped) worst.http.push({ shape: shape.name, bodyBytes: seeded.body.length, ...looped.load.latencyMs, rps: looped.load.rps });
+    }
+    const slowest = [...worst.http].sort((a, b) => b.p50 - a.p50)[0];
+    scenarios.health = {
+      target: 'S',
+      scenario: 'health',
+      pids: env.warden.pids,
+      url: `${env.warden.baseUrl}/health`,
+      method: 'GET',
+      headers: {},
+    };
+    worst.healthAlone = (await runOne('health', 'open', { rate: HEALTH_RATE }))?.load.latencyMs.p99 ?? null;
+    if (slowest) {
+      worst.attack = slowest.shape;
+      const [health] = await Promise.all([
+        runOne('health', 'open', { rate: HEALTH_RATE }),
+        runOne(`worst_${slowest.shape}`, 'closed', {
+          connections: 1,
+          warmupSeconds: config.warmupSeconds + 1,
+          seconds: config.seconds + 1,
+        }),
+      ]);
+      worst.healthUnderAttack = health?.load.latencyMs.p99 ?? null;
+    }
+  }
+  if (config.worstOnly) await worstDecisions();
 
   const wardenHwm = (() => {
     try {
@@ -404,6 +484,11 @@ async function benchmark(config: BenchConfig): Promise<void> {
     s_errors: sRuns.reduce((a, m) => a + m.load.errors + m.load.non2xx, 0),
     s_audit_rows_ok: sRuns.every((m) => m.audit?.ok === true),
     evaluator_p50_us_50x10: ev50?.perDecisionUs.p50 ?? null,
+    worst_decision_p50_ms: worst.inProcess.length ? Math.max(...worst.inProcess.map((f) => f.ms.p50)) : null,
+    worst_decision_p99_ms: worst.inProcess.length ? Math.max(...worst.inProcess.map((f) => f.ms.p99)) : null,
+    worst_decision_http_p50_ms: worst.http.length ? Math.max(...worst.http.map((f) => f.p50)) : null,
+    health_p99_ms_alone: worst.healthAlone,
+    health_p99_ms_under_worst_decisions: worst.healthUnderAttack,
   };
   const targets = {
     's_over_b1 >= 0.5': headline.s_over_b1_rps !== null && headline.s_over_b1_rps >= 0.5,
@@ -412,6 +497,10 @@ async function benchmark(config: BenchConfig): Promise<void> {
     'no errors (S evaluate)': headline.s_errors === 0,
     'no lost audit rows (S evaluate)': headline.s_audit_rows_ok,
     'evaluator p50 <= 10 us (50 x 10)': headline.evaluator_p50_us_50x10 !== null && headline.evaluator_p50_us_50x10 <= 10,
+    'worst admitted decision <= 5 ms (in-process p99, every shape)':
+      headline.worst_decision_p99_ms !== null && headline.worst_decision_p99_ms <= 5,
+    'GET /health p99 <= 20 ms while one client loops the worst decision':
+      headline.health_p99_ms_under_worst_decisions !== null && headline.health_p99_ms_under_worst_decisions <= 20,
   };
 
   const result = {
@@ -448,6 +537,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     headline,
     targets,
     evaluator,
+    worst,
     summaries,
     wardenPeakRssMbOverall: Number.isFinite(wardenHwm) ? Number(wardenHwm.toFixed(1)) : null,
     runs: runs.map((m) => ({ ...m, load: { ...m.load } })),
@@ -501,6 +591,19 @@ async function benchmark(config: BenchConfig): Promise<void> {
     `  S errors ${headline.s_errors}; audit rows == 2xx in every S run: ${headline.s_audit_rows_ok}; Warden peak RSS ${headline.s_rss_peak_mb.toFixed(0)} MB`,
   );
   out.push(`  evaluator p50 ${headline.evaluator_p50_us_50x10} µs per decision with 50 × 10 rules (target ≤ 10 µs)`);
+  if (worst.inProcess.length) {
+    out.push('  worst decisions the limits admit (1,000 rules each; in-process decide(), then through the API with one client):');
+    for (const f of worst.inProcess) {
+      const http = worst.http.find((h) => h.shape === f.shape);
+      out.push(
+        `    ${f.shape.padEnd(14)} in-process p50 ${f.ms.p50} ms, p99 ${f.ms.p99} ms, max ${f.ms.max} ms (${f.outcome}); ` +
+          `API p50 ${http?.p50.toFixed(2) ?? '–'} ms, p99 ${http?.p99.toFixed(2) ?? '–'} ms (body ${http?.bodyBytes ?? '–'} B) — ${f.what}`,
+      );
+    }
+    out.push(
+      `  GET /health at ${HEALTH_RATE}/s: p99 ${worst.healthAlone} ms alone, ${worst.healthUnderAttack} ms while one client loops '${worst.attack}' (target ≤ 20 ms)`,
+    );
+  }
   out.push('Targets:');
   for (const [name, ok] of Object.entries(targets)) out.push(`  ${ok ? 'PASS' : 'FAIL'}  ${name}`);
   if (failures.length) {

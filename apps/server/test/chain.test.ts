@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { stableJson } from '../src/canonical-json.ts';
 import { chainHash } from '../src/features/audit/chain.ts';
 
 type Event = Parameters<typeof chainHash>[1];
@@ -40,5 +41,27 @@ describe('chainHash', () => {
     let deep: unknown = 'bottom';
     for (let i = 0; i < 100_000; i++) deep = i % 2 ? { a: deep } : [deep];
     expect(chainHash('', event(deep))).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+describe('stableJson', () => {
+  /** The element-by-element serialisation the fast path for lists of primitives must equal. */
+  const reference = (value: unknown): string => {
+    if (Array.isArray(value)) return `[${value.map(reference).join(',')}]`;
+    if (value !== null && typeof value === 'object') {
+      const keys = Object.keys(value).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      return `{${keys.map((k) => `${JSON.stringify(k)}:${reference((value as Record<string, unknown>)[k])}`).join(',')}}`;
+    }
+    return JSON.stringify(value ?? null);
+  };
+
+  it('writes lists of primitives byte for byte as the element-by-element walk does', () => {
+    const values = [
+      [],
+      [1, 2.5, -0, 1e21, 'a"b\\c\u2028', true, false, null, undefined, Number.NaN, Number.POSITIVE_INFINITY],
+      { b: [3, 'x'], a: [{ z: [null, 'é'] }, [1, [2, ['3']]]], '10': [], '9': [0] },
+      Array.from({ length: 1000 }, (_, i) => (i % 3 === 0 ? i : i % 3 === 1 ? `s${i}` : null)),
+    ];
+    for (const value of values) expect(stableJson(value)).toBe(reference(value));
   });
 });

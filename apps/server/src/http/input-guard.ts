@@ -21,18 +21,30 @@ function textProblem(text: string, what: string): string | null {
 }
 
 function jsonProblem(root: unknown): string | null {
-  const stack: Array<[unknown, number]> = [[root, 0]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop() as [unknown, number];
+  // Only strings and containers can hold a problem: numbers, booleans and null are never put
+  // on the stack, and array indices are not keys (so a long list of numbers costs one loop).
+  const values: unknown[] = [root];
+  const depths: number[] = [0];
+  while (values.length > 0) {
+    const value = values.pop();
+    const depth = depths.pop() as number;
     if (typeof value === 'string') {
       const problem = textProblem(value, 'strings');
       if (problem) return problem;
     } else if (value !== null && typeof value === 'object') {
       if (depth >= MAX_DEPTH) return `JSON may be nested at most ${MAX_DEPTH} levels deep`;
-      for (const [key, child] of Object.entries(value)) {
-        const problem = textProblem(key, 'keys');
-        if (problem) return problem;
-        stack.push([child, depth + 1]);
+      const children = Array.isArray(value) ? value : Object.values(value);
+      if (!Array.isArray(value)) {
+        for (const key of Object.keys(value)) {
+          const problem = textProblem(key, 'keys');
+          if (problem) return problem;
+        }
+      }
+      for (const child of children) {
+        if (typeof child === 'string' || (child !== null && typeof child === 'object')) {
+          values.push(child);
+          depths.push(depth + 1);
+        }
       }
     }
   }

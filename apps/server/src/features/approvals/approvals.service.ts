@@ -14,7 +14,7 @@ import { type AgentRow, findAgentBySlugOrName } from '../agents/agents.repositor
 import { recordEvent } from '../events/outbox.ts';
 import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
 import { findPolicy } from '../policies/policies.repository.ts';
-import { actDigest, declaredInput, type ExecutionFacts, httpFacts, mcpFacts, shownExecution } from '../runtime/act.ts';
+import { actDigest, checkContextSize, declaredInput, type ExecutionFacts, httpFacts, mcpFacts, shownExecution } from '../runtime/act.ts';
 import * as repo from './approvals.repository.ts';
 
 export const DEFAULT_APPROVAL_TTL_SECONDS = 86_400;
@@ -118,6 +118,7 @@ export async function createApproval(db: Kysely<DB>, workspaceId: string, input:
     if (!agent) throw new ApiError('agent_not_found', `agent '${agentName}' was not found in this workspace`);
   }
   if (input.policy !== undefined && !(await findPolicy(db, workspaceId, input.policy))) throw notFound('policy', input.policy);
+  checkContextSize(input.context, 'context');
   const pinned = input.input ? await pinnedAct(db, workspaceId, input, agent) : null;
   return insertPendingApproval(db, workspaceId, {
     title: input.title,

@@ -94,6 +94,7 @@ export function mcpFacts(server: string, tool?: string, args?: Record<string, un
  * defaults to its URL (redacted: it is recorded; the policy's executed view has the real one).
  */
 export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | null): EvaluationInput {
+  checkContextSize(input.context, 'input.context');
   if (facts?.mode === 'mcp_proxy' && facts.tool !== null) {
     if (input.tool !== undefined && input.tool !== facts.tool) {
       throw new ApiError('invalid_request', `input.tool '${input.tool}' differs from the executed tool '${facts.tool}'`);
@@ -103,6 +104,24 @@ export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | nu
   // the URL as the audit log may show it (secret query values redacted)
   if (facts?.mode === 'http_proxy' && input.resource === undefined) return { ...input, resource: redactUrl(facts.url) };
   return input;
+}
+
+/**
+ * A decision's context is facts for conditions, recorded with the decision (and shown with an
+ * approval): bounded, so that no caller can make every decision it sends cost the shared event
+ * loop and the audit log hundreds of kilobytes.
+ */
+export const MAX_CONTEXT_BYTES = 65_536;
+
+export function checkContextSize(context: Record<string, unknown> | undefined, what: string): void {
+  if (context === undefined) return;
+  const bytes = Buffer.byteLength(JSON.stringify(context));
+  if (bytes > MAX_CONTEXT_BYTES) {
+    throw new ApiError(
+      'invalid_request',
+      `${what}: at most ${MAX_CONTEXT_BYTES.toLocaleString('en-US')} bytes of JSON; this one has ${bytes.toLocaleString('en-US')}`,
+    );
+  }
 }
 
 /** The parts of an execution an approval is bound to (bodies and arguments by digest). */

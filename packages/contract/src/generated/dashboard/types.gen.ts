@@ -517,7 +517,7 @@ export type ApprovalCreate = {
     action?: string;
     resource?: string;
     /**
-     * Free-form.
+     * Free-form; at most 65,536 bytes as JSON (else 400 `invalid_request`).
      */
     context?: {
         [key: string]: unknown;
@@ -763,7 +763,7 @@ export type EvaluationInput = {
     environment?: string;
     tool?: string;
     /**
-     * Free-form facts for CEL conditions (e.g. amounts, user roles).
+     * Free-form facts for CEL conditions (e.g. amounts, user roles), at most 65,536 bytes as JSON (else 400 `invalid_request`). Recorded with the decision's audit event and shown with an approval it asks for.
      */
     context?: {
         [key: string]: unknown;
@@ -919,6 +919,9 @@ export type McpRuntimeInput = {
     tool?: string;
     resource?: string;
     environment?: string;
+    /**
+     * As `EvaluationInput.context` (at most 65,536 bytes as JSON).
+     */
     context?: {
         [key: string]: unknown;
     };
