@@ -14,7 +14,7 @@
  *
  * One cost unit is meant as at most ~50 ns of work on the 2-core benchmark machine (Node 20);
  * measured, spending units cost 3–41 ns each, whatever the shape (see DECISION_BUDGET). The
- * worst decisions these limits admit are exercised in apps/server/test/policy-limits.test.ts.
+ * worst decisions these limits admit are exercised in apps/server/test/policy-limits.unit.test.ts.
  */
 import type { PolicyRule } from '@warden/contract';
 
