@@ -33,14 +33,14 @@ function jsonProblem(root: unknown): string | null {
       if (problem) return problem;
     } else if (value !== null && typeof value === 'object') {
       if (depth >= MAX_DEPTH) return `JSON may be nested at most ${MAX_DEPTH} levels deep`;
-      const children = Array.isArray(value) ? value : Object.values(value);
-      if (!Array.isArray(value)) {
+      const list = Array.isArray(value);
+      if (!list) {
         for (const key of Object.keys(value)) {
           const problem = textProblem(key, 'keys');
           if (problem) return problem;
         }
       }
-      for (const child of children) {
+      for (const child of list ? value : Object.values(value)) {
         if (typeof child === 'string' || (child !== null && typeof child === 'object')) {
           values.push(child);
           depths.push(depth + 1);

@@ -384,3 +384,19 @@ export function decideStrictest(set: PolicySet, views: readonly DecisionInput[],
   if (!strictest) throw new Error('decideStrictest needs at least one view');
   return strictest;
 }
+
+/**
+ * Decides a list of acts (each on its views, as decideStrictest) on one budget for the whole
+ * list, as for a tool list: the decision of each act, or null where its evaluation failed or
+ * found the budget spent.
+ */
+export function decideEach(set: PolicySet, acts: ReadonlyArray<readonly DecisionInput[]>, agent: AgentFacts): Array<Decision | null> {
+  startDecisionBudget();
+  return acts.map((views) => {
+    try {
+      return decideStrictest(set, views, agent, true);
+    } catch {
+      return null;
+    }
+  });
+}

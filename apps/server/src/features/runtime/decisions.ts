@@ -19,8 +19,7 @@ import { insertPendingApproval, toApproval } from '../approvals/approvals.servic
 import { type AuditRecord, persistOrRefuse, writeAuditEvent } from '../audit/audit.service.ts';
 import type { AuditWriter } from '../audit/audit-writer.ts';
 import type { AuditSealer } from '../audit/chain.ts';
-import { ConditionError, type Decision, type DecisionInput, decideStrictest } from '../policies/engine.ts';
-import { startDecisionBudget } from '../policies/limits.ts';
+import { ConditionError, type Decision, type DecisionInput, decideEach, decideStrictest } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
 import { actDigest, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from './identity.ts';
@@ -299,17 +298,12 @@ export class DecisionService {
    */
   async allowedTools(ctx: RequestContext, decided: DecisionOutcome, server: string, tools: readonly string[]): Promise<Set<string>> {
     const set = await this.policies.get(ctx.auth.workspaceId, ctx.auth.policyVersion);
-    const allowed = new Set<string>();
-    startDecisionBudget();
-    for (const tool of tools) {
+    const acts = tools.map((tool) => {
       const declared: DecisionInput = { ...decided.input, environment: decided.environment, tool, execution: mcpFacts(server, tool, {}) };
-      try {
-        if (decideStrictest(set, [{ ...declared, action: 'mcp.call' }, declared], decided.agent, true).effect !== 'block')
-          allowed.add(tool);
-      } catch {
-        // a failing condition, or the listing's budget spent: the tool is hidden
-      }
-    }
-    return allowed;
+      return [{ ...declared, action: 'mcp.call' }, declared];
+    });
+    const decisions = decideEach(set, acts, decided.agent);
+    // a failing condition, or the listing's budget spent, hides the tool
+    return new Set(tools.filter((_, i) => decisions[i] && decisions[i].effect !== 'block'));
   }
 }

@@ -87,9 +87,8 @@ export const runtimeHandlers = ({ database: { db }, decisions, mcp, egress }: Ha
     executeRuntime: async ({ body, ctx }) => {
       const execution = body.execution as HttpExecution | McpExecution;
       const server = execution.mode === 'mcp_proxy' ? await registeredServer(ctx, execution.server) : null;
-      const facts: ExecutionFacts = server
-        ? mcpFacts(server.slug, (execution as McpExecution).tool, (execution as McpExecution).arguments)
-        : httpFacts(execution as HttpExecution);
+      const facts: ExecutionFacts =
+        execution.mode === 'mcp_proxy' ? mcpFacts((server as McpTarget).slug, execution.tool, execution.arguments) : httpFacts(execution);
       const decided = await decisions.decide(ctx, {
         input: body.input,
         execution: facts,
