@@ -113,11 +113,8 @@ function nonZeroModulus(b: number): number {
 
 /** Functions refused in conditions, checked on the parsed expression (not its text), with why. */
 const REFUSED_FUNCTIONS: Record<string, string> = {
-  // cel-js runs matches() on JavaScript's backtracking RegExp (`^(a+)+$` over 28 characters of
-  // input: 9 s), and its built-in cannot be replaced. A linear-time engine was measured and
-  // refused too: re2js 2.10.0 is linear but costs up to ~40 ms on 1 KiB of input the first
-  // times a pattern meets it (lazy DFA construction, `(\w+\s?){1,100}$`; `[\s\S]{100}$`
-  // 12 ms), and compiling a pattern takes up to 10 ms (`.{0,1000}x`) on every policy load.
+  // backtracking RegExp in cel-js, which refuses a replacement; a linear-time engine measured too
+  // slow per decision (docs/decisions/0010-policy-cost-limits.md)
   matches:
     'matches() is not supported: regular expressions cost too much per decision (backtracking, or a slow linear engine); use startsWith, endsWith, contains, or a glob in `match`',
 };
@@ -207,8 +204,8 @@ export function checkConditionLimits(expression: string): { message: string; pos
  */
 export function evaluateCondition(condition: CompiledCondition, variables: ConditionVariables): boolean {
   let result: unknown;
-  // cel-js creates an Error for every failing step, also where `||` or all() absorb it; without
-  // a stack trace one costs ~2 µs instead of 7–26 µs (the trace of this deep recursion)
+  // cel-js creates an Error for every failing step, also where `||` or all() absorb it: no stack
+  // traces, which cost several times the error itself here (docs/decisions/0010-policy-cost-limits.md)
   const stackTraceLimit = Error.stackTraceLimit;
   Error.stackTraceLimit = 0;
   try {
@@ -569,7 +566,7 @@ function meterNode(node: Node, scope: { units: number }): void {
       }
       for (const arg of args) meterNode(arg, scope);
       if (name === 'duration') {
-        // its parser runs an unanchored regex, quadratic in the string: ~1 ns per character squared
+        // its parser runs an unanchored regex, quadratic in the string
         for (const arg of args) durationArgument(arg, scope);
       } else for (const arg of args) consumed(arg, scope, charUnits, elementUnits, walk);
       if (receiver && args.length === 1 && TIME_ZONE_METHODS.has(name)) scope.units += COST.timeZone;

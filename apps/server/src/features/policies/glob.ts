@@ -3,15 +3,12 @@
  * case-sensitive. Compiled once per policy version into the cheapest test that does the job.
  *
  * No regular expressions: a backtracking regex turns a pattern such as `*a*a*a*a*a*a*a*a*a*a*b`
- * into seconds of blocked event loop per value (measured: 33 s for 40 characters). The matcher
- * below takes the segments between stars left to right at their first fit, which is exact for
- * globs. A segment between two stars is searched in one pass over the value (see finder), so a
- * glob costs at most about 5 ns × value length × ceil(longest inner text / 32), plus its own
- * length. (Segments with `?` used to be tried at every position, value length × segment length
- * comparisons: 1.2 ms for `*?a?a…b*` of 256 characters against a 1,024-character resource, and
- * an attacker's policy set repeated that for every glob: 8.2 s per decision.) Rules' matchers
- * are metered: those searches spend the decision's budget (limits.ts), and limits.ts bounds
- * the number and length of globs.
+ * into seconds of blocked event loop per value. The matcher below takes the segments between
+ * stars left to right at their first fit, which is exact for globs. A segment between two stars
+ * is searched in one pass over the value (see finder), so a glob costs in proportion to value
+ * length × ceil(longest inner text / 32), plus its own length. Rules' matchers are metered:
+ * those searches spend the decision's budget, and limits.ts bounds the number and length of
+ * globs (figures: docs/decisions/0010-policy-cost-limits.md).
  */
 import { COST, charge } from './limits.ts';
 
@@ -44,8 +41,8 @@ type Finder = (value: string, from: number, end: number) => number;
 
 /**
  * Below this many characters to search, a segment without `?` uses the engine's substring
- * search: fastest on ordinary values, and its worst case (about 10 ns per character on
- * adversarial text, e.g. `aa…ab` in `aaaa…`) is small on short ones.
+ * search: fastest on ordinary values, and its worst case (adversarial text, e.g. `aa…ab` in
+ * `aaaa…`) is small on short ones.
  */
 const SHORT_SEARCH = 256;
 
@@ -57,7 +54,7 @@ const SHORT_SEARCH = 256;
 function finder(seg: Segment, metered: boolean): Finder {
   const text = seg.text;
   if (text.length === 1 && !seg.wild) {
-    // one character: a plain scan, as fast as memchr whatever the value (~0.1 ns per character)
+    // one character: a plain scan, as fast as memchr whatever the value
     const perChar = metered ? 1 / (64 * COST.globScanCharsPerUnit) : 0;
     return (value, from, end) => {
       if (metered) charge((end - from) * perChar);
@@ -71,7 +68,7 @@ function finder(seg: Segment, metered: boolean): Finder {
     tables ??= shiftAnd(text);
     return tables(value, from, end);
   };
-  // shift-and: ~5 ns per character and word; the short substring search at most ~10 ns per character
+  // charged per character searched: the word operations shift-and needs (never fewer than 2)
   const perChar = metered ? Math.max(Math.ceil(text.length / 32), 2) / COST.globScanCharsPerUnit : 0;
   if (seg.wild) {
     return (value, from, end) => {
@@ -90,8 +87,7 @@ function finder(seg: Segment, metered: boolean): Finder {
 /**
  * Shift-and (bit-parallel) search for a segment, `?` matching any one UTF-16 code unit: bit i
  * of the state says whether segment[0..i] matches the value ending at the current character.
- * One pass over the value, ceil(length / 32) word operations per character (2–5 ns per
- * character and word), whatever the text.
+ * One pass over the value, ceil(length / 32) word operations per character, whatever the text.
  */
 function shiftAnd(text: string): Finder {
   const length = text.length;

@@ -12,20 +12,13 @@
  *    with the value (text between two `*`), counted in cost units as they happen. Nothing is
  *    timed, so whether a decision is refused does not depend on the machine's load.
  *
- * One cost unit is meant as at most ~50 ns of work on the 2-core benchmark machine (Node 20);
- * measured, spending units cost 3–41 ns each, whatever the shape (see DECISION_BUDGET). The
- * worst decisions these limits admit are exercised in apps/server/test/policy-limits.unit.test.ts.
+ * One cost unit is meant as at most ~50 ns of work; the rates, the budget and how they were
+ * measured: docs/decisions/0010-policy-cost-limits.md. The worst decisions these limits admit
+ * are exercised in apps/server/test/policy-limits.unit.test.ts.
  */
 import type { PolicyRule } from '@warden/contract';
 
-/**
- * Cost units a decision may spend in conditions and glob searches. Spending all of it took
- * 0.2–1.6 ms (fastest of 31 runs; medians up to 2.6 ms on a busy machine) over the costliest
- * shapes found: 200-node condition chains in 1,000 rules, comprehensions, split/join/size over
- * large strings and lists, absorbed errors in long conditions, time zones, glob searches; the
- * unmetered rest of a decision the limits admit (1,000 rules, 2,000 globs) adds ≤ 0.5 ms. The
- * benchmark's decision (500 rules, 25 conditions) spends 520 units.
- */
+/** Cost units a decision may spend in conditions and glob searches: about 2 ms of work at most. */
 export const DECISION_BUDGET = 40_000;
 
 export const LIMITS = {
@@ -33,8 +26,8 @@ export const LIMITS = {
   rulesPerPolicy: 100,
   /**
    * Rules in all policies of a workspace, enabled or not (enabling is a PATCH that is not
-   * checked again). Bounds the per-rule work of a decision that reaches every rule (~30–60 ns
-   * each without a condition) and the compilation of a policy set after each change.
+   * checked again). Bounds the per-rule work of a decision that reaches every rule and the
+   * compilation of a policy set after each change.
    */
   rulesPerWorkspace: 1_000,
   /** Globs in one rule, all match fields together. */
@@ -51,43 +44,35 @@ export const LIMITS = {
   comprehensionNesting: 2,
 } as const;
 
-/**
- * Cost units of the runtime budget. The per-character rates are the measured worst per
- * character of the operation against the ~50 ns unit (Node 20, 64 KiB strings).
- */
+/** Cost units of the runtime budget: the measured worst of each operation (docs/decisions/0010-policy-cost-limits.md). */
 export const COST = {
-  /**
-   * Expression nodes, per evaluation (per iteration inside a comprehension). Measured per node
-   * kind, the worst over dyn-typed operands: a function call dispatches on the runtime types of
-   * its arguments (~300–900 ns), a comparison or arithmetic operator resolves its overload
-   * (~100–350 ns), field access, names, literals and logic ~20–50 ns.
-   */
+  /** Expression nodes, per evaluation (per iteration inside a comprehension), by kind. */
   node: 1,
   call: 12,
   operator: 6,
   has: 8,
-  /** Conversions that parse or format: timestamp() and duration() parse a date (~3.6 µs), string() formats a number (~1.2 µs). */
+  /** Conversions that parse (timestamp(), duration()) or format (string()). */
   parse: 70,
   convert: 25,
   /** A value element (list item, map entry) touched by an operation. */
   element: 1,
-  /** Characters per unit for comparisons, searches and case changes (0.4–1 ns per character). */
+  /** Characters per unit for comparisons, searches and case changes. */
   charsPerUnit: 64,
-  /** size() counts code points: 13 ns per character. */
+  /** size() counts code points. */
   sizeCharsPerUnit: 4,
-  /** split() builds a string per part: up to 40 ns per character. */
+  /** split() builds a string per part. */
   splitCharsPerUnit: 1,
-  /** bytes() and the bytes methods (hex, base64, json): 4–10 ns per byte. */
+  /** bytes() and the bytes methods (hex, base64, json). */
   bytesCharsPerUnit: 8,
-  /** join() checks each element, then joins: ~180 ns per element. */
+  /** join() checks each element, then joins. */
   joinElement: 4,
-  /** An error absorbed by `||`, `&&`, all() or exists(): up to ~10 µs (created without a stack trace, see cel.ts)... */
+  /** An error absorbed by `||`, `&&`, all() or exists() (created without a stack trace, see cel.ts)... */
   error: 200,
-  /** ...plus the source excerpt cel-js builds, ~7 ns per character of the source before the failing node. */
+  /** ...plus the source excerpt cel-js builds, per character of the source before the failing node. */
   errorSourceCharsPerUnit: 6,
-  /** A timestamp method with a time zone builds an Intl formatter per call: ~345 µs. */
+  /** A timestamp method with a time zone builds an Intl formatter per call. */
   timeZone: 7_000,
-  /** Glob search (text between two `*`): characters of the value per unit, per 32 characters of the searched text (~5 ns per character and word). */
+  /** Glob search (text between two `*`): characters of the value per unit, per 32 characters of the searched text. */
   globScanCharsPerUnit: 10,
 } as const;
 
