@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
+import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -273,13 +273,88 @@ export const listEvents = <ThrowOnError extends boolean = false>(options?: Optio
 });
 
 /**
- * Verify the workspace's audit hash chain
+ * Verify the workspace's audit log
  *
- * Recomputes every sealed event's hash from its content and its predecessor's hash and reports the first one that does not match.
+ * Recomputes the leaf hash of every event sealed since the last verification from its
+ * content, rebuilds the tree's right edge from them, compares every stored node and the root
+ * with what the leaves make, and checks the tree against its latest signed checkpoint. Its
+ * cost is that of the events since the last verification, not of the history; `full=true`
+ * verifies from the first event. Anyone who holds a checkpoint can check more than this
+ * (consistency proofs; `warden audit verify` offline), without trusting the server.
+ *
  */
 export const verifyAuditChain = <ThrowOnError extends boolean = false>(options?: Options<VerifyAuditChainData, ThrowOnError>) => (options?.client ?? client).get<VerifyAuditChainResponses, VerifyAuditChainErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/audit/verify',
+    ...options
+});
+
+/**
+ * The latest signed checkpoint of the workspace's audit log
+ *
+ * A checkpoint commits to the first `tree_size` events of the workspace's Merkle tree
+ * (RFC 9162 hashing) with their root hash, signed with Ed25519 by a key that is not kept in
+ * the database (`GET /audit/signing-key`). `note` is the checkpoint in the C2SP
+ * `tlog-checkpoint` signed-note format, so transparency-log tooling can read it. A
+ * checkpoint is made within a few seconds of new events; each one is also delivered as an
+ * `audit.checkpoint` webhook and appended to the server's checkpoint file, so copies exist
+ * that a database writer cannot reach. Keep them: with any of them, `GET
+ * /audit/proofs/consistency` proves that the log only grew since. With `tree_size`, the
+ * checkpoint of exactly that size; 404 `not_found` when there is none (yet).
+ *
+ */
+export const getAuditCheckpoint = <ThrowOnError extends boolean = false>(options?: Options<GetAuditCheckpointData, ThrowOnError>) => (options?.client ?? client).get<GetAuditCheckpointResponses, GetAuditCheckpointErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/audit/checkpoint',
+    ...options
+});
+
+/**
+ * The public key that signs audit checkpoints
+ *
+ * Ed25519, published so that checkpoints, and through them inclusion and consistency
+ * proofs, can be verified with nothing but this key (the SDK's `verifyCheckpoint`,
+ * `verifyInclusion`, `verifyConsistency`; `warden audit verify --public-key`). The private
+ * key lives outside the database (`WARDEN_AUDIT_SIGNING_KEY`, or `audit-signing.key` in the
+ * data directory). Pin the key once; a different key later means the operator replaced it.
+ *
+ */
+export const getAuditSigningKey = <ThrowOnError extends boolean = false>(options?: Options<GetAuditSigningKeyData, ThrowOnError>) => (options?.client ?? client).get<GetAuditSigningKeyResponses, GetAuditSigningKeyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/audit/signing-key',
+    ...options
+});
+
+/**
+ * Prove that an event is in the audit log
+ *
+ * The RFC 9162 inclusion proof (§2.1.3) of one sealed event in the tree of `tree_size`
+ * events (default: the latest checkpoint's size), with the event's leaf: its canonical bytes
+ * and leaf hash. Verify it against a signed checkpoint of that size (`verifyInclusion` in
+ * the SDK). 404 `not_found` for an event that does not exist or is not sealed yet (events
+ * are sealed within about a second); 400 `invalid_request` when the event is not within
+ * `tree_size` or `tree_size` exceeds the tree.
+ *
+ */
+export const getAuditInclusionProof = <ThrowOnError extends boolean = false>(options: Options<GetAuditInclusionProofData, ThrowOnError>) => (options.client ?? client).get<GetAuditInclusionProofResponses, GetAuditInclusionProofErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/audit/proofs/inclusion',
+    ...options
+});
+
+/**
+ * Prove that the audit log only grew between two sizes
+ *
+ * The RFC 9162 consistency proof (§2.1.4) that the tree of `from_size` events is a prefix of
+ * the tree of `to_size` events (default: the latest checkpoint's size), with both roots.
+ * Verify it against two signed checkpoints (`verifyConsistency` in the SDK): a log that was
+ * truncated, rewound or rewritten after a checkpoint you hold cannot produce one. 400
+ * `invalid_request` when `from_size` > `to_size` or `to_size` exceeds the tree.
+ *
+ */
+export const getAuditConsistencyProof = <ThrowOnError extends boolean = false>(options: Options<GetAuditConsistencyProofData, ThrowOnError>) => (options.client ?? client).get<GetAuditConsistencyProofResponses, GetAuditConsistencyProofErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/audit/proofs/consistency',
     ...options
 });
 

@@ -568,9 +568,9 @@ export type ApprovalPage = {
 export type AuditResult = 'allowed' | 'blocked' | 'approval_required';
 
 /**
- * What recorded the event; `manual` for `POST /audit`.
+ * What recorded the event; `manual` for `POST /audit`; `configuration` for a change to the workspace's configuration (a policy, agent, MCP server, key, webhook endpoint, setting or plan), recorded in the change's own transaction, with the actor in `user` (`key:<key id>`, `dashboard:<session id>`, or `cli` for the admin commands).
  */
-export type AuditSource = 'evaluation' | 'execution' | 'mcp' | 'manual';
+export type AuditSource = 'evaluation' | 'execution' | 'mcp' | 'manual' | 'configuration';
 
 export type AuditEventCreate = {
     agent?: string;
@@ -606,7 +606,7 @@ export type AuditEventCreated = {
 export type AuditEvent = {
     id: Uuid;
     /**
-     * Position in the workspace's hash chain; `null` until the event is sealed into the chain. Decisions are usually sealed in the statement that records them; an event that is not is sealed within about a second.
+     * Position in the workspace's Merkle tree, counted from 1 (its leaf index is `sequence - 1`); `null` until the event is sealed into the tree. Decisions are usually sealed in the statement that records them; an event that is not is sealed within about a second.
      */
     sequence: number | null;
     event_timestamp: Timestamp;
@@ -637,7 +637,7 @@ export type AuditEvent = {
         [key: string]: unknown;
     };
     /**
-     * SHA-256 (hex) of this event chained to the previous one; `null` until sealed.
+     * The event's leaf hash (hex), SHA-256(0x00 ‖ canonical event bytes) as RFC 9162 hashes leaves (see `AuditInclusionProof.leaf`); `null` until sealed.
      */
     hash: string | null;
 };
@@ -670,23 +670,146 @@ export type AuditEventSummaryPage = {
 export type AuditVerification = {
     data: {
         /**
-         * True when every sealed event's hash matches its content and its predecessor.
+         * True when every event checked has the leaf hash of its content, the tree's stored
+         * nodes and root are the ones its leaves make, the latest signed checkpoint verifies
+         * with the signing key and is a prefix of the tree, and no event is left out of the
+         * tree (`unaccounted` is 0).
+         *
          */
         valid: boolean;
         /**
-         * Number of sealed events checked.
+         * Sealed events whose leaves were recomputed by this verification.
          */
         checked: number;
+        tree_size: TreeSize;
+        root_hash: HexHash;
         /**
-         * Events recorded but not yet sealed into the chain.
+         * Verification is incremental: the events before this size were verified earlier
+         * (their tree is held as its signed checkpoint and the verified right edge of the
+         * tree), and only the events from here on were read. `full=true` starts from 0.
+         *
+         */
+        verified_from: TreeSize;
+        /**
+         * The latest signed checkpoint and whether the tree is consistent with it; `null` before the first.
+         */
+        checkpoint: null | {
+            tree_size: TreeSize;
+            root_hash: HexHash;
+            /**
+             * The signature verifies and the tree's root at that size is the checkpoint's.
+             */
+            valid: boolean;
+        };
+        /**
+         * Events recorded and queued for sealing (sealed within about a second).
          */
         unsealed: number;
         /**
-         * Sequence of the first event whose hash does not verify; `null` when valid.
+         * Events recorded but neither sealed nor queued: a sign that rows were written around Warden.
+         */
+        unaccounted: number;
+        /**
+         * Sequence (leaf index + 1) of the first event whose leaf, or the first tree position whose stored hash, does not verify; `null` when valid.
          */
         first_invalid_sequence: number | null;
         verified_at: Timestamp;
     };
+};
+
+/**
+ * A SHA-256 hash, lowercase hex.
+ */
+export type HexHash = string;
+
+/**
+ * A number of events of the workspace's Merkle tree.
+ */
+export type TreeSize = number;
+
+export type AuditCheckpoint = {
+    /**
+     * The log's name, first line of the note (`<host>/audit/<workspace id>`).
+     */
+    origin: string;
+    tree_size: TreeSize;
+    root_hash: HexHash;
+    timestamp: Timestamp;
+    /**
+     * The signed-note key id (hex) of the signing key.
+     */
+    key_id: string;
+    /**
+     * The checkpoint as a C2SP `tlog-checkpoint` signed note (text, ends with a newline); the signature covers origin, size, root and time.
+     */
+    note: string;
+};
+
+export type AuditCheckpointResponse = {
+    data: AuditCheckpoint;
+};
+
+export type AuditSigningKeyResponse = {
+    data: {
+        algorithm: 'ed25519';
+        /**
+         * The key's name in signature lines.
+         */
+        key_name: string;
+        /**
+         * First four bytes of SHA-256(key name ‖ 0x0A ‖ 0x01 ‖ public key), hex (C2SP signed-note).
+         */
+        key_id: string;
+        /**
+         * The raw 32-byte Ed25519 public key, base64.
+         */
+        public_key: string;
+        /**
+         * The signed-note verifier key, `<name>+<key id>+<base64(0x01 ‖ public key)>`, as other note tooling takes it.
+         */
+        verifier_key: string;
+    };
+};
+
+export type AuditInclusionProof = {
+    event_id: Uuid;
+    leaf_index: TreeSize;
+    tree_size: TreeSize;
+    /**
+     * The event's canonical bytes (UTF-8): a JSON array, without whitespace, of
+     * `workspace_id, id, event_timestamp, source, agent, agent_id, action, resource, tool,
+     * environment, user, policy, result, severity, message, approval_id, request_id,
+     * context` in this order; `event_timestamp` as ISO 8601 UTC with milliseconds, absent
+     * values as `null`, strings as JSON.stringify writes them, and `context` with its object
+     * keys sorted (by UTF-16 code units) at every depth. This serialisation is frozen.
+     *
+     */
+    leaf: string;
+    leaf_hash: HexHash;
+    root_hash: HexHash;
+    /**
+     * The audit path, from the leaf's sibling upwards (RFC 9162 §2.1.3.1).
+     */
+    proof: Array<HexHash>;
+};
+
+export type AuditInclusionProofResponse = {
+    data: AuditInclusionProof;
+};
+
+export type AuditConsistencyProof = {
+    from_size: TreeSize;
+    to_size: TreeSize;
+    from_root: HexHash;
+    to_root: HexHash;
+    /**
+     * The consistency proof (RFC 9162 §2.1.4.1), empty when the sizes are equal.
+     */
+    proof: Array<HexHash>;
+};
+
+export type AuditConsistencyProofResponse = {
+    data: AuditConsistencyProof;
 };
 
 export type ComplianceControl = {
@@ -726,7 +849,7 @@ export type ComplianceStatus = {
      * - `high-risk-approval` (20): active high- or critical-risk agents; satisfied when a
      * `require_approval` rule of an enabled enforcing policy matches the agent.
      * - `agent-keys` (15): active agents; satisfied by a registered agent key.
-     * - `audit-chain` (20): the chain, once an event is sealed; satisfied while it verifies.
+     * - `audit-chain` (20): the audit log, once an event is sealed; satisfied while `GET /audit/verify` is valid.
      * - `production-default-block` (15): active production agents; satisfied when the
      * workspace's default decision for `production` is `block` (`GET /settings`), so an
      * act no rule foresaw is refused in production. Its score is 100 or 0.
@@ -2377,11 +2500,20 @@ export type ListEventsResponse = ListEventsResponses[keyof ListEventsResponses];
 export type VerifyAuditChainData = {
     body?: never;
     path?: never;
-    query?: never;
+    query?: {
+        /**
+         * Verify from the first event instead of from the last verified size.
+         */
+        full?: boolean;
+    };
     url: '/audit/verify';
 };
 
 export type VerifyAuditChainErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
     /**
      * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
      */
@@ -2418,6 +2550,227 @@ export type VerifyAuditChainResponses = {
 };
 
 export type VerifyAuditChainResponse = VerifyAuditChainResponses[keyof VerifyAuditChainResponses];
+
+export type GetAuditCheckpointData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The size of the checkpoint wanted (default the latest).
+         */
+        tree_size?: number;
+    };
+    url: '/audit/checkpoint';
+};
+
+export type GetAuditCheckpointErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetAuditCheckpointError = GetAuditCheckpointErrors[keyof GetAuditCheckpointErrors];
+
+export type GetAuditCheckpointResponses = {
+    /**
+     * The checkpoint.
+     */
+    200: AuditCheckpointResponse;
+};
+
+export type GetAuditCheckpointResponse = GetAuditCheckpointResponses[keyof GetAuditCheckpointResponses];
+
+export type GetAuditSigningKeyData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/audit/signing-key';
+};
+
+export type GetAuditSigningKeyErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetAuditSigningKeyError = GetAuditSigningKeyErrors[keyof GetAuditSigningKeyErrors];
+
+export type GetAuditSigningKeyResponses = {
+    /**
+     * The key.
+     */
+    200: AuditSigningKeyResponse;
+};
+
+export type GetAuditSigningKeyResponse = GetAuditSigningKeyResponses[keyof GetAuditSigningKeyResponses];
+
+export type GetAuditInclusionProofData = {
+    body?: never;
+    path?: never;
+    query: {
+        event_id: Uuid;
+        /**
+         * The tree size to prove against (default the latest checkpoint's).
+         */
+        tree_size?: number;
+    };
+    url: '/audit/proofs/inclusion';
+};
+
+export type GetAuditInclusionProofErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetAuditInclusionProofError = GetAuditInclusionProofErrors[keyof GetAuditInclusionProofErrors];
+
+export type GetAuditInclusionProofResponses = {
+    /**
+     * The proof.
+     */
+    200: AuditInclusionProofResponse;
+};
+
+export type GetAuditInclusionProofResponse = GetAuditInclusionProofResponses[keyof GetAuditInclusionProofResponses];
+
+export type GetAuditConsistencyProofData = {
+    body?: never;
+    path?: never;
+    query: {
+        from_size: number;
+        /**
+         * The later tree size (default the latest checkpoint's).
+         */
+        to_size?: number;
+    };
+    url: '/audit/proofs/consistency';
+};
+
+export type GetAuditConsistencyProofErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetAuditConsistencyProofError = GetAuditConsistencyProofErrors[keyof GetAuditConsistencyProofErrors];
+
+export type GetAuditConsistencyProofResponses = {
+    /**
+     * The proof.
+     */
+    200: AuditConsistencyProofResponse;
+};
+
+export type GetAuditConsistencyProofResponse = GetAuditConsistencyProofResponses[keyof GetAuditConsistencyProofResponses];
 
 export type GetComplianceStatusData = {
     body?: never;

@@ -63,6 +63,18 @@ import type {
   VerifyAuditChainData,
   VerifyAuditChainErrors,
   VerifyAuditChainResponses,
+  GetAuditCheckpointData,
+  GetAuditCheckpointErrors,
+  GetAuditCheckpointResponses,
+  GetAuditSigningKeyData,
+  GetAuditSigningKeyErrors,
+  GetAuditSigningKeyResponses,
+  GetAuditInclusionProofData,
+  GetAuditInclusionProofErrors,
+  GetAuditInclusionProofResponses,
+  GetAuditConsistencyProofData,
+  GetAuditConsistencyProofErrors,
+  GetAuditConsistencyProofResponses,
   GetComplianceStatusData,
   GetComplianceStatusErrors,
   GetComplianceStatusResponses,
@@ -127,6 +139,10 @@ export interface Operations {
   listAuditLogs: { data: ListAuditLogsData; responses: ListAuditLogsResponses; errors: ListAuditLogsErrors };
   listEvents: { data: ListEventsData; responses: ListEventsResponses; errors: ListEventsErrors };
   verifyAuditChain: { data: VerifyAuditChainData; responses: VerifyAuditChainResponses; errors: VerifyAuditChainErrors };
+  getAuditCheckpoint: { data: GetAuditCheckpointData; responses: GetAuditCheckpointResponses; errors: GetAuditCheckpointErrors };
+  getAuditSigningKey: { data: GetAuditSigningKeyData; responses: GetAuditSigningKeyResponses; errors: GetAuditSigningKeyErrors };
+  getAuditInclusionProof: { data: GetAuditInclusionProofData; responses: GetAuditInclusionProofResponses; errors: GetAuditInclusionProofErrors };
+  getAuditConsistencyProof: { data: GetAuditConsistencyProofData; responses: GetAuditConsistencyProofResponses; errors: GetAuditConsistencyProofErrors };
   getComplianceStatus: { data: GetComplianceStatusData; responses: GetComplianceStatusResponses; errors: GetComplianceStatusErrors };
   evaluatePolicy: { data: EvaluatePolicyData; responses: EvaluatePolicyResponses; errors: EvaluatePolicyErrors };
   executeRuntime: { data: ExecuteRuntimeData; responses: ExecuteRuntimeResponses; errors: ExecuteRuntimeErrors };
@@ -179,6 +195,10 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'listAuditLogs', method: 'get', path: '/audit-logs', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'listEvents', method: 'get', path: '/events', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'verifyAuditChain', method: 'get', path: '/audit/verify', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'getAuditCheckpoint', method: 'get', path: '/audit/checkpoint', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'getAuditSigningKey', method: 'get', path: '/audit/signing-key', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'getAuditInclusionProof', method: 'get', path: '/audit/proofs/inclusion', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'getAuditConsistencyProof', method: 'get', path: '/audit/proofs/consistency', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getComplianceStatus', method: 'get', path: '/compliance/status', authenticated: true, agentKey: false, permission: "compliance:read", validationErrorCodes: {} },
   { operationId: 'evaluatePolicy', method: 'post', path: '/policy/evaluate', authenticated: true, agentKey: true, permission: "runtime:evaluate", validationErrorCodes: {} },
   { operationId: 'executeRuntime', method: 'post', path: '/runtime/execute', authenticated: true, agentKey: true, permission: "runtime:execute", validationErrorCodes: {"/body/execution/mode":"invalid_execution_mode","/body/execution/url":"invalid_execution_url","/body/execution":"invalid_execution"} },
