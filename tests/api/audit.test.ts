@@ -1,18 +1,13 @@
 import { readFileSync } from 'node:fs';
+import type { AuditEvent, AuditEventCreate, AuditEventCreated, AuditEventSummary, AuditResult } from '@warden/contract';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { describe, expect, it } from 'vitest';
+import { keyFor, useTestServer } from '../support/server.ts';
 
-/** An item of a response body, as parsed from JSON. */
-type Item = ApiResponse['body'];
+/** An event as recorded by POST /audit: the body sent and what the answer added. */
+type Recorded = AuditEventCreate & AuditEventCreated['data'];
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const PERMISSIONS: string[] = spec.components.schemas.Permission.enum;
@@ -45,74 +40,102 @@ let workspaces = 0;
 const freshWorkspace = () => keyFor(server, ALL, `audit-${++workspaces}`);
 const without = (permission: string) => PERMISSIONS.filter((p) => p !== permission).join(',');
 
-const record = async (key: string, body: Record<string, unknown>, path = '/audit') => {
+const record = async (key: string, body: AuditEventCreate, path: '/audit' | '/audit-events' = '/audit') => {
   const res = await server.api('POST', path, { key, body });
   expect(res.status).toBe(201);
   return res.body.data;
 };
 
-async function listAll(key: string, path: string): Promise<Item[]> {
-  const items: Item[] = [];
+type ListPath = '/audit-logs' | `/audit-logs?${string}` | '/events' | `/events?${string}`;
+
+/**
+ * Every page of GET /audit-logs (or GET /events), with the filters in `path`'s query string,
+ * but the workspace's configuration events (its key's creation, the agents created here): the
+ * tests here are about decisions and manual records.
+ */
+async function listAll(key: string, path: '/audit-logs' | `/audit-logs?${string}`): Promise<AuditEvent[]>;
+async function listAll(key: string, path: '/events' | `/events?${string}`): Promise<AuditEventSummary[]>;
+async function listAll(key: string, path: ListPath): Promise<(AuditEvent | AuditEventSummary)[]>;
+async function listAll(key: string, path: ListPath) {
+  const items: (AuditEvent | AuditEventSummary)[] = [];
   let cursor: string | null = null;
   for (let page = 0; page < 50; page++) {
-    const sep = path.includes('?') ? '&' : '?';
-    const res = await server.api('GET', `${path}${sep}limit=100${cursor ? `&cursor=${cursor}` : ''}`, { key });
+    const res = await server.api('GET', path, { key, query: { limit: 100, cursor: cursor ?? undefined } });
     expect(res.status).toBe(200);
     items.push(...res.body.data);
-    cursor = res.body.next_cursor;
+    cursor = res.body.next_cursor as string | null;
     if (!cursor) break;
   }
-  return items;
+  const configuration = new Set(await configurationEventIds(key));
+  return items.filter((item) => !configuration.has(item.id));
 }
 
-/** Polls GET /audit/verify until every event is sealed (bounded: 10 s). */
-async function sealed(key: string): Promise<Item> {
+/** The workspace's configuration events, newest first (a fresh workspace has one: its key's creation). */
+async function configurationEvents(key: string): Promise<AuditEvent[]> {
+  const res = await server.api('GET', '/audit-logs', { key, query: { limit: 100 } });
+  expect(res.status).toBe(200);
+  return res.body.data.filter((event) => event.source === 'configuration');
+}
+const configurationEventIds = async (key: string) => (await configurationEvents(key)).map((event) => event.id);
+
+/**
+ * Waits until every event is sealed (bounded: 10 s), then verifies once, so that one
+ * verification covers them all (a fresh workspace's first event, its key's creation, is sealed
+ * apart from the rest; a verification in between would leave the later re-check a part only).
+ */
+async function sealed(key: string) {
   const deadline = Date.now() + 10_000;
   for (;;) {
-    const res = await server.api('GET', '/audit/verify', { key });
+    const res = await server.api('GET', '/audit-logs', { key, query: { limit: 100 } });
     expect(res.status).toBe(200);
-    if (res.body.data.unsealed === 0 || Date.now() > deadline) return res.body.data;
+    if (res.body.data.every((event) => event.sequence !== null) || Date.now() > deadline) break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+  const res = await server.api('GET', '/audit/verify', { key });
+  expect(res.status).toBe(200);
+  return res.body.data;
 }
 
 describe('POST /audit (createAuditEvent)', () => {
-  it.each(['blocked', 'approval_required'])('records a %s event and returns id, event_timestamp, result and severity', async (result) => {
-    const key = await freshWorkspace();
-    const before = Date.now();
-    const res = await server.api('POST', '/audit', {
-      key,
-      body: {
+  it.each<AuditResult>(['blocked', 'approval_required'])(
+    'records a %s event and returns id, event_timestamp, result and severity',
+    async (result) => {
+      const key = await freshWorkspace();
+      const before = Date.now();
+      const res = await server.api('POST', '/audit', {
+        key,
+        body: {
+          agent: 'billing-bot',
+          action: 'refund.create',
+          resource: 'order/1234',
+          severity: 'high',
+          result,
+          user: 'alice',
+          policy: 'Refunds',
+        },
+      });
+      expect(res.status).toBe(201);
+      expect(Object.keys(res.body.data).sort()).toEqual(['event_timestamp', 'id', 'result', 'severity']);
+      expect(res.body.data).toMatchObject({ result, severity: 'high' });
+      expect(res.body.data.id).toMatch(UUID);
+      expect(res.body.data.event_timestamp).toMatch(ISO);
+      expect(Math.abs(Date.parse(res.body.data.event_timestamp) - before)).toBeLessThan(10_000);
+
+      const [event] = await listAll(key, '/audit-logs');
+      expect(event).toMatchObject({
+        id: res.body.data.id,
+        event_timestamp: res.body.data.event_timestamp,
+        source: 'manual',
         agent: 'billing-bot',
         action: 'refund.create',
         resource: 'order/1234',
-        severity: 'high',
-        result,
         user: 'alice',
         policy: 'Refunds',
-      },
-    });
-    expect(res.status).toBe(201);
-    expect(Object.keys(res.body.data).sort()).toEqual(['event_timestamp', 'id', 'result', 'severity']);
-    expect(res.body.data).toMatchObject({ result, severity: 'high' });
-    expect(res.body.data.id).toMatch(UUID);
-    expect(res.body.data.event_timestamp).toMatch(ISO);
-    expect(Math.abs(Date.parse(res.body.data.event_timestamp) - before)).toBeLessThan(10_000);
-
-    const [event] = await listAll(key, '/audit-logs');
-    expect(event).toMatchObject({
-      id: res.body.data.id,
-      event_timestamp: res.body.data.event_timestamp,
-      source: 'manual',
-      agent: 'billing-bot',
-      action: 'refund.create',
-      resource: 'order/1234',
-      user: 'alice',
-      policy: 'Refunds',
-      result,
-      severity: 'high',
-    });
-  });
+        result,
+        severity: 'high',
+      });
+    },
+  );
 
   it('stores every field byte for byte: quotes, backslashes, JSON-looking text, emoji, control characters and nested context', async () => {
     const key = await freshWorkspace();
@@ -155,7 +178,7 @@ describe('POST /audit (createAuditEvent)', () => {
     ['unknown result', { action: 'x', result: 'maybe' }],
     ['unknown field', { action: 'x', result: 'blocked', colour: 'red' }],
   ])('answers 400 invalid_request for %s', async (_label, body) => {
-    const res = await server.api('POST', '/audit', { body });
+    const res = await server.api('POST', '/audit', { body, unchecked: true });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
   });
@@ -175,7 +198,7 @@ describe('POST /audit (createAuditEvent)', () => {
 });
 
 describe('POST /audit-events (createAuditEventAlias)', () => {
-  it.each(['blocked', 'approval_required'])('records a %s event like POST /audit', async (result) => {
+  it.each<AuditResult>(['blocked', 'approval_required'])('records a %s event like POST /audit', async (result) => {
     const key = await freshWorkspace();
     const data = await record(key, { agent: 'a', action: 'deploy', result, severity: 'critical' }, '/audit-events');
     expect(Object.keys(data).sort()).toEqual(['event_timestamp', 'id', 'result', 'severity']);
@@ -189,7 +212,10 @@ describe('POST /audit-events (createAuditEventAlias)', () => {
     const allowed = await server.api('POST', '/audit-events', { body: { action: 'x', result: 'allowed' } });
     expect(allowed.status).toBe(400);
     expect(allowed.body.error.code).toBe('policy_evaluation_required');
-    const severity = await server.api('POST', '/audit-events', { body: { action: 'x', result: 'blocked', severity: 'extreme' } });
+    const severity = await server.api('POST', '/audit-events', {
+      body: { action: 'x', result: 'blocked', severity: 'extreme' },
+      unchecked: true,
+    });
     expect(severity.status).toBe(400);
     expect(severity.body.error.code).toBe('invalid_request');
   });
@@ -205,7 +231,7 @@ describe('POST /audit-events (createAuditEventAlias)', () => {
 /** A workspace with six known events, oldest first. */
 async function populated() {
   const key = await freshWorkspace();
-  const specs = [
+  const specs: AuditEventCreate[] = [
     { agent: 'ann', action: 'refund.create', result: 'blocked', severity: 'high' },
     { agent: 'ann', action: 'refund.create', result: 'approval_required', severity: 'medium' },
     { agent: 'bob', action: 'db.delete', result: 'blocked', severity: 'critical' },
@@ -213,12 +239,13 @@ async function populated() {
     { agent: 'ann', action: 'db.delete', result: 'approval_required', severity: 'high' },
     { agent: 'cy', action: 'mail.send', result: 'blocked', severity: 'info' },
   ];
-  const created: Item[] = [];
+  const created: Recorded[] = [];
   for (const body of specs) {
     created.push({ ...body, ...(await record(key, { ...body, resource: `r/${created.length}` })) });
     await new Promise((resolve) => setTimeout(resolve, 5)); // distinct timestamps for the time filters
   }
-  return { key, created };
+  // the workspace's oldest event: its key's creation (a configuration event)
+  return { key, created, setup: await configurationEventIds(key) };
 }
 
 /** One populated workspace shared by the read-only list tests below. */
@@ -227,11 +254,11 @@ const populatedOnce = () => (shared ??= populated());
 
 describe('GET /audit-logs (listAuditLogs)', () => {
   it('returns full events with every documented field, newest first', async () => {
-    const { key, created } = await populatedOnce();
+    const { key, created, setup } = await populatedOnce();
     const res = await server.api('GET', '/audit-logs', { key });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ has_more: false, next_cursor: null });
-    expect(res.body.data.map((e: { id: string }) => e.id)).toEqual(created.map((e) => e.id).reverse());
+    expect(res.body.data.map((e: { id: string }) => e.id)).toEqual([...created.map((e) => e.id).reverse(), ...setup]);
     for (const event of res.body.data) {
       expect(Object.keys(event).sort()).toEqual([...EVENT_FIELDS].sort());
       expect(event.event_timestamp).toMatch(ISO);
@@ -242,7 +269,7 @@ describe('GET /audit-logs (listAuditLogs)', () => {
   it('filters by agent, action, result, severity and time range', async () => {
     const { key, created } = await populatedOnce();
     const ids = async (query: string) => (await listAll(key, `/audit-logs?${query}`)).map((e) => e.id).sort();
-    const expected = (pick: (e: Item) => boolean) =>
+    const expected = (pick: (e: Recorded) => boolean) =>
       created
         .filter(pick)
         .map((e) => e.id)
@@ -251,9 +278,9 @@ describe('GET /audit-logs (listAuditLogs)', () => {
     expect(await ids('action=refund.create')).toEqual(expected((e) => e.action === 'refund.create'));
     expect(await ids('result=approval_required')).toEqual(expected((e) => e.result === 'approval_required'));
     expect(await ids('severity=high')).toEqual(expected((e) => e.severity === 'high'));
-    expect(await ids('agent=bob&result=blocked&action=db.delete')).toEqual([created[2].id]);
-    const from = encodeURIComponent(created[2].event_timestamp);
-    const to = encodeURIComponent(created[4].event_timestamp);
+    expect(await ids('agent=bob&result=blocked&action=db.delete')).toEqual([created[2]!.id]);
+    const from = encodeURIComponent(created[2]!.event_timestamp);
+    const to = encodeURIComponent(created[4]!.event_timestamp);
     expect(await ids(`from=${from}`)).toEqual(
       created
         .slice(2)
@@ -266,12 +293,12 @@ describe('GET /audit-logs (listAuditLogs)', () => {
         .map((e) => e.id)
         .sort(),
     );
-    expect(await ids(`from=${from}&to=${to}`)).toEqual([created[2].id, created[3].id].sort());
+    expect(await ids(`from=${from}&to=${to}`)).toEqual([created[2]!.id, created[3]!.id].sort());
     expect(await ids('agent=nobody')).toEqual([]);
   });
 
   it('pages with limit and cursor without repeats', async () => {
-    const { key, created } = await populatedOnce();
+    const { key, created, setup } = await populatedOnce();
     const seen: string[] = [];
     let cursor: string | null = null;
     let pages = 0;
@@ -280,12 +307,12 @@ describe('GET /audit-logs (listAuditLogs)', () => {
       expect(res.status).toBe(200);
       expect(res.body.data.length).toBeLessThanOrEqual(4);
       seen.push(...res.body.data.map((e: { id: string }) => e.id));
-      cursor = res.body.next_cursor;
+      cursor = res.body.next_cursor as string | null;
       expect(res.body.has_more).toBe(cursor !== null);
       pages++;
     } while (cursor && pages < 10);
     expect(pages).toBe(2);
-    expect(seen).toEqual(created.map((e) => e.id).reverse());
+    expect(seen).toEqual([...created.map((e) => e.id).reverse(), ...setup]);
   });
 
   it.each([
@@ -312,20 +339,20 @@ describe('GET /audit-logs (listAuditLogs)', () => {
 
 describe('GET /events (listEvents)', () => {
   it('lists events with exactly the documented subset of fields', async () => {
-    const { key, created } = await populatedOnce();
+    const { key, created, setup } = await populatedOnce();
     const res = await server.api('GET', '/events', { key });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ has_more: false, next_cursor: null });
-    expect(res.body.data.map((e: { id: string }) => e.id)).toEqual(created.map((e) => e.id).reverse());
+    expect(res.body.data.map((e: { id: string }) => e.id)).toEqual([...created.map((e) => e.id).reverse(), ...setup]);
     for (const item of res.body.data) expect(Object.keys(item).sort()).toEqual([...SUMMARY_FIELDS].sort());
     const full = await listAll(key, '/audit-logs');
-    expect(res.body.data[0]).toEqual(Object.fromEntries(SUMMARY_FIELDS.map((f) => [f, full[0][f]])));
+    expect(res.body.data[0]).toEqual(Object.fromEntries(SUMMARY_FIELDS.map((f) => [f, full[0]?.[f as keyof AuditEvent]])));
   });
 
   it('filters like GET /audit-logs', async () => {
     const { key, created } = await populatedOnce();
-    const from = encodeURIComponent(created[1].event_timestamp);
-    const to = encodeURIComponent(created[5].event_timestamp);
+    const from = encodeURIComponent(created[1]!.event_timestamp);
+    const to = encodeURIComponent(created[5]!.event_timestamp);
     for (const query of [
       'agent=ann',
       'action=db.delete',
@@ -342,7 +369,7 @@ describe('GET /events (listEvents)', () => {
   });
 
   it('pages with limit and cursor without repeats', async () => {
-    const { key, created } = await populatedOnce();
+    const { key, created, setup } = await populatedOnce();
     const seen: string[] = [];
     let cursor: string | null = null;
     let pages = 0;
@@ -350,10 +377,10 @@ describe('GET /events (listEvents)', () => {
       const res = await server.api('GET', `/events?limit=1${cursor ? `&cursor=${cursor}` : ''}`, { key });
       expect(res.status).toBe(200);
       seen.push(...res.body.data.map((e: { id: string }) => e.id));
-      cursor = res.body.next_cursor;
+      cursor = res.body.next_cursor as string | null;
       pages++;
     } while (cursor && pages < 20);
-    expect(seen).toEqual(created.map((e) => e.id).reverse());
+    expect(seen).toEqual([...created.map((e) => e.id).reverse(), ...setup]);
   });
 
   it('answers 403 insufficient_permission for a key without audit:read', async () => {
@@ -380,12 +407,12 @@ describe('audit events are immutable (database)', () => {
 });
 
 describe('GET /audit/verify (verifyAuditChain)', () => {
-  it('reports an empty chain as valid', async () => {
+  it('reports a chain holding only its key’s creation as valid', async () => {
+    // A workspace's key is created by a configuration change, audited: its chain is never empty.
     const key = await freshWorkspace();
-    const res = await server.api('GET', '/audit/verify', { key });
-    expect(res.status).toBe(200);
-    expect(res.body.data).toMatchObject({ valid: true, checked: 0, unsealed: 0, first_invalid_sequence: null });
-    expect(res.body.data.verified_at).toMatch(ISO);
+    const verification = await sealed(key);
+    expect(verification).toMatchObject({ valid: true, checked: 1, unsealed: 0, first_invalid_sequence: null });
+    expect(verification.verified_at).toMatch(ISO);
   });
 
   it('seals every event into the chain and verifies it', async () => {
@@ -398,10 +425,13 @@ describe('GET /audit/verify (verifyAuditChain)', () => {
     // A burst of concurrent writes is chained as well, each event exactly once.
     await Promise.all(Array.from({ length: 20 }, (_, i) => record(key, { action: `burst.${i}`, result: 'approval_required' })));
 
+    // 25 events and 2 configuration events (the key's and the agent's creation)
     const verification = await sealed(key);
-    expect(verification).toMatchObject({ valid: true, checked: 25, unsealed: 0, first_invalid_sequence: null });
+    expect(verification).toMatchObject({ valid: true, checked: 27, unsealed: 0, first_invalid_sequence: null });
     const events = await listAll(key, '/audit-logs');
-    expect(events.map((e) => e.sequence).sort((a, b) => a - b)).toEqual(Array.from({ length: 25 }, (_, i) => i + 1));
+    expect(events).toHaveLength(25);
+    const sequences = [...events.map((e) => e.sequence), ...(await configurationEvents(key)).map((e) => e.sequence)];
+    expect(sequences.sort((a, b) => Number(a) - Number(b))).toEqual(Array.from({ length: 27 }, (_, i) => i + 1));
     for (const event of events) expect(event.hash).toMatch(/^[0-9a-f]{64}$/);
   });
 
@@ -424,7 +454,8 @@ describe('GET /audit/verify (verifyAuditChain)', () => {
     });
     expect(evaluated.status).toBe(200);
 
-    expect(await sealed(key)).toMatchObject({ valid: true, checked: 2, unsealed: 0, first_invalid_sequence: null });
+    // and 2 configuration events: the key's and the agent's creation
+    expect(await sealed(key)).toMatchObject({ valid: true, checked: 4, unsealed: 0, first_invalid_sequence: null });
     expect((await listAll(key, '/audit-logs')).map((e) => e.action).sort()).toEqual(['deep.audit', 'deep.eval']);
   });
 
@@ -433,17 +464,18 @@ describe('GET /audit/verify (verifyAuditChain)', () => {
     const bystander = await freshWorkspace();
     for (const action of ['t.one', 't.two', 't.three', 't.four']) await record(key, { action, result: 'blocked' });
     await record(bystander, { action: 'b.one', result: 'blocked' });
-    expect(await sealed(key)).toMatchObject({ valid: true, checked: 4, unsealed: 0 });
-    expect(await sealed(bystander)).toMatchObject({ valid: true, checked: 1 });
+    // and each workspace's key's creation (sealed before or among the others)
+    expect(await sealed(key)).toMatchObject({ valid: true, checked: 5, unsealed: 0 });
+    expect(await sealed(bystander)).toMatchObject({ valid: true, checked: 2 });
 
-    const events = await listAll(key, '/audit-logs');
+    const events = (await server.api('GET', '/audit-logs', { key })).body.data;
     const victim = events.find((e) => e.sequence === 2);
     expect(victim).toBeDefined();
     await server.database.db.transaction().execute(async (trx) => {
       await sql`SET LOCAL session_replication_role = replica`.execute(trx);
-      await sql`UPDATE audit_events SET action = 'tampered' WHERE id = ${victim.id}`.execute(trx);
+      await sql`UPDATE audit_events SET action = 'tampered' WHERE id = ${victim!.id}`.execute(trx);
     });
-    expect((await listAll(key, '/audit-logs?action=tampered')).map((e) => e.id)).toEqual([victim.id]);
+    expect((await server.api('GET', '/audit-logs?action=tampered', { key })).body.data.map((e) => e.id)).toEqual([victim!.id]);
 
     const res = await server.api('GET', '/audit/verify', { key });
     expect(res.status).toBe(200);
@@ -457,18 +489,20 @@ describe('GET /audit/verify (verifyAuditChain)', () => {
   it('reports an event whose timestamp was moved, or that was deleted, by its sequence', async () => {
     const key = await freshWorkspace();
     for (const action of ['m.one', 'm.two', 'm.three', 'm.four']) await record(key, { action, result: 'blocked' });
-    expect(await sealed(key)).toMatchObject({ valid: true, checked: 4, unsealed: 0 });
-    const events = await listAll(key, '/audit-logs');
+    // and the key's creation (sealed before or among the others)
+    expect(await sealed(key)).toMatchObject({ valid: true, checked: 5, unsealed: 0 });
+    const events = (await server.api('GET', '/audit-logs', { key })).body.data;
     const moved = events.find((e) => e.sequence === 3);
     const deleted = events.find((e) => e.sequence === 4);
     await server.database.db.transaction().execute(async (trx) => {
       await sql`SET LOCAL session_replication_role = replica`.execute(trx);
-      await sql`UPDATE audit_events SET event_timestamp = event_timestamp - interval '1 hour' WHERE id = ${moved.id}`.execute(trx);
-      await sql`DELETE FROM audit_events WHERE id = ${deleted.id}`.execute(trx);
+      await sql`UPDATE audit_events SET event_timestamp = event_timestamp - interval '1 hour' WHERE id = ${moved!.id}`.execute(trx);
+      await sql`DELETE FROM audit_events WHERE id = ${deleted!.id}`.execute(trx);
     });
     const res = await server.api('GET', '/audit/verify', { key });
     expect(res.status).toBe(200);
-    expect(res.body.data).toMatchObject({ valid: false, checked: 4, first_invalid_sequence: 3 });
+    // the rolling re-check goes over all 5
+    expect(res.body.data).toMatchObject({ valid: false, checked: 5, first_invalid_sequence: 3 });
   });
 
   it('answers 403 insufficient_permission for a key without audit:read, 401 without a key', async () => {
@@ -486,7 +520,7 @@ describe('audit tenant isolation', () => {
     const { id } = await record(owner, { agent: 'secret-agent', action: 'secret.action', result: 'blocked' });
     const intruder = await freshWorkspace();
     await record(intruder, { action: 'own.action', result: 'blocked' });
-    for (const path of ['/audit-logs', '/events', '/audit-logs?agent=secret-agent', '/events?action=secret.action']) {
+    for (const path of ['/audit-logs', '/events', '/audit-logs?agent=secret-agent', '/events?action=secret.action'] as const) {
       const items = await listAll(intruder, path);
       expect(
         items.find((e) => e.id === id),
@@ -494,7 +528,8 @@ describe('audit tenant isolation', () => {
       ).toBeUndefined();
     }
     expect((await listAll(intruder, '/audit-logs')).map((e) => e.action)).toEqual(['own.action']);
-    expect((await server.api('GET', '/audit/verify', { key: intruder })).body.data.checked).toBeLessThanOrEqual(1);
+    // its own event, and its key's creation
+    expect((await server.api('GET', '/audit/verify', { key: intruder })).body.data.checked).toBeLessThanOrEqual(2);
   });
 });
 

@@ -12,8 +12,16 @@ export interface Config {
   validateResponses: boolean;
   egressAllowlist: string[];
   logRequests: boolean;
-  /** How often new audit events are sealed into the hash chain. */
+  /** How often queued audit events are sealed into their workspace's Merkle tree. */
   auditSealIntervalMs: number;
+  /** How often a grown tree gets a signed checkpoint (WARDEN_AUDIT_CHECKPOINT_INTERVAL_MS, default 1000). */
+  auditCheckpointIntervalMs: number;
+  /** WARDEN_AUDIT_SIGNING_KEY: the Ed25519 key that signs checkpoints (else `audit-signing.key` in the data directory). */
+  auditSigningKey: string | undefined;
+  /** WARDEN_AUDIT_CHECKPOINT_FILE: where every checkpoint is appended (default `audit-checkpoints.ndjson` in the data directory; none in memory). */
+  auditCheckpointFile: string | undefined;
+  /** WARDEN_AUDIT_LOG_NAME: the first part of each log's origin, `<name>/audit/<workspace id>` (default `warden`). */
+  auditLogName: string;
   /** On PostgreSQL, seal in a worker thread of its own (WARDEN_AUDIT_SEALER_THREAD, default true; see sealer-thread.ts). */
   auditSealerThread: boolean;
   /** WARDEN_MASTER_KEY: base64 of 32 bytes that encrypts stored secrets (see secrets.ts). */
@@ -65,6 +73,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     // (docs/decisions/0003-audit-sealing.md).
     auditSealIntervalMs: integer(env, 'WARDEN_AUDIT_SEAL_INTERVAL_MS', 500),
     auditSealerThread: env.WARDEN_AUDIT_SEALER_THREAD !== 'false',
+    auditCheckpointIntervalMs: integer(env, 'WARDEN_AUDIT_CHECKPOINT_INTERVAL_MS', 1000),
+    auditSigningKey: env.WARDEN_AUDIT_SIGNING_KEY || undefined,
+    auditCheckpointFile: env.WARDEN_AUDIT_CHECKPOINT_FILE || undefined,
+    auditLogName: env.WARDEN_AUDIT_LOG_NAME || 'warden',
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer(env, 'WARDEN_WEBHOOK_POLL_MS', 1000),

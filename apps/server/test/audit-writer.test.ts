@@ -1,6 +1,6 @@
 /**
  * The group-commit writer seals the events it records into their workspace's chain (a
- * compare-and-set on the chain head), and leaves to the sealer whatever it cannot seal.
+ * compare-and-set on the tree head), and leaves to the sealer whatever it cannot seal.
  * On the embedded database, and on a fresh PostgreSQL database when DATABASE_URL is set.
  */
 import { randomUUID } from 'node:crypto';
@@ -8,9 +8,11 @@ import { CompiledQuery } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../../tests/support/database.ts';
 import type { Database } from '../src/db/database.ts';
-import type { AuditRecord } from '../src/features/audit/audit.service.ts';
+import type { AuditRecord } from '../src/features/audit/audit-event.ts';
 import { AuditWriter } from '../src/features/audit/audit-writer.ts';
-import { AuditSealer, inlineRounds, verifyChain } from '../src/features/audit/chain.ts';
+import { loadAuditSigner } from '../src/features/audit/checkpointer.ts';
+import { AuditSealer, inlineRounds } from '../src/features/audit/tree.ts';
+import { verifyTree } from '../src/features/audit/verification.ts';
 import { createLogger } from '../src/logger.ts';
 
 let database: Database;
@@ -32,11 +34,9 @@ async function newWorkspace(): Promise<string> {
   return id;
 }
 
-/** A sealer double that remembers which workspaces it was told to seal. */
-const dirtyTracker = () => {
-  const dirty = new Set<string>();
-  return { dirty, markDirty: (workspaceId: string) => void dirty.add(workspaceId) };
-};
+const signer = loadAuditSigner({ auditSigningKey: undefined, dataDir: 'memory://', auditLogName: 'warden' });
+/** Verifies the workspace's whole tree. */
+const verifyChain = (db: typeof database.db, workspaceId: string) => verifyTree(db, signer, workspaceId, true);
 
 const record = (i: number, extra: Partial<AuditRecord> = {}): AuditRecord => ({
   source: 'evaluation',
@@ -58,8 +58,8 @@ const count = async (table: 'audit_unsealed' | 'audit_seals' | 'audit_events', w
     ).n,
   );
 
-/** A writer that has read the workspace's chain head: it writes until one of its events is sealed as written. */
-async function sealingWriter(workspaceId: string, writer = new AuditWriter(database, dirtyTracker())) {
+/** A writer that has read the workspace's tree head: it writes until one of its events is sealed as written. */
+async function sealingWriter(workspaceId: string, writer = new AuditWriter(database)) {
   for (let i = 0; i < 50; i++) {
     const event = await writer.write(workspaceId, record(i));
     if (event.sequence !== null) return { writer, event };
@@ -69,15 +69,13 @@ async function sealingWriter(workspaceId: string, writer = new AuditWriter(datab
 
 const sealQueued = async (workspaceId: string) => {
   const sealer = new AuditSealer(database.db, inlineRounds(database.db, createLogger(true)), 60_000);
-  sealer.markDirty(workspaceId);
-  await sealer.sealDirty();
+  await sealer.round();
 };
 
 describe('AuditWriter.write', () => {
   it('reads the head of a workspace it has not written yet (one round trip), then seals every event in the statement that records it', async () => {
     const workspaceId = await newWorkspace();
-    const sealer = dirtyTracker();
-    const writer = new AuditWriter(database, sealer);
+    const writer = new AuditWriter(database);
 
     const first = await writer.write(workspaceId, record(0));
     expect(first.sequence).toBe(1);
@@ -88,7 +86,7 @@ describe('AuditWriter.write', () => {
     }
 
     // Nothing was left to the sealer: no queue, no sealing round, nothing unsealed.
-    expect(sealer.dirty.size).toBe(0);
+    expect(await count('audit_unsealed', workspaceId)).toBe(0);
     expect(await count('audit_unsealed', workspaceId)).toBe(0);
     expect(await count('audit_seals', workspaceId)).toBe(201);
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 201, unsealed: 0 });
@@ -96,14 +94,13 @@ describe('AuditWriter.write', () => {
 
   it('a head moved behind its back: sends the batch again after reading the head again, sealed after the other’s events, nothing twice', async () => {
     const workspaceId = await newWorkspace();
-    const sealer = dirtyTracker();
-    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database, sealer));
+    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database));
     // Another writer (another process) appends to the chain.
     const { event: theirs } = await sealingWriter(workspaceId);
 
     const mine = await writer.write(workspaceId, record(4));
     expect(mine.sequence).toBe((theirs.sequence ?? 0) + 1);
-    expect(sealer.dirty.size).toBe(0);
+    expect(await count('audit_unsealed', workspaceId)).toBe(0);
     expect(await count('audit_unsealed', workspaceId)).toBe(0);
     const total = await count('audit_events', workspaceId);
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: total, unsealed: 0 });
@@ -111,7 +108,7 @@ describe('AuditWriter.write', () => {
 
   it('two writers on one workspace at once: every event recorded once and sealed once, into one valid chain', async () => {
     const workspaceId = await newWorkspace();
-    const writers = [new AuditWriter(database, dirtyTracker()), new AuditWriter(database, dirtyTracker())];
+    const writers = [new AuditWriter(database), new AuditWriter(database)];
     const events = (
       await Promise.all(
         writers.map(async (writer, w) => {
@@ -152,11 +149,10 @@ describe('AuditWriter.write', () => {
 
   it('leaves an event whose ids are not in the database’s own form to the sealer (its hash is computed from what is stored)', async () => {
     const workspaceId = await newWorkspace();
-    const sealer = dirtyTracker();
-    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database, sealer));
+    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database));
     const agentId = randomUUID().toUpperCase();
     expect(await writer.write(workspaceId, record(2, { agentId }))).toMatchObject({ sequence: null });
-    expect(sealer.dirty).toEqual(new Set([workspaceId]));
+    expect(await count('audit_unsealed', workspaceId)).toBeGreaterThan(0);
     const total = await count('audit_events', workspaceId);
     await sealQueued(workspaceId);
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: total, unsealed: 0 });
@@ -164,7 +160,7 @@ describe('AuditWriter.write', () => {
 
   it('a failed statement rejects its batch and the writer goes on (a context the database refuses)', async () => {
     const workspaceId = await newWorkspace();
-    const writer = new AuditWriter(database, dirtyTracker());
+    const writer = new AuditWriter(database);
     await expect(writer.write(workspaceId, record(0, { context: { bad: '\u0000' } }))).rejects.toThrow();
     const { event } = await sealingWriter(workspaceId, writer);
     expect(event.sequence).toBe(1);
@@ -172,10 +168,9 @@ describe('AuditWriter.write', () => {
 });
 
 describe.runIf(process.env.DATABASE_URL)('AuditWriter.write on PostgreSQL', () => {
-  it('never waits for a chain head that another transaction holds: the batch is queued instead', async () => {
+  it('never waits for a tree head that another transaction holds: the batch is queued instead', async () => {
     const workspaceId = await newWorkspace();
-    const sealer = dirtyTracker();
-    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database, sealer));
+    const { writer } = await sealingWriter(workspaceId, new AuditWriter(database));
 
     // A sealer elsewhere holds the head (as a sealing round does while it hashes).
     const { Client } = (await import('pg')).default;
@@ -183,13 +178,13 @@ describe.runIf(process.env.DATABASE_URL)('AuditWriter.write on PostgreSQL', () =
     await holder.connect();
     try {
       await holder.query('BEGIN');
-      await holder.query('SELECT * FROM audit_chain_heads WHERE workspace_id = $1 FOR UPDATE', [workspaceId]);
+      await holder.query('SELECT * FROM audit_tree_heads WHERE workspace_id = $1 FOR UPDATE', [workspaceId]);
       const started = Date.now();
       const queued = await writer.write(workspaceId, record(2));
       // Tried, read the head again, tried again — then written for the sealer, which is told.
       expect(queued).toMatchObject({ sequence: null });
       expect(Date.now() - started).toBeLessThan(2_000);
-      expect(sealer.dirty).toEqual(new Set([workspaceId]));
+      expect(await count('audit_unsealed', workspaceId)).toBeGreaterThan(0);
     } finally {
       await holder.query('ROLLBACK');
       await holder.end();
@@ -204,7 +199,7 @@ describe('the writer’s statement', () => {
   it('is one prepared statement whatever the batch (its text does not depend on the rows)', async () => {
     // The statement's name is fixed: a second text under the same name would fail on PostgreSQL.
     const workspaceId = await newWorkspace();
-    const writer = new AuditWriter(database, dirtyTracker());
+    const writer = new AuditWriter(database);
     await Promise.all(Array.from({ length: 30 }, (_, i) => writer.write(workspaceId, record(i))));
     await Promise.all(Array.from({ length: 3 }, (_, i) => writer.write(workspaceId, record(i))));
     const rows = await database.db.executeQuery<{ n: number }>(

@@ -4,16 +4,21 @@ import { CompiledQuery } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../../tests/support/database.ts';
 import type { Database } from '../src/db/database.ts';
-import { sealsWithEventsQuery, unsealedEventsQuery } from '../src/features/audit/audit.repository.ts';
-import { auditRows, insertAuditRows } from '../src/features/audit/audit.service.ts';
-import { AuditSealer, inlineRounds, type SealingRounds, verifyChain } from '../src/features/audit/chain.ts';
+import { insertAuditRows, sealsWithEventsQuery, unsealedEventsQuery } from '../src/features/audit/audit.repository.ts';
+import { auditRows } from '../src/features/audit/audit-event.ts';
+import { loadAuditSigner } from '../src/features/audit/checkpointer.ts';
 import { SealerThread } from '../src/features/audit/sealer-thread.ts';
+import { AuditSealer, inlineRounds, type SealingRounds } from '../src/features/audit/tree.ts';
+import { verifyTree } from '../src/features/audit/verification.ts';
 import { createLogger } from '../src/logger.ts';
 
 let database: Database;
 let databaseUrl: string | undefined;
 let close: (() => Promise<void>) | undefined;
 const workspaceId = randomUUID();
+const signer = loadAuditSigner({ auditSigningKey: undefined, dataDir: 'memory://', auditLogName: 'warden' });
+/** Verifies the workspace's whole tree. */
+const verifyChain = (db: Database['db'], workspaceId: string) => verifyTree(db, signer, workspaceId, true);
 
 beforeAll(async () => {
   ({ database, url: databaseUrl, close } = await migratedDatabase());
@@ -50,17 +55,15 @@ function recordingLogger() {
   return { errors, info: () => {}, error: (message: string, fields?: Record<string, unknown>) => errors.push({ message, fields }) };
 }
 
-describe('AuditSealer.sealDirty', () => {
+describe('AuditSealer.round', () => {
   it('seals a backlog larger than one batch in one round, into one valid chain', async () => {
     await write(2_500);
     const sealer = new AuditSealer(database.db, serverRounds(), 60_000);
-    sealer.markDirty(workspaceId);
-    await sealer.sealDirty();
+    await sealer.round();
     const verification = await verifyChain(database.db, workspaceId);
     expect(verification).toMatchObject({ valid: true, checked: 2_500, unsealed: 0, first_invalid_sequence: null });
 
     await write(10);
-    sealer.markDirty(workspaceId);
     await sealer.stop();
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 2_510, unsealed: 0 });
   }, 60_000);
@@ -87,8 +90,7 @@ describe.runIf(process.env.DATABASE_URL)('SealerThread', () => {
     const missing = new URL('./no-such-entry.ts', import.meta.url).href;
     const thread = new SealerThread(databaseUrl as string, logger, inlineRounds(database.db, logger), missing);
     const sealer = new AuditSealer(database.db, thread, 60_000);
-    sealer.markDirty(workspaceId);
-    await sealer.sealDirty(); // the thread fails: the workspace stays dirty
+    await sealer.round(); // the thread fails: the workspace stays dirty
     await sealer.stop(); // the next round seals on this thread
     expect(logger.errors[0]).toMatchObject({ message: 'audit sealer thread stopped', fields: { sealingOnRequestThread: true } });
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 2_515, unsealed: 0 });
@@ -119,8 +121,7 @@ describe('reading events back by key', () => {
 
   it('sealsWithEvents (verification) probes each sealed event by its key, so verifying is linear in the history', async () => {
     const sealer = new AuditSealer(database.db, inlineRounds(database.db, createLogger(true)), 60_000);
-    sealer.markDirty(workspaceId);
-    await sealer.sealDirty();
+    await sealer.round();
     const plan = await planOf(sealsWithEventsQuery(database.db, workspaceId, 100, 1_000).compile());
     expect(plan).toMatch(/Index Scan using \S+ on audit_events/);
     expect(plan).not.toMatch(/Seq Scan on audit_events/);

@@ -5,6 +5,15 @@
  * Nothing here (or below) imports a Node built-in.
  */
 
+export type {
+  AuditProofErrorCode,
+  HashInput,
+  VerifiedCheckpoint,
+  VerifyCheckpointOptions,
+  VerifyConsistencyInput,
+  VerifyInclusionInput,
+} from './audit-proofs.js';
+export { AuditProofError, isAuditProofError, leafHash, verifyCheckpoint, verifyConsistency, verifyInclusion } from './audit-proofs.js';
 export type { RequestOptions, Warden, WardenOptions } from './client.js';
 export { AGENT_KEY_HEADER, createWarden, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS } from './client.js';
 export type { WardenErrorCode, WardenErrorInit } from './errors.js';

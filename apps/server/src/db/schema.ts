@@ -178,10 +178,39 @@ export interface WebhookDeliveriesTable {
   updated_at: Timestamp;
 }
 
-export interface AuditChainHeadsTable {
+/** A workspace's Merkle tree: its size and root (hex). */
+export interface AuditTreeHeadsTable {
   workspace_id: string;
-  last_sequence: number;
-  last_hash: string;
+  /** Defaults: the empty tree (size 0, root SHA-256 of nothing). */
+  tree_size: ColumnType<number, number | undefined, number>;
+  root_hash: ColumnType<string, string | undefined, string>;
+}
+
+/** Complete aligned subtrees above the leaves: (level, node_index) covers leaves [index·2^level, (index+1)·2^level). */
+export interface AuditTreeNodesTable {
+  workspace_id: string;
+  level: number;
+  node_index: number;
+  hash: string;
+}
+
+/** Signed checkpoints (C2SP tlog-checkpoint notes). */
+export interface AuditCheckpointsTable {
+  workspace_id: string;
+  tree_size: number;
+  root_hash: string;
+  checkpoint_timestamp: Timestamp;
+  key_id: string;
+  note: string;
+}
+
+/** Where the last verification of a workspace's tree ended (size and right edge, hex hashes). */
+export interface AuditVerificationsTable {
+  workspace_id: string;
+  tree_size: number;
+  frontier: Json;
+  rechecked_to: ColumnType<number, number | undefined, number>;
+  verified_at: Timestamp;
 }
 
 /** Events not sealed yet, queued with their insert and removed when sealed. */
@@ -234,7 +263,10 @@ export interface DB {
   approvals: ApprovalsTable;
   audit_events: AuditEventsTable;
   outbox_events: OutboxEventsTable;
-  audit_chain_heads: AuditChainHeadsTable;
+  audit_tree_heads: AuditTreeHeadsTable;
+  audit_tree_nodes: AuditTreeNodesTable;
+  audit_checkpoints: AuditCheckpointsTable;
+  audit_verifications: AuditVerificationsTable;
   audit_seals: AuditSealsTable;
   audit_unsealed: AuditUnsealedTable;
   mcp_sessions: McpSessionsTable;

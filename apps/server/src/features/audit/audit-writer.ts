@@ -8,17 +8,17 @@
  * caller's promise settles only when its event has committed — or fails with its batch (the
  * caller answers 503).
  *
- * The same statement seals the events into their workspace's chain. The writer keeps the
- * chain heads it last wrote or read and hashes each batch's events onto them in memory; the
- * statement appends the seals only if it can lock the head at once and the head is still the
- * one they were computed from (a compare-and-set), and otherwise writes none of that
- * workspace's rows. So the chain never depends on this cache and a request never waits for a
- * head lock:
+ * The same statement seals the events into their workspace's Merkle tree. The writer keeps the
+ * right edge of each tree it last wrote or read and appends each batch's leaves to a copy of it
+ * in memory; the statement stores the leaves and the subtrees they complete only if it can lock
+ * the tree head at once and the head is still at the size they were computed from (a
+ * compare-and-set), and otherwise writes none of that workspace's rows. So the tree never
+ * depends on this cache and a request never waits for a head lock:
  * - a workspace whose head this process has not read yet: its events wait for the read (one
  *   round trip), then go;
  * - a compare-and-set that failed (another process, or a sealer, moved or holds the head):
  *   its events are sent again after the head is read again, and if that fails too, written
- *   without a seal and queued for the sealer (chain.ts), as every event used to be.
+ *   without a seal and queued for the sealer (tree.ts).
  * With one process writing a workspace, every decision is sealed in the statement that
  * records it and the sealer has nothing of the writer's to do: no sealing round reads events
  * back, competing with requests for the cores, and holds the head meanwhile. A failed batch is
@@ -27,8 +27,10 @@
  */
 import type { AuditEvent } from '@warden/contract';
 import type { Database } from '../../db/database.ts';
-import { type AuditRecord, auditRows, type ChainHead, type HeadMove, insertAuditBatch, readChainHeads } from './audit.service.ts';
-import { chainHash } from './chain.ts';
+import { type HeadMove, insertAuditBatch, readTreeHeads, type Seal, type StoredNode } from './audit.repository.ts';
+import { type AuditRecord, auditRows } from './audit-event.ts';
+import type { Frontier } from './merkle.ts';
+import { appendEvents, headOf, readFrontiers } from './tree.ts';
 
 type Rows = ReturnType<typeof auditRows>;
 
@@ -64,8 +66,8 @@ export class AuditWriter {
    * busy, and a second one adds to that work (docs/decisions/0002-audit-group-commit.md).
    */
   private writing = false;
-  /** Chain heads as this process last wrote or read them: a hint that the statement checks. */
-  private readonly heads = new Map<string, ChainHead>();
+  /** Trees (their right edges) as this process last wrote or read them: a hint that the statement checks. */
+  private readonly heads = new Map<string, Frontier>();
   /** Events waiting for their workspace's head to be read, and those workspaces. */
   private waiting: Pending[] = [];
   private readonly wanted = new Set<string>();
@@ -73,8 +75,6 @@ export class AuditWriter {
 
   constructor(
     private readonly database: Database,
-    /** Told of every workspace with events queued for it (or possibly queued: a batch whose answer was lost). */
-    private readonly sealer: { markDirty(workspaceId: string): void },
     private readonly maxBatch = 500,
   ) {}
 
@@ -108,17 +108,18 @@ export class AuditWriter {
     if (batch.length === 0) return;
 
     this.writing = true;
-    const { seals, heads } = this.sealInMemory(batch);
+    const { seals, heads, nodes, frontiers } = this.sealInMemory(batch);
     insertAuditBatch(
       this.database,
       batch.map((p) => p.rows),
       seals,
       heads,
+      nodes,
     )
       .then(
         (advanced) => {
-          for (const [workspaceId, { next }] of heads) {
-            if (advanced.has(workspaceId)) this.heads.set(workspaceId, next);
+          for (const [workspaceId, frontier] of frontiers) {
+            if (advanced.has(workspaceId)) this.heads.set(workspaceId, frontier);
             else this.heads.delete(workspaceId);
           }
           const again: Pending[] = [];
@@ -126,7 +127,6 @@ export class AuditWriter {
             const seal = seals[i];
             const workspaceId = p.rows.row.workspace_id;
             if (!seal) {
-              this.sealer.markDirty(workspaceId);
               p.resolve(p.rows.event);
             } else if (advanced.has(workspaceId)) {
               p.rows.event.sequence = seal.sequence;
@@ -141,13 +141,10 @@ export class AuditWriter {
           this.queue.unshift(...again);
         },
         (error: unknown) => {
-          // It may have committed before its answer was lost: its heads are unknown now, and
-          // its unsealed events may be queued.
+          // It may have committed before its answer was lost: its heads are unknown now (its
+          // unsealed events, if any, are in the queue, which the sealer reads).
           for (const workspaceId of heads.keys()) this.heads.delete(workspaceId);
-          for (const p of batch) {
-            this.sealer.markDirty(p.rows.row.workspace_id);
-            p.reject(error);
-          }
+          for (const p of batch) p.reject(error);
         },
       )
       .finally(() => {
@@ -157,25 +154,31 @@ export class AuditWriter {
   }
 
   /**
-   * Hashes the batch's events onto the heads this process knows (in batch order), and says
-   * per workspace which head the seals start from and which they lead to.
+   * Appends the batch's events (in batch order) to copies of the trees this process knows, and
+   * says per workspace which size the seals start from and which head they lead to, with the
+   * subtrees they complete.
    */
   private sealInMemory(batch: Pending[]) {
-    const seals: (ChainHead | undefined)[] = new Array(batch.length);
+    const seals: (Seal | undefined)[] = new Array(batch.length);
     const heads = new Map<string, HeadMove>();
+    const frontiers = new Map<string, Frontier>();
+    const nodes: (StoredNode & { workspace_id: string })[] = [];
     batch.forEach((p, i) => {
       const workspaceId = p.rows.row.workspace_id;
       const known = this.heads.get(workspaceId);
       if (!known || p.sealingTries === 0) return;
-      let head = heads.get(workspaceId);
-      if (!head) {
-        head = { expected: known, next: known };
-        heads.set(workspaceId, head);
+      let frontier = frontiers.get(workspaceId);
+      if (!frontier) {
+        frontier = known.clone();
+        frontiers.set(workspaceId, frontier);
+        heads.set(workspaceId, { expected: known.size, next: headOf(known) });
       }
-      head.next = { sequence: head.next.sequence + 1, hash: chainHash(head.next.hash, p.rows.row) };
-      seals[i] = head.next;
+      const appended = appendEvents(frontier, [p.rows.row]);
+      seals[i] = appended.seals[0];
+      for (const node of appended.nodes) nodes.push({ workspace_id: workspaceId, ...node });
     });
-    return { seals, heads };
+    for (const [workspaceId, frontier] of frontiers) heads.get(workspaceId)!.next = headOf(frontier);
+    return { seals, heads, nodes, frontiers };
   }
 
   /**
@@ -188,7 +191,7 @@ export class AuditWriter {
     this.reading = true;
     const wanted = [...this.wanted];
     this.wanted.clear();
-    const release = (read: Map<string, ChainHead>) => {
+    const release = (read: Map<string, Frontier>) => {
       for (const [workspaceId, head] of read) this.heads.set(workspaceId, head);
       for (const workspaceId of wanted) this.wanted.delete(workspaceId);
       const asked = new Set(wanted);
@@ -204,7 +207,8 @@ export class AuditWriter {
         this.queue.push(p);
       }
     };
-    readChainHeads(this.database, wanted)
+    readTreeHeads(this.database, wanted)
+      .then((heads) => readFrontiers(this.database.db, heads))
       .then(release, () => release(new Map()))
       .finally(() => {
         this.reading = false;

@@ -10,7 +10,7 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../logger.ts';
-import type { SealingRounds } from './chain.ts';
+import type { SealingRounds } from './tree.ts';
 
 export interface RoundRequest {
   round: number;

@@ -1,8 +1,8 @@
 /** The sealer thread (started by SealerThread): sealing rounds on a connection of its own. */
 import { parentPort, workerData } from 'node:worker_threads';
 import { openDatabase } from '../../db/database.ts';
-import { sealRound } from './chain.ts';
 import type { RoundReply, RoundRequest } from './sealer-thread.ts';
+import { sealRound } from './tree.ts';
 
 const port = parentPort;
 if (!port) throw new Error('sealer-thread.worker.ts runs only as a worker thread');

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { stableJson } from '../src/canonical-json.ts';
-import { chainHash } from '../src/features/audit/chain.ts';
+import { canonicalEvent, eventLeafHash } from '../src/features/audit/tree.ts';
+import { stableJson } from '../src/shared/canonical-json.ts';
 
-type Event = Parameters<typeof chainHash>[1];
+type Event = Parameters<typeof canonicalEvent>[0];
 
 const event = (context: unknown): Event =>
   ({
@@ -26,21 +26,30 @@ const event = (context: unknown): Event =>
     context,
   }) as unknown as Event;
 
-describe('chainHash', () => {
-  it('is the hash existing chains were sealed with (canonical JSON: sorted keys, nested values, escapes)', () => {
-    // Pinned from the recursive serialiser this replaced: a change here breaks every sealed chain.
-    const context = { z: [1, 2.5, -0, 1e21, null, true, 'é'], a: { y: { x: [] }, b: {} }, '10': 'ten', '2': 'two', A: '"quoted"\n' };
-    expect(chainHash('prev', event(context))).toBe('1c42579088bd5e3ac2cdb6c171a428fab9d537f291b25665dd51e2293a83117f');
+describe('canonicalEvent and eventLeafHash: the audit tree leaves', () => {
+  const context = { z: [1, 2.5, -0, 1e21, null, true, 'é'], a: { y: { x: [] }, b: {} }, '10': 'ten', '2': 'two', A: '"quoted"\n' };
+
+  it('writes the frozen canonical bytes (field order, sorted keys at every depth, JSON escapes)', () => {
+    // Frozen: the spec documents these bytes (AuditInclusionProof.leaf); a change breaks every tree.
+    expect(canonicalEvent(event(context))).toBe(
+      '["0b6f2f4e-5d1c-4a55-9d0e-6f2b8c1e7a10","7d1e0c55-3c0f-4a8e-b1f4-2a9c5e6d8f01","2026-01-02T03:04:05.678Z","evaluation",' +
+        '"billing-bot",null,"refund.create","orders/42",null,"production",null,"Refunds","approval_required","high",' +
+        '"Needs a human \u{1F600}",null,"req-1",{"10":"ten","2":"two","A":"\\"quoted\\"\\n","a":{"b":{},"y":{"x":[]}},"z":[1,2.5,0,1e+21,null,true,"é"]}]',
+    );
+  });
+
+  it('hashes a leaf as RFC 9162 does: SHA-256(0x00 ‖ canonical bytes), pinned by an independent computation', () => {
+    expect(eventLeafHash(event(context)).toString('hex')).toBe('840ec69ab351722a90fb87db443236cc9a8637aa57ae1d2d4497427c7dc9addf');
   });
 
   it('does not depend on the order of keys', () => {
-    expect(chainHash('', event({ a: 1, b: { c: 2, d: 3 } }))).toBe(chainHash('', event({ b: { d: 3, c: 2 }, a: 1 })));
+    expect(eventLeafHash(event({ a: 1, b: { c: 2, d: 3 } }))).toEqual(eventLeafHash(event({ b: { d: 3, c: 2 }, a: 1 })));
   });
 
   it('hashes a value nested 100,000 levels deep without exhausting the stack', () => {
     let deep: unknown = 'bottom';
     for (let i = 0; i < 100_000; i++) deep = i % 2 ? { a: deep } : [deep];
-    expect(chainHash('', event(deep))).toMatch(/^[0-9a-f]{64}$/);
+    expect(eventLeafHash(event(deep)).toString('hex')).toMatch(/^[0-9a-f]{64}$/);
   });
 });
 

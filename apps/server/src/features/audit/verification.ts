@@ -1,0 +1,237 @@
+/**
+ * Verification and proofs of a workspace's audit tree. Verification is incremental: it starts
+ * where the last one ended (the size it reached and the tree's right edge there, kept in
+ * audit_verifications), recomputes the leaves of the events sealed since, compares every stored
+ * subtree and the root with what those leaves make, and checks the tree against its latest
+ * signed checkpoint; `full` starts from the first event. Events verified earlier are re-checked
+ * too, RECHECK_PER_CALL at a time from where the last re-check stopped (wrapping around), so an
+ * old event rewritten in place is found within size / RECHECK_PER_CALL calls, and every call on
+ * a small log re-checks all of it. Proofs read the O(log n) stored nodes they need, so no call
+ * grows with the history.
+ */
+import type { AuditVerification } from '@warden/contract';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import { ApiError } from '../../shared/errors.ts';
+import {
+  countQueued,
+  countUnaccounted,
+  findCheckpoint,
+  findSeal,
+  findVerification,
+  readNodes,
+  readTreeHead,
+  saveVerification,
+  sealsWithEvents,
+  type TreeHead,
+} from './audit.repository.ts';
+import { type AuditSigner, openSignedCheckpoint } from './checkpointer.ts';
+import {
+  consistencyProof,
+  EMPTY_ROOT,
+  Frontier,
+  inclusionProof,
+  type NodeId,
+  nodeKey,
+  nodeMap,
+  nodesForConsistency,
+  nodesForInclusion,
+  nodesForRoot,
+  rootFrom,
+} from './merkle.ts';
+import { canonicalEvent, type EventFields, eventLeafHash } from './tree.ts';
+
+const BATCH = 1000;
+/** Older events re-checked by each verification (bounds its cost whatever the history). */
+const RECHECK_PER_CALL = 1000;
+/** Events written this long before the last verification are checked again for being accounted for (transactions in flight then). */
+const UNACCOUNTED_MARGIN_MS = 5 * 60_000;
+
+type Verification = AuditVerification['data'];
+
+/** The stored hashes of these nodes of one workspace's tree, as the map merkle.ts computes from. */
+async function fetchNodes(db: Kysely<DB>, workspaceId: string, ids: NodeId[]) {
+  const rows = await readNodes(
+    db,
+    ids.map(({ level, index }) => ({ workspace_id: workspaceId, level, node_index: index })),
+  );
+  const missing = rows.find((row) => row.hash === null);
+  if (missing) throw new Error(`audit tree node (${missing.level}, ${missing.node_index}) of workspace ${workspaceId} is missing`);
+  return nodeMap(rows.map((row) => ({ level: row.level, index: row.node_index, hash: Buffer.from(row.hash!, 'hex') })));
+}
+
+export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceId: string, full: boolean): Promise<Verification> {
+  // One snapshot for the tree, its checkpoint and the queue, so a batch sealed meanwhile cannot
+  // be missed by one and seen by another.
+  const result = await inTransaction(
+    db,
+    async (trx) => {
+      const head: TreeHead = (await readTreeHead(trx, workspaceId)) ?? { size: 0, root: EMPTY_ROOT.toString('hex') };
+      const previous = full ? undefined : await findVerification(trx, workspaceId);
+      const checkpoint = await findCheckpoint(trx, workspaceId);
+      let frontier = new Frontier();
+      let since = new Date(0);
+      if (previous && Number(previous.tree_size) <= head.size) {
+        const hashes = previous.frontier as string[];
+        const ids = Frontier.nodesToRestore(Number(previous.tree_size));
+        frontier = Frontier.restore(
+          Number(previous.tree_size),
+          nodeMap(ids.map((id, i) => ({ ...id, hash: Buffer.from(hashes[i] ?? '', 'hex') }))),
+        );
+        since = new Date(previous.verified_at.getTime() - UNACCOUNTED_MARGIN_MS);
+      }
+      const verifiedFrom = frontier.size;
+      let firstInvalid: number | null = previous && Number(previous.tree_size) > head.size ? head.size + 1 : null;
+      let checked = 0;
+      let checkpointRoot: Buffer | undefined;
+      const checkpointSize = checkpoint ? Number(checkpoint.tree_size) : 0;
+      if (checkpoint && checkpointSize <= frontier.size) {
+        checkpointRoot = rootFrom(checkpointSize, await fetchNodes(trx, workspaceId, nodesForRoot(checkpointSize)));
+      }
+
+      while (firstInvalid === null && frontier.size < head.size) {
+        const rows = await sealsWithEvents(trx, workspaceId, frontier.size, Math.min(BATCH, head.size - frontier.size));
+        if (rows.length === 0) {
+          firstInvalid = frontier.size + 1; // a leaf of the tree has no seal
+          break;
+        }
+        const wanted: NodeId[] = [];
+        const completedAbove = new Map<string, Buffer>();
+        for (const row of rows) {
+          const sequence = Number(row.sequence);
+          checked += 1;
+          const leaf = row.id === null ? undefined : eventLeafHash(row as EventFields);
+          if (sequence !== frontier.size + 1 || !leaf || leaf.toString('hex') !== row.seal_hash) {
+            firstInvalid = sequence;
+            break;
+          }
+          for (const node of frontier.append(leaf).slice(1)) {
+            wanted.push(node);
+            completedAbove.set(nodeKey(node.level, node.index), node.hash);
+          }
+          if (frontier.size === checkpointSize) checkpointRoot = frontier.root();
+        }
+        // Every subtree these leaves complete must be stored as they make it: proofs are served from them.
+        const stored = await readNodes(
+          trx,
+          wanted.map(({ level, index }) => ({ workspace_id: workspaceId, level, node_index: index })),
+        );
+        for (const row of stored) {
+          if (row.hash !== completedAbove.get(nodeKey(row.level, row.node_index))?.toString('hex')) {
+            const position = (row.node_index + 1) * 2 ** row.level; // the leaf that completed it, counted from 1
+            if (firstInvalid === null || position < firstInvalid) firstInvalid = position;
+          }
+        }
+      }
+      if (firstInvalid === null && frontier.root().toString('hex') !== head.root) firstInvalid = head.size;
+
+      // The rolling re-check of events verified earlier: each must still give its stored leaf.
+      let recheckedTo = previous ? Number(previous.rechecked_to) : 0;
+      if (recheckedTo >= verifiedFrom) recheckedTo = 0;
+      const recheckEnd = Math.min(verifiedFrom, recheckedTo + RECHECK_PER_CALL);
+      if (recheckedTo < recheckEnd) {
+        const rows = await sealsWithEvents(trx, workspaceId, recheckedTo, recheckEnd - recheckedTo);
+        let expected = recheckedTo + 1;
+        for (const row of rows) {
+          const sequence = Number(row.sequence);
+          checked += 1;
+          const intact = sequence === expected && row.id !== null && eventLeafHash(row as EventFields).toString('hex') === row.seal_hash;
+          if (!intact && (firstInvalid === null || Math.min(sequence, expected) < firstInvalid))
+            firstInvalid = Math.min(sequence, expected);
+          expected = sequence + 1;
+        }
+        if (rows.length < recheckEnd - recheckedTo && (firstInvalid === null || expected < firstInvalid)) firstInvalid = expected;
+        recheckedTo = recheckEnd;
+      }
+
+      let checkpointValid: boolean | null = null;
+      if (checkpoint) {
+        const signed = openSignedCheckpoint(signer, checkpoint.note);
+        checkpointValid =
+          signed !== undefined &&
+          signed.size === checkpointSize &&
+          signed.rootHash.toString('hex') === checkpoint.root_hash &&
+          checkpointSize <= head.size &&
+          checkpointRoot !== undefined &&
+          checkpointRoot.toString('hex') === checkpoint.root_hash;
+      }
+      const unsealed = await countQueued(trx, workspaceId);
+      const unaccounted = await countUnaccounted(trx, workspaceId, since);
+      const verifiedAt = new Date();
+      const valid = firstInvalid === null && checkpointValid !== false && unaccounted === 0;
+      return {
+        valid,
+        checked,
+        tree_size: head.size,
+        root_hash: head.root,
+        verified_from: verifiedFrom,
+        checkpoint: checkpoint ? { tree_size: checkpointSize, root_hash: checkpoint.root_hash, valid: checkpointValid === true } : null,
+        unsealed,
+        unaccounted,
+        first_invalid_sequence: firstInvalid,
+        verified_at: verifiedAt.toISOString(),
+        frontier,
+        recheckedTo,
+      };
+    },
+    { isolation: 'repeatable read' },
+  );
+  const { frontier, recheckedTo, ...verification } = result;
+  // Only a tree that verified is a starting point for the next verification.
+  if (verification.valid && frontier.size > 0) {
+    await saveVerification(db, workspaceId, {
+      size: frontier.size,
+      frontier: frontier.nodes.map((node) => node.hash.toString('hex')),
+      recheckedTo,
+      verifiedAt: new Date(verification.verified_at),
+    });
+  }
+  return verification;
+}
+
+/** The size a proof is asked against: the one given, or the latest checkpoint's; never beyond the tree. */
+async function sizeFor(db: Kysely<DB>, workspaceId: string, size: number | undefined, what: string): Promise<number> {
+  const head = await readTreeHead(db, workspaceId);
+  const treeSize = head?.size ?? 0;
+  if (size === undefined) {
+    const latest = await findCheckpoint(db, workspaceId);
+    if (!latest) throw new ApiError('not_found', 'The audit log has no checkpoint yet (one is made within seconds of the first event)');
+    return Number(latest.tree_size);
+  }
+  if (size > treeSize) throw new ApiError('invalid_request', `${what} ${size} exceeds the audit tree's size ${treeSize}`);
+  return size;
+}
+
+export async function proveInclusion(db: Kysely<DB>, workspaceId: string, eventId: string, treeSize: number | undefined) {
+  const size = await sizeFor(db, workspaceId, treeSize, 'tree_size');
+  const seal = await findSeal(db, workspaceId, eventId);
+  if (!seal) throw new ApiError('not_found', 'No sealed audit event with this id (events are sealed within about a second)');
+  const index = Number(seal.sequence) - 1;
+  if (index >= size) throw new ApiError('invalid_request', `The event's leaf index ${index} is not within tree_size ${size}`);
+  const [row] = await sealsWithEvents(db, workspaceId, index, 1);
+  if (!row || row.id === null) throw new ApiError('not_found', 'The sealed event could not be read');
+  const nodes = await fetchNodes(db, workspaceId, [...nodesForInclusion(index, size), ...nodesForRoot(size)]);
+  return {
+    event_id: eventId,
+    leaf_index: index,
+    tree_size: size,
+    leaf: canonicalEvent(row as EventFields),
+    leaf_hash: row.seal_hash,
+    root_hash: rootFrom(size, nodes).toString('hex'),
+    proof: inclusionProof(index, size, nodes).map((hash) => hash.toString('hex')),
+  };
+}
+
+export async function proveConsistency(db: Kysely<DB>, workspaceId: string, fromSize: number, toSize: number | undefined) {
+  const to = await sizeFor(db, workspaceId, toSize, 'to_size');
+  if (fromSize > to) throw new ApiError('invalid_request', `from_size ${fromSize} is larger than to_size ${to}`);
+  const nodes = await fetchNodes(db, workspaceId, [...nodesForConsistency(fromSize, to), ...nodesForRoot(fromSize), ...nodesForRoot(to)]);
+  return {
+    from_size: fromSize,
+    to_size: to,
+    from_root: rootFrom(fromSize, nodes).toString('hex'),
+    to_root: rootFrom(to, nodes).toString('hex'),
+    proof: consistencyProof(fromSize, to, nodes).map((hash) => hash.toString('hex')),
+  };
+}
