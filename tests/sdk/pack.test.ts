@@ -1,7 +1,9 @@
 /**
- * What an integrator gets from npm: build the SDK, `npm pack` it, install the tarball into an
- * empty ESM project (with TypeScript from the registry), type-check a sample under strict
- * NodeNext, run the emitted JavaScript with node against a real server.
+ * What an integrator gets from npm: build the SDK (ES modules and CommonJS, see
+ * packages/sdk/scripts/build.mjs), `npm pack` it, install the tarball into an empty ESM project
+ * (with TypeScript from the registry), type-check a sample under strict NodeNext, run the emitted
+ * JavaScript with node against a real server. registry.test.ts does the same through
+ * `npm publish` to a local registry, for ESM and CommonJS projects.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,21 +12,19 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { useTestServer } from '../support/server.ts';
 
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SDK = join(ROOT, 'packages/sdk');
 const TSC_VERSION = '5.9.3';
 
-let server: TestServer;
+const server = useTestServer();
 let work: string;
-beforeAll(async () => {
-  server = await startTestServer();
+beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), 'warden-sdk-pack-'));
 });
-afterAll(async () => {
-  await server?.close();
+afterAll(() => {
   if (work) rmSync(work, { recursive: true, force: true });
 });
 
@@ -76,10 +76,14 @@ describe('npm pack of @agentwarden/sdk', () => {
     const [info] = JSON.parse(packed.stdout) as { filename: string; size: number; unpackedSize: number; files: { path: string }[] }[];
     if (!info) throw new Error('npm pack reported nothing');
     const files = info.files.map((f) => f.path);
-    expect(files).toContain('dist/index.js');
-    expect(files).toContain('dist/index.d.ts');
+    // ES modules and CommonJS, each with its declarations; dist/cjs/package.json marks the latter.
+    for (const file of ['dist/esm/index.js', 'dist/esm/index.d.ts', 'dist/cjs/index.js', 'dist/cjs/index.d.ts', 'dist/cjs/package.json']) {
+      expect(files).toContain(file);
+    }
+    // dist, the README and package.json: no sources, scripts or tsconfigs.
+    expect(files.filter((f) => !f.startsWith('dist/') && f !== 'README.md' && f !== 'package.json')).toEqual([]);
+    expect(files.filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toEqual([]);
     expect(files).toContain('README.md');
-    expect(files.filter((f) => f.startsWith('src/') || (f.endsWith('.ts') && !f.endsWith('.d.ts')))).toEqual([]);
 
     const project = join(work, 'project');
     await run('mkdir', ['-p', project]);
@@ -104,7 +108,7 @@ describe('npm pack of @agentwarden/sdk', () => {
         cwd: project,
       }),
     );
-    expect(readdirSync(join(project, 'node_modules/@agentwarden/sdk/dist'))).toContain('index.js');
+    expect(readdirSync(join(project, 'node_modules/@agentwarden/sdk/dist')).sort()).toEqual(['cjs', 'esm']);
 
     const tsc = await step('tsc', () => run(join(project, 'node_modules/.bin/tsc'), ['-p', '.'], { cwd: project }).catch((error) => error));
     expect(`${tsc.stdout}${tsc.stderr}`).toBe('');
