@@ -2,29 +2,20 @@
  * The Express application: the HTTP layer around the handlers. For each API (v1 under
  * /api/v1, the dashboard's under /dashboard/api) the order is: request id and timing →
  * JSON body → identity (bearer key, or dashboard session) → rate limit → contract
- * validation → handler → the one error mapper.
+ * validation → handler → the one error mapper. It builds only the HTTP layer: the services it
+ * serves come from the composition root (composition.ts).
  */
 import { dashboard, operations } from '@warden/contract';
 import express, { type Express, type RequestHandler } from 'express';
 import type { Config } from './config.ts';
-import type { Database } from './db/database.ts';
-import type { EgressGuard } from './egress/guard.ts';
-import { AuditWriter } from './features/audit/audit-writer.ts';
-import type { AuditSealer } from './features/audit/chain.ts';
 import { createDashboardHandlers } from './features/dashboard/dashboard.handlers.ts';
-import { dashboardSession } from './features/dashboard/sessions.ts';
-import { PolicyCache } from './features/policies/policy-cache.ts';
-import { DecisionService } from './features/runtime/decisions.ts';
-import { AgentDirectory } from './features/runtime/identity.ts';
-import type { McpConnector } from './features/runtime/mcp-connector.ts';
-import type { WebhookService } from './features/webhooks/webhooks.service.ts';
-import { checkRules, createHandlers } from './handlers.ts';
+import { createHandlers } from './handlers.ts';
 import { authenticate } from './http/authenticate.ts';
 import { identityRefusal } from './http/context.ts';
 import { dashboardAssets } from './http/dashboard-assets.ts';
+import { dashboardSession, sessionCookie } from './http/dashboard-session.ts';
 import { docsRouter } from './http/docs.ts';
 import { errorMapper } from './http/error-mapper.ts';
-import { ApiError } from './http/errors.ts';
 import { inputGuard } from './http/input-guard.ts';
 import { jsonBody } from './http/json-body.ts';
 import { sendJson } from './http/json-response.ts';
@@ -35,6 +26,8 @@ import { requestContext } from './http/request-context.ts';
 import { createRouter, type RouterOptions } from './http/router.ts';
 import { contractValidator } from './http/validator.ts';
 import type { Logger } from './logger.ts';
+import type { Services } from './services.ts';
+import { ApiError } from './shared/errors.ts';
 import { loadDashboardSpec, loadSpec, specText } from './spec.ts';
 
 export const BASE_PATH = '/api/v1';
@@ -42,14 +35,11 @@ export const DASHBOARD_API_PATH = '/dashboard/api';
 /** Largest request body accepted, after inflating (413 payload_too_large beyond). */
 export const BODY_LIMIT_BYTES = 1024 * 1024;
 
+/** What the HTTP layer is built around (by the composition root, composition.ts). */
 export interface AppDeps {
   config: Config;
-  database: Database;
   logger: Logger;
-  sealer: AuditSealer;
-  egress: EgressGuard;
-  mcp: McpConnector;
-  webhooks: WebhookService;
+  services: Services;
   rateLimitStore: RateLimitStore;
   /** Identities of recently used keys; the server keeps it in step with the database's notifications. */
   keys: KeyCache;
@@ -66,7 +56,7 @@ const requireIdentity =
   };
 
 export function createApp(deps: AppDeps): Express {
-  const { config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore, keys } = deps;
+  const { config, logger, services, rateLimitStore, keys } = deps;
   // This process's own configuration changes are dropped from the key cache before their answer
   // leaves (other processes learn of them by notification).
   const routerOptions: RouterOptions = {
@@ -77,13 +67,6 @@ export function createApp(deps: AppDeps): Express {
   // One limiter for both APIs: a key's requests count once, whichever API they use.
   const limit = rateLimit(config.rateLimitPerMinute, rateLimitStore);
   const readJson = jsonBody(BODY_LIMIT_BYTES, '1 MiB');
-  const decisions = new DecisionService(
-    database.db,
-    new PolicyCache(database.db),
-    sealer,
-    new AgentDirectory(database.db),
-    new AuditWriter(database, sealer),
-  );
   const app = express();
   app.disable('x-powered-by');
   // API answers are not cached by validators: an ETag would only cost a hash per response.
@@ -127,25 +110,25 @@ export function createApp(deps: AppDeps): Express {
   app.use(
     BASE_PATH,
     pipeline([
-      authenticate(database.db, config.rateLimitPerMinute, keys),
+      authenticate(services.workspaces.findActiveKey, config.rateLimitPerMinute, keys),
       limit,
       requireIdentity('/health'),
       readJson,
       inputGuard,
       ...contractValidator(loadSpec(), BASE_PATH, config.validateResponses),
-      createRouter(operations, createHandlers({ database, config, logger, sealer, decisions, checkRules, egress, mcp }), routerOptions),
+      createRouter(operations, createHandlers(services), routerOptions),
     ]),
   );
   app.use(
     DASHBOARD_API_PATH,
     pipeline([
-      dashboardSession(database.db, config.rateLimitPerMinute),
+      dashboardSession(services.sessions.resolve, config.rateLimitPerMinute),
       limit,
       requireIdentity('/session'),
       readJson,
       inputGuard,
       ...contractValidator(loadDashboardSpec(), DASHBOARD_API_PATH, config.validateResponses),
-      createRouter(dashboard.dashboardOperations, createDashboardHandlers({ database, webhooks, rateLimitStore }), routerOptions),
+      createRouter(dashboard.dashboardOperations, createDashboardHandlers(services), { ...routerOptions, session: sessionCookie }),
     ]),
   );
   // After the APIs: a request to an API path does not walk these routers first.

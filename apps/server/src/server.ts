@@ -1,25 +1,20 @@
 /**
- * Starts Warden: database → migrations → bootstrap key → HTTP API, and, on the embedded
+ * Starts Warden: database → migrations → what the composition root builds on it
+ * (composition.ts) → bootstrap key → background workers → HTTP API, and, on the embedded
  * database, the local admin channel through which the CLI reaches it while the server holds it.
  */
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { startAdminChannel } from './admin/channel.ts';
 import { createApp } from './app.ts';
+import { compose } from './composition.ts';
 import { type Config, checkBootstrapKey, loadConfig } from './config.ts';
 import { type Database, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { ensureAuditPartitions } from './db/partitions.ts';
-import { createEgressGuard } from './egress/guard.ts';
-import { AuditSealer, inlineRounds } from './features/audit/chain.ts';
-import { SealerThread } from './features/audit/sealer-thread.ts';
-import { McpConnector } from './features/runtime/mcp-connector.ts';
-import { DeliveryWorker, parseSchedule } from './features/webhooks/delivery-worker.ts';
-import { createSecretBox, loadMasterKey } from './features/webhooks/secrets.ts';
-import { WebhookService } from './features/webhooks/webhooks.service.ts';
-import { ensureBootstrapKey } from './features/workspaces/workspaces.service.ts';
+import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { createHttpServer } from './http/http-server.ts';
-import { IDENTITY_CHANNEL, KeyCache } from './http/key-cache.ts';
+import { IDENTITY_CHANNEL } from './http/key-cache.ts';
 import { createLogger, type Logger } from './logger.ts';
 
 export interface RunningServer {
@@ -36,21 +31,6 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   await migrate(database);
   await ensureAuditPartitions(database);
   const partitionTimer = setInterval(() => void ensureAuditPartitions(database), 24 * 3600 * 1000).unref();
-  if (config.bootstrapKey) await ensureBootstrapKey(database.db, config.bootstrapKey);
-  const inline = inlineRounds(database.db, logger);
-  const rounds = config.databaseUrl && config.auditSealerThread ? new SealerThread(config.databaseUrl, logger, inline) : inline;
-  const sealer = new AuditSealer(database.db, rounds, config.auditSealIntervalMs);
-  await sealer.start();
-  const egress = createEgressGuard(config.egressAllowlist);
-  const mcp = new McpConnector(egress);
-  const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));
-  const webhooks = new WebhookService(database.db, box, egress);
-  const delivery = new DeliveryWorker(database.db, box, egress, logger, {
-    scheduleMs: parseSchedule(config.webhookRetrySchedule),
-    timeoutMs: config.webhookTimeoutMs,
-    pollMs: config.webhookPollMs,
-  });
-  delivery.start();
   // Auto-pipelining: the rate-limit commands of requests arriving in the same tick go out in
   // one write (one syscall) instead of one each.
   const redis = config.redisUrl
@@ -65,17 +45,21 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       })
     : undefined;
   redis?.on('error', (error) => logger.error('redis', { cause: error }));
+  const { services, keys, rateLimitStore, sealer, delivery, mcp, egress } = compose({ config, database, logger, redis });
+  if (config.bootstrapKey) await services.workspaces.ensureBootstrapKey(config.bootstrapKey);
+  await sealer.start();
+  delivery.start();
   // Start counting in Redis from the first request (until ready, the in-memory insurance counts).
   if (redis)
     await Promise.race([new Promise((ready) => redis.once('ready', ready)), new Promise((later) => setTimeout(later, 5_000).unref())]);
-  const keys = new KeyCache();
   const stopListening = await database.listen(IDENTITY_CHANNEL, keys.handlers);
-  const app = createApp({ config, database, logger, sealer, egress, mcp, webhooks, rateLimitStore: { redis, pool: database.pool }, keys });
+  const app = createApp({ config, logger, services, rateLimitStore, keys });
   const http = createHttpServer(app).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
     http.once('error', reject);
   });
+  const webhooks = services.webhooks;
   const admin =
     database.kind === 'pglite' && !config.dataDir.startsWith('memory://')
       ? await startAdminChannel(config.dataDir, { database, webhooks }, logger)

@@ -6,7 +6,7 @@
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer, request } from 'node:http';
 import { join, resolve } from 'node:path';
-import { AdminError } from '../features/workspaces/workspaces.service.ts';
+import { AdminError } from '../features/identity/workspaces.service.ts';
 import type { Logger } from '../logger.ts';
 import { type AdminContext, runAdminCommand } from './commands.ts';
 

@@ -1,36 +1,39 @@
 /**
- * Admin commands (workspaces, keys, migrations): what the CLI does. They run wherever the
- * database is open: in the CLI process itself, or, when a server holds the embedded
- * database, inside that server through the admin channel.
+ * Admin commands (workspaces, keys, migrations, the audit export): what the CLI does. They run
+ * wherever the database is open: in the CLI process itself, or, when a server holds the
+ * embedded database, inside that server through the admin channel.
  */
+import { loadConfig } from '../config.ts';
 import type { Database } from '../db/database.ts';
 import { migrate } from '../db/migrate.ts';
-import { setPlan, type WebhookService } from '../features/webhooks/webhooks.service.ts';
-import { findWorkspaceBySlug } from '../features/workspaces/workspaces.repository.ts';
-import {
-  AdminError,
-  createApiKey,
-  createWorkspace,
-  listApiKeys,
-  parsePermissions,
-  revokeApiKey,
-} from '../features/workspaces/workspaces.service.ts';
-import { ApiError } from '../http/errors.ts';
+import { type AuditLogKeys, auditLogKeys, ExportCursorError, exportPage } from '../features/audit/audit-export.ts';
+import { billingService } from '../features/billing/billing.service.ts';
+import { AdminError, parsePermissions, workspacesService } from '../features/identity/workspaces.service.ts';
+import type { WebhookService } from '../features/webhooks/webhooks.service.ts';
+import { CLI_ACTOR } from '../shared/context.ts';
+import { ApiError } from '../shared/errors.ts';
 
 type Args = Record<string, string | undefined>;
 
-/** What admin commands act on: the database and the services built on it. */
+/** What admin commands act on: the database and the webhook service built on it. */
 export interface AdminContext {
   database: Database;
   webhooks: WebhookService;
+  /**
+   * The audit log's name and signing key, for the export's header; without them (the admin
+   * channel's context) they are read from this process's configuration, a key never created.
+   */
+  auditLog?: AuditLogKeys;
 }
 
-async function workspaceId(database: Database, args: Args): Promise<string> {
-  const slug = required(args, 'workspace');
-  const workspace = await findWorkspaceBySlug(database.db, slug);
-  if (!workspace) throw new AdminError(`workspace '${slug}' does not exist`);
-  return workspace.id;
-}
+/**
+ * The services the commands use, on the context's database: stateless, so built per command
+ * here rather than by the server's composition root, which the CLI does not load.
+ */
+const adminServices = ({ database }: AdminContext) => ({
+  workspaces: workspacesService(database.db),
+  billing: billingService(database.db),
+});
 
 /** Service errors (bad URL, unknown event…) reach the CLI user as plain messages. */
 async function asAdmin<T>(work: Promise<T>): Promise<T> {
@@ -48,39 +51,60 @@ function required(args: Args, name: string): string {
   return value;
 }
 
+/** The id of the workspace named by --workspace. */
+const workspaceId = (context: AdminContext, args: Args) => adminServices(context).workspaces.workspaceIdOf(required(args, 'workspace'));
+
 export const adminCommands = {
-  'workspaces.create': ({ database }: AdminContext, args: Args) => createWorkspace(database.db, required(args, 'slug'), args.name),
-  'keys.create': ({ database }: AdminContext, args: Args) =>
-    createApiKey(database.db, {
-      workspace: required(args, 'workspace'),
-      permissions: parsePermissions(required(args, 'permissions')),
-      name: args.name,
-    }),
-  'keys.revoke': ({ database }: AdminContext, args: Args) => revokeApiKey(database.db, required(args, 'id')),
-  'keys.list': ({ database }: AdminContext, args: Args) => listApiKeys(database.db, required(args, 'workspace')),
+  'workspaces.create': (context: AdminContext, args: Args) =>
+    adminServices(context).workspaces.createWorkspace(required(args, 'slug'), args.name),
+  'keys.create': (context: AdminContext, args: Args) =>
+    adminServices(context).workspaces.createApiKey(
+      {
+        workspace: required(args, 'workspace'),
+        permissions: parsePermissions(required(args, 'permissions')),
+        name: args.name,
+      },
+      CLI_ACTOR,
+    ),
+  'keys.revoke': (context: AdminContext, args: Args) => adminServices(context).workspaces.revokeApiKey(required(args, 'id'), CLI_ACTOR),
+  'keys.list': (context: AdminContext, args: Args) => adminServices(context).workspaces.listApiKeys(required(args, 'workspace')),
   migrate: async ({ database }: AdminContext) => ({ applied: await migrate(database) }),
-  'webhooks.create': async ({ database, webhooks }: AdminContext, args: Args) => {
+  'webhooks.create': async (context: AdminContext, args: Args) => {
     const created = await asAdmin(
-      webhooks.create(await workspaceId(database, args), {
-        url: required(args, 'url'),
-        events: required(args, 'events')
-          .split(',')
-          .map((e) => e.trim()),
-        description: args.description,
-      }),
+      context.webhooks.create(
+        await workspaceId(context, args),
+        {
+          url: required(args, 'url'),
+          events: required(args, 'events')
+            .split(',')
+            .map((e) => e.trim()),
+          description: args.description,
+        },
+        CLI_ACTOR,
+      ),
     );
     return { ...created.endpoint, secret: created.secret };
   },
-  'webhooks.list': async ({ database, webhooks }: AdminContext, args: Args) =>
-    (await webhooks.list(await workspaceId(database, args), { limit: 100 })).data,
-  'webhooks.pause': async ({ database, webhooks }: AdminContext, args: Args) =>
-    asAdmin(webhooks.update(await workspaceId(database, args), required(args, 'id'), { paused: true })),
-  'webhooks.resume': async ({ database, webhooks }: AdminContext, args: Args) =>
-    asAdmin(webhooks.update(await workspaceId(database, args), required(args, 'id'), { paused: false })),
-  'webhooks.delete': async ({ database, webhooks }: AdminContext, args: Args) =>
-    asAdmin(webhooks.remove(await workspaceId(database, args), required(args, 'id'))),
-  'billing.set-plan': async ({ database }: AdminContext, args: Args) =>
-    asAdmin(setPlan(database.db, await workspaceId(database, args), required(args, 'plan'))),
+  'webhooks.list': async (context: AdminContext, args: Args) =>
+    (await context.webhooks.list(await workspaceId(context, args), { limit: 100 })).data,
+  'webhooks.pause': async (context: AdminContext, args: Args) =>
+    asAdmin(context.webhooks.update(await workspaceId(context, args), required(args, 'id'), { paused: true }, CLI_ACTOR)),
+  'webhooks.resume': async (context: AdminContext, args: Args) =>
+    asAdmin(context.webhooks.update(await workspaceId(context, args), required(args, 'id'), { paused: false }, CLI_ACTOR)),
+  'webhooks.delete': async (context: AdminContext, args: Args) =>
+    asAdmin(context.webhooks.remove(await workspaceId(context, args), required(args, 'id'), CLI_ACTOR)),
+  'billing.set-plan': async (context: AdminContext, args: Args) =>
+    asAdmin(adminServices(context).billing.setPlan(await workspaceId(context, args), required(args, 'plan'), CLI_ACTOR)),
+  /** One page of the export (`cursor`: the previous page's); the CLI asks until the cursor is null. */
+  'audit.export': async (context: AdminContext, args: Args) => {
+    const id = await workspaceId(context, args);
+    try {
+      return await exportPage(context.database.db, context.auditLog ?? auditLogKeys(loadConfig()), id, args.cursor);
+    } catch (error) {
+      if (error instanceof ExportCursorError) throw new AdminError(error.message);
+      throw error;
+    }
+  },
 } satisfies Record<string, (context: AdminContext, args: Args) => Promise<unknown>>;
 
 export type AdminCommand = keyof typeof adminCommands;

@@ -3,7 +3,7 @@
  * two writers would corrupt it. The lock is a file holding the owner's pid; a lock left by a
  * process that no longer exists is taken over.
  */
-import { chmodSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export class DataDirLockedError extends Error {
@@ -41,6 +41,20 @@ export function lockHolder(dataDir: string): number | null {
 export function prepareDataDir(dataDir: string): void {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   chmodSync(dataDir, 0o700);
+}
+
+/**
+ * A secret kept in a file of the data directory (mode 0600), created by `create` on first use:
+ * the master key and the audit signing key live beside the database, never in it. An in-memory
+ * database has no directory: undefined.
+ */
+export function readOrCreateSecretFile(dataDir: string, name: string, create: () => string): string | undefined {
+  if (dataDir.startsWith('memory://')) return undefined;
+  const file = join(dataDir, name);
+  prepareDataDir(dataDir);
+  if (!existsSync(file)) writeFileSync(file, create(), { mode: 0o600, flag: 'wx' });
+  else chmodSync(file, 0o600); // one written earlier with a looser mode
+  return readFileSync(file, 'utf8').trim();
 }
 
 export function acquireDataDirLock(dataDir: string): () => void {

@@ -4,7 +4,7 @@
  * concurrent inserts, and costs one index range scan whatever the page number.
  */
 import { type SelectQueryBuilder, sql } from 'kysely';
-import { ApiError } from '../http/errors.ts';
+import { ApiError } from '../shared/errors.ts';
 
 export interface PageRequest {
   limit?: number;

@@ -43,6 +43,12 @@ export function findEgressDenied(error: unknown): EgressDenied | null {
   return null;
 }
 
+/** A failed outbound request in a few words: its error code, else its message. */
+export function describeNetworkError(error: unknown): string {
+  const e = error as { code?: string; message?: string; cause?: { code?: string; message?: string } };
+  return e.code ?? e.cause?.code ?? e.message ?? 'unknown error';
+}
+
 export function createEgressGuard(allowlist: readonly string[], options: { connectTimeoutMs?: number } = {}): EgressGuard {
   const cidrs: CidrList = { v4: [], v6: [] };
   const hosts = new Set<string>();

@@ -14,16 +14,14 @@
  * how it stays right).
  */
 import type { NextFunction, Request, Response } from 'express';
-import type { Kysely } from 'kysely';
-import type { DB } from '../db/schema.ts';
-import { findActiveKeyByHash } from '../features/workspaces/workspaces.repository.ts';
-import { hashSecret } from '../features/workspaces/workspaces.service.ts';
+import type { WorkspacesService } from '../features/identity/workspaces.service.ts';
+import { hashSecret } from '../shared/crypto.ts';
 import { keyIdentity } from './context.ts';
 import type { KeyCache } from './key-cache.ts';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
 
-export function authenticate(db: Kysely<DB>, defaultRateLimit: number, cache: KeyCache) {
+export function authenticate(findActiveKey: WorkspacesService['findActiveKey'], defaultRateLimit: number, cache: KeyCache) {
   return async (req: Request, _res: Response, next: NextFunction) => {
     try {
       const match = BEARER.exec(req.get('authorization') ?? '');
@@ -32,7 +30,7 @@ export function authenticate(db: Kysely<DB>, defaultRateLimit: number, cache: Ke
         req.auth = cache.get(keyHash);
         if (!req.auth) {
           const epoch = cache.begin();
-          const key = await findActiveKeyByHash(db, keyHash);
+          const key = await findActiveKey(keyHash);
           if (key) {
             req.auth = keyIdentity(key, defaultRateLimit);
             cache.set(keyHash, req.auth, epoch);

@@ -1,39 +1,8 @@
-/** What a request carries once the HTTP layer has authenticated it. */
+/** What the HTTP layer keeps on a request: its identity, and how a missing one is refused. */
 import type { Permission } from '@warden/contract';
-import type { Request, Response } from 'express';
-import { ApiError } from './errors.ts';
-
-export interface AuthContext {
-  workspaceId: string;
-  keyId: string;
-  keyName: string;
-  permissions: ReadonlySet<Permission>;
-  rateLimitPerMinute: number;
-  /** The workspace's policy-set version, read with the key: compiled policy sets are cached by it. */
-  policyVersion: number;
-  /** The workspace's agents version, read with the key: agent lookups are cached by it. */
-  agentsVersion: number;
-}
-
-export interface RequestContext {
-  requestId: string;
-  /** The caller's key. For the one public operation (health) it holds no workspace and no permission. */
-  auth: AuthContext;
-  /** X-Warden-Agent-Key, on operations that accept it. */
-  agentKey: string | undefined;
-  /** The response, for the few handlers that set cookies (dashboard login and logout). */
-  res?: Response;
-}
-
-export const ANONYMOUS: AuthContext = {
-  workspaceId: '00000000-0000-0000-0000-000000000000',
-  keyId: '',
-  keyName: 'anonymous',
-  permissions: new Set(),
-  rateLimitPerMinute: 0,
-  policyVersion: 0,
-  agentsVersion: 0,
-};
+import type { Request } from 'express';
+import type { AuthContext } from '../shared/context.ts';
+import { ApiError } from '../shared/errors.ts';
 
 declare global {
   namespace Express {

@@ -6,7 +6,7 @@ import { operations } from '@warden/contract';
 import type { NextFunction, Request, Response } from 'express';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import type { Logger } from '../logger.ts';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../shared/errors.ts';
 
 /** Retry-After (seconds) on every 503: the database is expected back shortly. */
 export const RETRY_AFTER_UNAVAILABLE_S = 2;

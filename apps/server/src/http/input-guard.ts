@@ -7,7 +7,7 @@
  * exhaust the stack.
  */
 import type { NextFunction, Request, Response } from 'express';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../shared/errors.ts';
 
 export const MAX_DEPTH = 32;
 

@@ -14,7 +14,7 @@
  */
 import { createBrotliDecompress, createGunzip, createInflate } from 'node:zlib';
 import type { NextFunction, Request, Response } from 'express';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../shared/errors.ts';
 
 const INFLATERS: Record<string, () => NodeJS.ReadWriteStream> = {
   gzip: createGunzip,

@@ -16,7 +16,7 @@
  * the same instant: see the README's "Running several instances".
  * Unknown keys are never cached, so a new key works at once and guessing costs a lookup.
  */
-import type { AuthContext } from './context.ts';
+import type { AuthContext } from '../shared/context.ts';
 
 export const IDENTITY_CHANNEL = 'warden_identity';
 

@@ -16,7 +16,7 @@ import type { NextFunction, Request, Response } from 'express';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { type RateLimiterAbstract, RateLimiterMemory, RateLimiterPostgres, RateLimiterRedis, RateLimiterRes } from 'rate-limiter-flexible';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../shared/errors.ts';
 
 const WINDOW_SECONDS = 60;
 

@@ -1,48 +1,14 @@
 /**
- * The typed adapter between Express and the handlers: each row of a generated operation
- * table calls the handler of its operationId. Handler types are derived
- * from the generated types, so a missing handler or a wrong body/response type fails to
- * compile. One adapter serves both contracts: v1 and the dashboard API.
+ * The adapter between Express and the handlers: each row of a generated operation table calls
+ * the handler of its operationId (handler types: shared/handler-types.ts). One adapter serves
+ * both contracts: v1 and the dashboard API.
  */
-import type { dashboard, OperationRow, Operations } from '@warden/contract';
+import type { OperationRow } from '@warden/contract';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
-import { ANONYMOUS, type AuthContext, identityRefusal, type RequestContext } from './context.ts';
-import { ApiError } from './errors.ts';
-
-interface OperationTypes {
-  data: { body?: unknown; path?: unknown; query?: unknown };
-  responses: unknown;
-  errors: unknown;
-}
-
-/** Statuses other than the default error response that the spec gives a body of their own (e.g. health's 503). */
-type DeclaredErrors<T extends OperationTypes> = Omit<T['errors'], 'default'>;
-
-/** What a handler returns: a declared status with its body. Errors are thrown as ApiError. */
-export type ReplyOf<T extends OperationTypes> =
-  | { [S in keyof T['responses']]: { status: S; body: T['responses'][S] } }[keyof T['responses']]
-  | { [S in keyof DeclaredErrors<T>]: { status: S; body: DeclaredErrors<T>[S] } }[keyof DeclaredErrors<T>];
-
-export interface InputOf<T extends OperationTypes> {
-  body: T['data']['body'];
-  path: T['data']['path'];
-  query: T['data']['query'];
-  ctx: RequestContext;
-}
-
-export type HandlersOf<Ops> = {
-  [Op in keyof Ops]: Ops[Op] extends OperationTypes ? (input: InputOf<Ops[Op]>) => Promise<ReplyOf<Ops[Op]>> : never;
-};
-
-/** The v1 handler map. */
-export type Handlers = HandlersOf<Operations>;
-/** The dashboard API's handler map. */
-export type DashboardHandlers = HandlersOf<dashboard.DashboardOperations>;
-
-/** A handler whose behaviour has not landed yet: an honest 501. */
-export const notImplemented = async (): Promise<never> => {
-  throw new ApiError('not_implemented', 'This operation is not implemented yet');
-};
+import { ANONYMOUS, type AuthContext, type RequestContext, type SessionCookie } from '../shared/context.ts';
+import { ApiError } from '../shared/errors.ts';
+import type { InputOf, OperationTypes } from '../shared/handler-types.ts';
+import { identityRefusal } from './context.ts';
 
 type AnyHandler = (input: InputOf<OperationTypes>) => Promise<{ status: unknown; body: unknown }>;
 
@@ -54,6 +20,8 @@ interface MatchedOperation {
 export interface RouterOptions {
   /** Called after a handler succeeded and before its answer is sent. */
   onSuccess?: (row: OperationRow, auth: AuthContext) => void;
+  /** The session cookie of a request, for the handlers that set it (the dashboard API's). */
+  session?: (req: Request, res: Response) => SessionCookie;
 }
 
 /**
@@ -79,12 +47,9 @@ export function createRouter(
         throw new ApiError('insufficient_permission', `This key lacks the permission ${row.permission}`);
       }
       const agentKey = row.agentKey ? req.get('x-warden-agent-key') : undefined;
-      const reply = await handler({
-        body: req.body,
-        path: openapi?.pathParams ?? {},
-        query: req.query,
-        ctx: { requestId: req.requestId, auth, agentKey, res },
-      });
+      const ctx: RequestContext = { requestId: req.requestId, auth, agentKey };
+      if (options.session) ctx.session = options.session(req, res);
+      const reply = await handler({ body: req.body, path: openapi?.pathParams ?? {}, query: req.query, ctx });
       options.onSuccess?.(row, auth);
       res.status(Number(reply.status)).json(reply.body);
     } catch (error) {

@@ -13,7 +13,7 @@
 import { createRequire } from 'node:module';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
-import { ApiError } from './errors.ts';
+import { ApiError } from '../shared/errors.ts';
 
 type PathToRegexp = (path: string, options?: Record<string, unknown>) => { regexp: RegExp; keys: unknown[] };
 

@@ -4,10 +4,13 @@ import type { Agent, AgentCreateWritable as AgentCreate, AgentUpdateWritable as 
 import type { Kysely } from 'kysely';
 import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
-import { ApiError, notFound } from '../../http/errors.ts';
-import { recordEvent } from '../events/outbox.ts';
-import { slugify } from '../slug.ts';
-import { hashSecret } from '../workspaces/workspaces.service.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Actor } from '../../shared/context.ts';
+import { hashSecret } from '../../shared/crypto.ts';
+import { ApiError, notFound } from '../../shared/errors.ts';
+import { slugify } from '../../shared/slug.ts';
+import { recordChange } from '../audit/audit.service.ts';
+import { recordEvent } from '../events/outbox.repository.ts';
 import * as repo from './agents.repository.ts';
 
 export function toAgent(row: repo.AgentRow): Agent {
@@ -44,13 +47,23 @@ export async function getAgent(db: Kysely<DB>, workspaceId: string, idOrSlug: st
   return toAgent(row);
 }
 
-export async function createAgent(db: Kysely<DB>, workspaceId: string, input: AgentCreate): Promise<Agent> {
+/**
+ * Every change writes its `configuration` audit event (audit.service.ts recordChange) first, in
+ * the change's transaction: a change that then fails (a slug taken: 409) takes its event with it.
+ */
+export async function createAgent(db: Kysely<DB>, workspaceId: string, input: AgentCreate, actor: Actor): Promise<Agent> {
   const slug = input.slug ?? slugify(input.name);
+  const id = randomUUID();
   try {
-    return await db.transaction().execute(async (trx) => {
+    return await inTransaction(db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, {
+        action: 'agent.created',
+        resource: id,
+        context: { slug, name: input.name, fields: Object.keys(input) },
+      });
       const row = await repo.insertAgent(trx, {
         workspace_id: workspaceId,
-        id: randomUUID(),
+        id,
         slug,
         name: input.name,
         provider: input.provider,
@@ -74,24 +87,54 @@ export async function createAgent(db: Kysely<DB>, workspaceId: string, input: Ag
   }
 }
 
-export async function updateAgent(db: Kysely<DB>, workspaceId: string, idOrSlug: string, input: AgentUpdate): Promise<Agent> {
+export async function updateAgent(db: Kysely<DB>, workspaceId: string, idOrSlug: string, input: AgentUpdate, actor: Actor): Promise<Agent> {
   const existing = await repo.findAgent(db, workspaceId, idOrSlug);
   if (!existing) throw notFound('agent', idOrSlug);
   const { api_key, ...fields } = input;
   const changes = { ...fields, ...(api_key !== undefined ? { api_key_hash: api_key === null ? null : hashSecret(api_key) } : {}) };
   try {
-    const row = await repo.updateAgent(db, workspaceId, existing.id, changes);
-    if (!row) throw notFound('agent', idOrSlug);
-    return toAgent(row);
+    return await inTransaction(db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, {
+        action: 'agent.updated',
+        resource: existing.id,
+        context: { slug: input.slug ?? existing.slug, fields: Object.keys(input) },
+      });
+      const row = await repo.updateAgent(trx, workspaceId, existing.id, changes);
+      if (!row) throw notFound('agent', idOrSlug);
+      return toAgent(row);
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(input.slug ?? existing.slug);
     throw error;
   }
 }
 
-export async function deleteAgent(db: Kysely<DB>, workspaceId: string, idOrSlug: string) {
+export async function deleteAgent(db: Kysely<DB>, workspaceId: string, idOrSlug: string, actor: Actor) {
   const existing = await repo.findAgent(db, workspaceId, idOrSlug);
-  const deleted = existing && (await repo.deleteAgent(db, workspaceId, existing.id));
-  if (!deleted) throw notFound('agent', idOrSlug);
+  if (!existing) throw notFound('agent', idOrSlug);
+  const deleted = await inTransaction(db, async (trx) => {
+    await recordChange(trx, workspaceId, actor, {
+      action: 'agent.deleted',
+      resource: existing.id,
+      severity: 'medium',
+      context: { slug: existing.slug, name: existing.name },
+    });
+    const row = await repo.deleteAgent(trx, workspaceId, existing.id);
+    if (!row) throw notFound('agent', idOrSlug);
+    return row;
+  });
   return { id: deleted.id, deleted: true as const };
 }
+
+export function agentsService(db: Kysely<DB>) {
+  return {
+    list: (workspaceId: string, query: Parameters<typeof listAgents>[2]) => listAgents(db, workspaceId, query),
+    get: (workspaceId: string, idOrSlug: string) => getAgent(db, workspaceId, idOrSlug),
+    create: (workspaceId: string, input: AgentCreate, actor: Actor) => createAgent(db, workspaceId, input, actor),
+    update: (workspaceId: string, idOrSlug: string, input: AgentUpdate, actor: Actor) =>
+      updateAgent(db, workspaceId, idOrSlug, input, actor),
+    remove: (workspaceId: string, idOrSlug: string, actor: Actor) => deleteAgent(db, workspaceId, idOrSlug, actor),
+  };
+}
+
+export type AgentsService = ReturnType<typeof agentsService>;

@@ -6,15 +6,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Approval, ApprovalCreate, ApprovalDecision, EvaluationInput, HttpExecution, McpExecution } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { stableJson } from '../../canonical-json.ts';
 import { iso, isoOrNull, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
-import { ApiError, notFound } from '../../http/errors.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import { stableJson } from '../../shared/canonical-json.ts';
+import { ApiError, notFound } from '../../shared/errors.ts';
 import { type AgentRow, findAgentBySlugOrName } from '../agents/agents.repository.ts';
-import { recordEvent } from '../events/outbox.ts';
+import { actDigest, checkContextSize, declaredInput, type ExecutionFacts, httpFacts, mcpFacts, shownExecution } from '../decisions/act.ts';
+import { recordEvent } from '../events/outbox.repository.ts';
 import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
 import { findPolicy } from '../policies/policies.repository.ts';
-import { actDigest, checkContextSize, declaredInput, type ExecutionFacts, httpFacts, mcpFacts, shownExecution } from '../runtime/act.ts';
 import * as repo from './approvals.repository.ts';
 
 export const DEFAULT_APPROVAL_TTL_SECONDS = 86_400;
@@ -188,7 +189,7 @@ export async function decideApproval(
 ): Promise<Approval> {
   const note = input.decision_note?.trim() || null;
   if (input.status === 'rejected' && !note) throw new ApiError('decision_note_required', 'Rejecting an approval needs a decision_note');
-  return db.transaction().execute(async (trx) => {
+  return inTransaction(db, async (trx) => {
     const row = await repo.findApprovalForUpdate(trx, workspaceId, id);
     if (!row) throw notFound('approval', id);
     if (row.status !== 'pending' || isExpired(row)) {
@@ -201,3 +202,15 @@ export async function decideApproval(
     return approval;
   });
 }
+
+export function approvalsService(db: Kysely<DB>) {
+  return {
+    list: (workspaceId: string, query: PageRequest & { status?: string; agent?: string }) => listApprovals(db, workspaceId, query),
+    get: (workspaceId: string, id: string) => getApproval(db, workspaceId, id),
+    create: (workspaceId: string, input: ApprovalCreate, requestedBy: string) => createApproval(db, workspaceId, input, requestedBy),
+    decide: (workspaceId: string, id: string, input: ApprovalDecision, decidedBy: string) =>
+      decideApproval(db, workspaceId, id, input, decidedBy),
+  };
+}
+
+export type ApprovalsService = ReturnType<typeof approvalsService>;

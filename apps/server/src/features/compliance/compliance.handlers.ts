@@ -1,8 +1,7 @@
-import type { HandlerDeps } from '../../handlers.ts';
-import type { Handlers } from '../../http/router.ts';
-import { computeCompliance } from './compliance.service.ts';
+import type { Services } from '../../services.ts';
+import type { Handlers } from '../../shared/handler-types.ts';
 
-export const complianceHandlers = ({ database: { db } }: HandlerDeps) =>
+export const complianceHandlers = ({ compliance }: Services) =>
   ({
-    getComplianceStatus: async ({ ctx }) => ({ status: 200, body: { data: await computeCompliance(db, ctx.auth.workspaceId) } }),
+    getComplianceStatus: async ({ ctx }) => ({ status: 200, body: { data: await compliance.compute(ctx.auth.workspaceId) } }),
   }) satisfies Partial<Handlers>;

@@ -1,70 +1,56 @@
-/** The dashboard API: webhooks and billing of its own, the rest through the v1 services. */
-import type { Request, Response } from 'express';
-import type { Database } from '../../db/database.ts';
-import type { RequestContext } from '../../http/context.ts';
-import type { RateLimitStore } from '../../http/rate-limit.ts';
-import type { DashboardHandlers } from '../../http/router.ts';
-import { listAgents } from '../agents/agents.service.ts';
-import { decideApproval, listApprovals } from '../approvals/approvals.service.ts';
-import { listAuditLogs } from '../audit/audit.service.ts';
-import { verifyChain } from '../audit/chain.ts';
-import { computeCompliance } from '../compliance/compliance.service.ts';
-import { getSettings, updateSettings } from '../settings/settings.service.ts';
-import { setPlan, type WebhookService } from '../webhooks/webhooks.service.ts';
-import { closeSession, describeSession, LoginGuard, openSession, readSessionCookie, setSessionCookie } from './sessions.ts';
+/** The dashboard API: sessions, webhooks and billing of its own, the rest through the v1 services. */
+import type { Services } from '../../services.ts';
+import { actorOf, type RequestContext, type SessionCookie } from '../../shared/context.ts';
+import type { DashboardHandlers } from '../../shared/handler-types.ts';
 
-const http = (ctx: RequestContext) => {
-  const res = ctx.res as Response;
-  return { req: res.req as Request, res };
-};
+/** The dashboard's router gives every request its session cookie (RouterOptions.session). */
+const cookie = (ctx: RequestContext) => ctx.session as SessionCookie;
 
 export function createDashboardHandlers({
-  database: { db },
+  sessions,
   webhooks,
-  rateLimitStore,
-}: {
-  database: Database;
-  webhooks: WebhookService;
-  rateLimitStore: RateLimitStore;
-}): DashboardHandlers {
-  const loginGuard = new LoginGuard(rateLimitStore);
+  approvals,
+  audit,
+  compliance,
+  agents,
+  settings,
+  billing,
+}: Services): DashboardHandlers {
   const workspaceOf = (ctx: RequestContext) => ctx.auth.workspaceId;
-  const billing = async (workspaceId: string) => {
-    const row = await db
-      .selectFrom('workspaces')
-      .select(['plan', 'billing_status'])
-      .where('id', '=', workspaceId)
-      .executeTakeFirstOrThrow();
-    return { plan: row.plan as 'free', billing_status: row.billing_status };
-  };
   return {
     getSession: async ({ ctx }) => ({
       status: 200,
-      body: { data: await describeSession(db, ctx.auth.workspaceId, ctx.auth.keyId, http(ctx).req.dashboardCsrf ?? '') },
+      body: { data: await sessions.describe(ctx.auth.workspaceId, ctx.auth.keyId, cookie(ctx).csrf) },
     }),
     login: async ({ body, ctx }) => {
-      const { req, res } = http(ctx);
-      const session = await loginGuard.attempt(req.ip ?? '', body.api_key, () => openSession(db, body.api_key, readSessionCookie(req)));
-      setSessionCookie(req, res, session.token);
-      return { status: 200, body: { data: await describeSession(db, session.workspaceId, session.keyId, session.csrf) } };
+      const sent = cookie(ctx);
+      const session = await sessions.login(sent.clientAddress, body.api_key, sent.token);
+      sent.set(session.token);
+      return { status: 200, body: { data: await sessions.describe(session.workspaceId, session.keyId, session.csrf) } };
     },
     logout: async ({ ctx }) => {
-      const { req, res } = http(ctx);
-      await closeSession(db, req);
-      setSessionCookie(req, res, null);
+      const sent = cookie(ctx);
+      await sessions.close(sent.token);
+      sent.set(null);
       return { status: 200, body: { data: { id: ctx.auth.keyId, deleted: true } } };
     },
     listWebhookEndpoints: async ({ query, ctx }) => ({ status: 200, body: await webhooks.list(workspaceOf(ctx), query ?? {}) }),
-    createWebhookEndpoint: async ({ body, ctx }) => ({ status: 201, body: { data: await webhooks.create(workspaceOf(ctx), body) } }),
+    createWebhookEndpoint: async ({ body, ctx }) => ({
+      status: 201,
+      body: { data: await webhooks.create(workspaceOf(ctx), body, actorOf(ctx)) },
+    }),
     getWebhookEndpoint: async ({ path, ctx }) => ({ status: 200, body: { data: await webhooks.get(workspaceOf(ctx), path.id) } }),
     updateWebhookEndpoint: async ({ path, body, ctx }) => ({
       status: 200,
-      body: { data: await webhooks.update(workspaceOf(ctx), path.id, body) },
+      body: { data: await webhooks.update(workspaceOf(ctx), path.id, body, actorOf(ctx)) },
     }),
-    deleteWebhookEndpoint: async ({ path, ctx }) => ({ status: 200, body: { data: await webhooks.remove(workspaceOf(ctx), path.id) } }),
+    deleteWebhookEndpoint: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await webhooks.remove(workspaceOf(ctx), path.id, actorOf(ctx)) },
+    }),
     rotateWebhookSecret: async ({ path, body, ctx }) => ({
       status: 200,
-      body: { data: await webhooks.rotateSecret(workspaceOf(ctx), path.id, body?.overlap_seconds) },
+      body: { data: await webhooks.rotateSecret(workspaceOf(ctx), path.id, actorOf(ctx), body?.overlap_seconds) },
     }),
     sendWebhookTest: async ({ path, ctx }) => ({ status: 202, body: { data: await webhooks.sendTest(workspaceOf(ctx), path.id) } }),
     listWebhookDeliveries: async ({ path, query, ctx }) => ({
@@ -75,21 +61,24 @@ export function createDashboardHandlers({
       status: 202,
       body: { data: await webhooks.replay(workspaceOf(ctx), path.id, path.deliveryId) },
     }),
-    listDashboardApprovals: async ({ query, ctx }) => ({ status: 200, body: await listApprovals(db, workspaceOf(ctx), query ?? {}) }),
+    listDashboardApprovals: async ({ query, ctx }) => ({ status: 200, body: await approvals.list(workspaceOf(ctx), query ?? {}) }),
     decideDashboardApproval: async ({ path, body, ctx }) => ({
       status: 200,
-      body: { data: await decideApproval(db, workspaceOf(ctx), path.id, body, `${ctx.auth.keyName} (dashboard)`) },
+      body: { data: await approvals.decide(workspaceOf(ctx), path.id, body, `${ctx.auth.keyName} (dashboard)`) },
     }),
-    listDashboardAuditLogs: async ({ query, ctx }) => ({ status: 200, body: await listAuditLogs(db, workspaceOf(ctx), query ?? {}) }),
-    verifyDashboardAuditChain: async ({ ctx }) => ({ status: 200, body: { data: await verifyChain(db, workspaceOf(ctx)) } }),
-    getDashboardCompliance: async ({ ctx }) => ({ status: 200, body: { data: await computeCompliance(db, workspaceOf(ctx)) } }),
-    listDashboardAgents: async ({ query, ctx }) => ({ status: 200, body: await listAgents(db, workspaceOf(ctx), query ?? {}) }),
-    getDashboardSettings: async ({ ctx }) => ({ status: 200, body: { data: await getSettings(db, workspaceOf(ctx)) } }),
-    updateDashboardSettings: async ({ body, ctx }) => ({ status: 200, body: { data: await updateSettings(db, workspaceOf(ctx), body) } }),
-    getBilling: async ({ ctx }) => ({ status: 200, body: { data: await billing(workspaceOf(ctx)) } }),
+    listDashboardAuditLogs: async ({ query, ctx }) => ({ status: 200, body: await audit.list(workspaceOf(ctx), query ?? {}) }),
+    verifyDashboardAuditChain: async ({ ctx }) => ({ status: 200, body: { data: await audit.verify(workspaceOf(ctx)) } }),
+    getDashboardCompliance: async ({ ctx }) => ({ status: 200, body: { data: await compliance.compute(workspaceOf(ctx)) } }),
+    listDashboardAgents: async ({ query, ctx }) => ({ status: 200, body: await agents.list(workspaceOf(ctx), query ?? {}) }),
+    getDashboardSettings: async ({ ctx }) => ({ status: 200, body: { data: await settings.get(workspaceOf(ctx)) } }),
+    updateDashboardSettings: async ({ body, ctx }) => ({
+      status: 200,
+      body: { data: await settings.update(workspaceOf(ctx), body, actorOf(ctx)) },
+    }),
+    getBilling: async ({ ctx }) => ({ status: 200, body: { data: await billing.get(workspaceOf(ctx)) } }),
     setBillingPlan: async ({ body, ctx }) => {
-      await setPlan(db, workspaceOf(ctx), body.plan);
-      return { status: 200, body: { data: await billing(workspaceOf(ctx)) } };
+      await billing.setPlan(workspaceOf(ctx), body.plan, actorOf(ctx));
+      return { status: 200, body: { data: await billing.get(workspaceOf(ctx)) } };
     },
   };
 }

@@ -1,21 +1,21 @@
-import type { HandlerDeps } from '../../handlers.ts';
-import type { Handlers } from '../../http/router.ts';
-import * as servers from './mcp-servers.service.ts';
+import type { Services } from '../../services.ts';
+import { actorOf } from '../../shared/context.ts';
+import type { Handlers } from '../../shared/handler-types.ts';
 
-export const mcpServerHandlers = ({ database: { db } }: HandlerDeps) =>
+export const mcpServerHandlers = ({ mcpServers }: Services) =>
   ({
-    listMcpServers: async ({ query, ctx }) => ({ status: 200, body: await servers.listMcpServers(db, ctx.auth.workspaceId, query ?? {}) }),
+    listMcpServers: async ({ query, ctx }) => ({ status: 200, body: await mcpServers.list(ctx.auth.workspaceId, query ?? {}) }),
     createMcpServer: async ({ body, ctx }) => ({
       status: 201,
-      body: { data: await servers.createMcpServer(db, ctx.auth.workspaceId, body) },
+      body: { data: await mcpServers.create(ctx.auth.workspaceId, body, actorOf(ctx)) },
     }),
-    getMcpServer: async ({ path, ctx }) => ({ status: 200, body: { data: await servers.getMcpServer(db, ctx.auth.workspaceId, path.id) } }),
+    getMcpServer: async ({ path, ctx }) => ({ status: 200, body: { data: await mcpServers.get(ctx.auth.workspaceId, path.id) } }),
     updateMcpServer: async ({ path, body, ctx }) => ({
       status: 200,
-      body: { data: await servers.updateMcpServer(db, ctx.auth.workspaceId, path.id, body) },
+      body: { data: await mcpServers.update(ctx.auth.workspaceId, path.id, body, actorOf(ctx)) },
     }),
     deleteMcpServer: async ({ path, ctx }) => ({
       status: 200,
-      body: { data: await servers.deleteMcpServer(db, ctx.auth.workspaceId, path.id) },
+      body: { data: await mcpServers.remove(ctx.auth.workspaceId, path.id, actorOf(ctx)) },
     }),
   }) satisfies Partial<Handlers>;

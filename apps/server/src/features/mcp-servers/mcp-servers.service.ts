@@ -4,8 +4,11 @@ import type { McpServer, McpServerCreate, McpServerUpdate } from '@warden/contra
 import type { Kysely } from 'kysely';
 import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
-import { ApiError, notFound } from '../../http/errors.ts';
-import { slugify } from '../slug.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Actor } from '../../shared/context.ts';
+import { ApiError, notFound } from '../../shared/errors.ts';
+import { slugify } from '../../shared/slug.ts';
+import { recordChange } from '../audit/audit.service.ts';
 import * as repo from './mcp-servers.repository.ts';
 
 export function toMcpServer(row: repo.McpServerRow): McpServer {
@@ -44,43 +47,93 @@ export async function getMcpServer(db: Kysely<DB>, workspaceId: string, idOrSlug
   return toMcpServer(row);
 }
 
-export async function createMcpServer(db: Kysely<DB>, workspaceId: string, input: McpServerCreate): Promise<McpServer> {
+/**
+ * Every change writes its `configuration` audit event (audit.service.ts recordChange) first, in
+ * the change's transaction: a change that then fails (a slug taken: 409) takes its event with
+ * it. The event names the server, never its URL (which may carry credentials).
+ */
+export async function createMcpServer(db: Kysely<DB>, workspaceId: string, input: McpServerCreate, actor: Actor): Promise<McpServer> {
   const slug = input.slug ?? slugify(input.name);
+  const transportUrl = checkTransportUrl(input.transport_url);
+  const id = randomUUID();
   try {
-    const row = await repo.insertMcpServer(db, {
-      workspace_id: workspaceId,
-      id: randomUUID(),
-      slug,
-      name: input.name,
-      transport_url: checkTransportUrl(input.transport_url),
-      transport: input.transport ?? 'auto',
-      description: input.description ?? null,
-      enabled: input.enabled ?? true,
+    return await inTransaction(db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, {
+        action: 'mcp_server.created',
+        resource: id,
+        context: { slug, name: input.name, fields: Object.keys(input) },
+      });
+      const row = await repo.insertMcpServer(trx, {
+        workspace_id: workspaceId,
+        id,
+        slug,
+        name: input.name,
+        transport_url: transportUrl,
+        transport: input.transport ?? 'auto',
+        description: input.description ?? null,
+        enabled: input.enabled ?? true,
+      });
+      return toMcpServer(row);
     });
-    return toMcpServer(row);
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(slug);
     throw error;
   }
 }
 
-export async function updateMcpServer(db: Kysely<DB>, workspaceId: string, idOrSlug: string, input: McpServerUpdate): Promise<McpServer> {
+export async function updateMcpServer(
+  db: Kysely<DB>,
+  workspaceId: string,
+  idOrSlug: string,
+  input: McpServerUpdate,
+  actor: Actor,
+): Promise<McpServer> {
   const existing = await repo.findMcpServer(db, workspaceId, idOrSlug);
   if (!existing) throw notFound('MCP server', idOrSlug);
   const changes = { ...input, ...(input.transport_url ? { transport_url: checkTransportUrl(input.transport_url) } : {}) };
   try {
-    const row = await repo.updateMcpServer(db, workspaceId, existing.id, changes);
-    if (!row) throw notFound('MCP server', idOrSlug);
-    return toMcpServer(row);
+    return await inTransaction(db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, {
+        action: 'mcp_server.updated',
+        resource: existing.id,
+        context: { slug: input.slug ?? existing.slug, fields: Object.keys(input) },
+      });
+      const row = await repo.updateMcpServer(trx, workspaceId, existing.id, changes);
+      if (!row) throw notFound('MCP server', idOrSlug);
+      return toMcpServer(row);
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(input.slug ?? existing.slug);
     throw error;
   }
 }
 
-export async function deleteMcpServer(db: Kysely<DB>, workspaceId: string, idOrSlug: string) {
+export async function deleteMcpServer(db: Kysely<DB>, workspaceId: string, idOrSlug: string, actor: Actor) {
   const existing = await repo.findMcpServer(db, workspaceId, idOrSlug);
-  const deleted = existing && (await repo.deleteMcpServer(db, workspaceId, existing.id));
-  if (!deleted) throw notFound('MCP server', idOrSlug);
+  if (!existing) throw notFound('MCP server', idOrSlug);
+  const deleted = await inTransaction(db, async (trx) => {
+    await recordChange(trx, workspaceId, actor, {
+      action: 'mcp_server.deleted',
+      resource: existing.id,
+      severity: 'medium',
+      context: { slug: existing.slug, name: existing.name },
+    });
+    const row = await repo.deleteMcpServer(trx, workspaceId, existing.id);
+    if (!row) throw notFound('MCP server', idOrSlug);
+    return row;
+  });
   return { id: deleted.id, deleted: true as const };
 }
+
+export function mcpServersService(db: Kysely<DB>) {
+  return {
+    list: (workspaceId: string, query: PageRequest) => listMcpServers(db, workspaceId, query),
+    get: (workspaceId: string, idOrSlug: string) => getMcpServer(db, workspaceId, idOrSlug),
+    create: (workspaceId: string, input: McpServerCreate, actor: Actor) => createMcpServer(db, workspaceId, input, actor),
+    update: (workspaceId: string, idOrSlug: string, input: McpServerUpdate, actor: Actor) =>
+      updateMcpServer(db, workspaceId, idOrSlug, input, actor),
+    remove: (workspaceId: string, idOrSlug: string, actor: Actor) => deleteMcpServer(db, workspaceId, idOrSlug, actor),
+  };
+}
+
+export type McpServersService = ReturnType<typeof mcpServersService>;

@@ -46,14 +46,14 @@
  * is a compile error. Positions are 0-based offsets into the expression string (UTF-16 code units).
  */
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
-import { truncate } from '../../text.ts';
+import { truncate } from '../../shared/text.ts';
 import { BUDGET_EXCEEDED, COST, charge, LIMITS, meter } from './limits.ts';
 
 export interface ConditionVariables {
   input: Record<string, unknown>;
   context: Record<string, unknown>;
   agent: Record<string, unknown> | null;
-  /** What Warden's proxy will run (see runtime/act.ts), or null for a bare evaluation. */
+  /** What Warden's proxy will run (see decisions/act.ts), or null for a bare evaluation. */
   execution: Record<string, unknown> | null;
 }
 

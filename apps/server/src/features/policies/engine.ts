@@ -11,7 +11,7 @@
  * audit record, never enforced.
  */
 import type { PolicyRule, RuleEffect, Severity } from '@warden/contract';
-import type { ExecutionFacts } from '../runtime/act.ts';
+import type { ExecutionFacts } from '../decisions/act.ts';
 import { type CompiledCondition, compileCondition, evaluateCondition } from './cel.ts';
 import { compileGlobs, type Matcher } from './glob.ts';
 import { budgetExceeded, startDecisionBudget } from './limits.ts';

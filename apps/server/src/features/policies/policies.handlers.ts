@@ -1,17 +1,17 @@
-import type { HandlerDeps } from '../../handlers.ts';
-import type { Handlers } from '../../http/router.ts';
-import * as policies from './policies.service.ts';
+import type { Services } from '../../services.ts';
+import { actorOf } from '../../shared/context.ts';
+import type { Handlers } from '../../shared/handler-types.ts';
 
-export const policyHandlers = ({ database: { db }, checkRules }: HandlerDeps) =>
+export const policyHandlers = ({ policies }: Services) =>
   ({
-    listPolicies: async ({ query, ctx }) => ({ status: 200, body: await policies.listPolicies(db, ctx.auth.workspaceId, query ?? {}) }),
+    listPolicies: async ({ query, ctx }) => ({ status: 200, body: await policies.list(ctx.auth.workspaceId, query ?? {}) }),
     createPolicy: async ({ body, ctx }) => ({
       status: 201,
-      body: { data: await policies.createPolicy(db, ctx.auth.workspaceId, body, checkRules) },
+      body: { data: await policies.create(ctx.auth.workspaceId, body, actorOf(ctx)) },
     }),
-    getPolicy: async ({ path, ctx }) => ({ status: 200, body: { data: await policies.getPolicy(db, ctx.auth.workspaceId, path.id) } }),
+    getPolicy: async ({ path, ctx }) => ({ status: 200, body: { data: await policies.get(ctx.auth.workspaceId, path.id) } }),
     updatePolicy: async ({ path, body, ctx }) => ({
       status: 200,
-      body: { data: await policies.updatePolicy(db, ctx.auth.workspaceId, path.id, body, checkRules) },
+      body: { data: await policies.update(ctx.auth.workspaceId, path.id, body, actorOf(ctx)) },
     }),
   }) satisfies Partial<Handlers>;

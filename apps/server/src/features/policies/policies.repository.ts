@@ -33,3 +33,18 @@ export const updatePolicy = (db: Kysely<DB>, workspaceId: string, id: string, ch
     .where('id', '=', id)
     .returningAll()
     .executeTakeFirst();
+
+/**
+ * Locks the workspace's row, first thing in a transaction that writes a policy: the trigger
+ * that bumps its policy version takes that lock anyway, and taking it before the policy's row
+ * (always in this order) lets the workspace limits count without two saves both passing.
+ */
+export const lockWorkspace = (trx: Kysely<DB>, workspaceId: string) =>
+  trx.selectFrom('workspaces').select('id').where('id', '=', workspaceId).forUpdate().executeTakeFirst();
+
+/** The rules of every policy of the workspace, enabled or not (but `exceptPolicy`). */
+export const policyRules = (db: Kysely<DB>, workspaceId: string, exceptPolicy?: string) => {
+  let q = db.selectFrom('policies').select('rules').where('workspace_id', '=', workspaceId);
+  if (exceptPolicy) q = q.where('id', '!=', exceptPolicy);
+  return q.execute();
+};

@@ -4,9 +4,13 @@ import type { Policy, PolicyCreate, PolicyRule, PolicyUpdate } from '@warden/con
 import type { Kysely } from 'kysely';
 import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
-import { ApiError, notFound } from '../../http/errors.ts';
-import { recordEvent } from '../events/outbox.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Actor } from '../../shared/context.ts';
+import { ApiError, notFound } from '../../shared/errors.ts';
+import { recordChange } from '../audit/audit.service.ts';
+import { recordEvent } from '../events/outbox.repository.ts';
 import { checkConditionLimits } from './cel.ts';
+import { checkConditions } from './engine.ts';
 import { checkPolicyLimits, checkWorkspaceLimits, type RuleTotals, ruleTotals } from './limits.ts';
 import * as repo from './policies.repository.ts';
 
@@ -25,8 +29,14 @@ export function toPolicy(row: repo.PolicyRow): Policy {
   };
 }
 
-/** Hook for checks the schema cannot express (CEL conditions); throws ApiError('invalid_policy'). */
-export type RuleChecker = (rules: PolicyRule[]) => void;
+/** CEL conditions are compiled when a policy is saved, so a broken one never reaches evaluation. */
+export function checkRules(rules: PolicyRule[]): void {
+  const failure = checkConditions(rules);
+  if (failure) {
+    const at = failure.position === null ? '' : ` at position ${failure.position}`;
+    throw new ApiError('invalid_policy', `rules[${failure.index}].condition: ${failure.message}${at}`);
+  }
+}
 
 const nameTaken = (name: string) => new ApiError('conflict', `a policy named '${name}' already exists`);
 
@@ -44,20 +54,10 @@ function checkLimits(rules: readonly PolicyRule[]): void {
   }
 }
 
-/**
- * Locks the workspace's row, first thing in a transaction that writes a policy: the trigger
- * that bumps its policy version takes that lock anyway, and taking it before the policy's row
- * (always in this order) lets the limits below count without two saves both passing.
- */
-const lockWorkspace = (trx: Kysely<DB>, workspaceId: string) =>
-  trx.selectFrom('workspaces').select('id').where('id', '=', workspaceId).forUpdate().executeTakeFirst();
-
-/** The workspace limits (rules, globs, glob characters of all its policies, enabled or not), under lockWorkspace. */
+/** The workspace limits (rules, globs, glob characters of all its policies, enabled or not), under repo.lockWorkspace. */
 async function checkWorkspaceTotals(trx: Kysely<DB>, workspaceId: string, rules: readonly PolicyRule[], exceptPolicy?: string) {
-  let others = trx.selectFrom('policies').select('rules').where('workspace_id', '=', workspaceId);
-  if (exceptPolicy) others = others.where('id', '!=', exceptPolicy);
   const totals: RuleTotals = { rules: 0, globs: 0, globCharacters: 0 };
-  for (const row of await others.execute()) {
+  for (const row of await repo.policyRules(trx, workspaceId, exceptPolicy)) {
     const own = ruleTotals(row.rules as PolicyRule[]);
     totals.rules += own.rules;
     totals.globs += own.globs;
@@ -76,17 +76,28 @@ export async function getPolicy(db: Kysely<DB>, workspaceId: string, idOrName: s
   return toPolicy(row);
 }
 
-export async function createPolicy(db: Kysely<DB>, workspaceId: string, input: PolicyCreate, checkRules: RuleChecker): Promise<Policy> {
+/**
+ * Every change writes its `configuration` audit event (audit.service.ts recordChange) in the
+ * change's transaction, once the workspace is locked and before the change itself: a change
+ * that then fails (a name taken: 409) takes its event with it.
+ */
+export async function createPolicy(db: Kysely<DB>, workspaceId: string, input: PolicyCreate, actor: Actor): Promise<Policy> {
   const rules = input.rules ?? [];
   checkLimits(rules);
   checkRules(rules);
+  const id = randomUUID();
   try {
-    return await db.transaction().execute(async (trx) => {
-      await lockWorkspace(trx, workspaceId);
+    return await inTransaction(db, async (trx) => {
+      await repo.lockWorkspace(trx, workspaceId);
       await checkWorkspaceTotals(trx, workspaceId, rules);
+      await recordChange(trx, workspaceId, actor, {
+        action: 'policy.created',
+        resource: id,
+        context: { name: input.name, rules: rules.length, fields: Object.keys(input) },
+      });
       const row = await repo.insertPolicy(trx, {
         workspace_id: workspaceId,
-        id: randomUUID(),
+        id,
         name: input.name,
         description: input.description ?? null,
         enabled: input.enabled ?? true,
@@ -109,7 +120,7 @@ export async function updatePolicy(
   workspaceId: string,
   idOrName: string,
   input: PolicyUpdate,
-  checkRules: RuleChecker,
+  actor: Actor,
 ): Promise<Policy> {
   if (input.rules) {
     checkLimits(input.rules);
@@ -119,9 +130,14 @@ export async function updatePolicy(
   if (!existing) throw notFound('policy', idOrName);
   const { rules, ...fields } = input;
   try {
-    return await db.transaction().execute(async (trx) => {
-      await lockWorkspace(trx, workspaceId);
+    return await inTransaction(db, async (trx) => {
+      await repo.lockWorkspace(trx, workspaceId);
       if (rules) await checkWorkspaceTotals(trx, workspaceId, rules, existing.id);
+      await recordChange(trx, workspaceId, actor, {
+        action: 'policy.updated',
+        resource: existing.id,
+        context: { name: input.name ?? existing.name, fields: Object.keys(input) },
+      });
       const row = await repo.updatePolicy(trx, workspaceId, existing.id, { ...fields, ...(rules ? { rules: JSON.stringify(rules) } : {}) });
       if (!row) throw notFound('policy', idOrName);
       const policy = toPolicy(row);
@@ -133,3 +149,15 @@ export async function updatePolicy(
     throw error;
   }
 }
+
+export function policiesService(db: Kysely<DB>) {
+  return {
+    list: (workspaceId: string, query: PageRequest & { enabled?: boolean }) => listPolicies(db, workspaceId, query),
+    get: (workspaceId: string, idOrName: string) => getPolicy(db, workspaceId, idOrName),
+    create: (workspaceId: string, input: PolicyCreate, actor: Actor) => createPolicy(db, workspaceId, input, actor),
+    update: (workspaceId: string, idOrName: string, input: PolicyUpdate, actor: Actor) =>
+      updatePolicy(db, workspaceId, idOrName, input, actor),
+  };
+}
+
+export type PoliciesService = ReturnType<typeof policiesService>;

@@ -1,12 +1,12 @@
-import type { HandlerDeps } from '../../handlers.ts';
-import type { Handlers } from '../../http/router.ts';
-import * as settings from './settings.service.ts';
+import type { Services } from '../../services.ts';
+import { actorOf } from '../../shared/context.ts';
+import type { Handlers } from '../../shared/handler-types.ts';
 
-export const settingsHandlers = ({ database: { db } }: HandlerDeps) =>
+export const settingsHandlers = ({ settings }: Services) =>
   ({
-    getSettings: async ({ ctx }) => ({ status: 200, body: { data: await settings.getSettings(db, ctx.auth.workspaceId) } }),
+    getSettings: async ({ ctx }) => ({ status: 200, body: { data: await settings.get(ctx.auth.workspaceId) } }),
     updateSettings: async ({ body, ctx }) => ({
       status: 200,
-      body: { data: await settings.updateSettings(db, ctx.auth.workspaceId, body) },
+      body: { data: await settings.update(ctx.auth.workspaceId, body, actorOf(ctx)) },
     }),
   }) satisfies Partial<Handlers>;

@@ -7,6 +7,9 @@
 import type { AgentEnvironment, DefaultDecision, DefaultDecisions, Settings, SettingsUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Actor } from '../../shared/context.ts';
+import { recordChange } from '../audit/audit.service.ts';
 import * as repo from './settings.repository.ts';
 
 /** A workspace that never changed its settings: allowed by default everywhere (the v1 behaviour). */
@@ -35,13 +38,36 @@ export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<
   default_decision: await loadDefaultDecisions(db, workspaceId),
 });
 
-/** The schema refuses unknown environments and values and an empty change (400 invalid_request). */
-export async function updateSettings(db: Kysely<DB>, workspaceId: string, input: SettingsUpdate): Promise<Settings> {
+/**
+ * The schema refuses unknown environments and values and an empty change (400 invalid_request).
+ * A change writes its `settings.updated` audit event (the defaults it sets) in its transaction.
+ */
+export async function updateSettings(db: Kysely<DB>, workspaceId: string, input: SettingsUpdate, actor: Actor): Promise<Settings> {
   const changes: Partial<Record<(typeof COLUMN)[AgentEnvironment], DefaultDecision>> = {};
+  const set: Partial<Record<AgentEnvironment, DefaultDecision>> = {};
   for (const environment of ENVIRONMENTS) {
     const value = input.default_decision?.[environment];
-    if (value !== undefined) changes[COLUMN[environment]] = value;
+    if (value !== undefined) {
+      changes[COLUMN[environment]] = value;
+      set[environment] = value;
+    }
   }
   if (Object.keys(changes).length === 0) return getSettings(db, workspaceId);
-  return { default_decision: toDefaults(await repo.upsertSettings(db, workspaceId, changes)) };
+  return inTransaction(db, async (trx) => {
+    await recordChange(trx, workspaceId, actor, {
+      action: 'settings.updated',
+      resource: workspaceId,
+      context: { fields: Object.keys(set).map((environment) => `default_decision.${environment}`), default_decision: set },
+    });
+    return { default_decision: toDefaults(await repo.upsertSettings(trx, workspaceId, changes)) };
+  });
 }
+
+export function settingsService(db: Kysely<DB>) {
+  return {
+    get: (workspaceId: string) => getSettings(db, workspaceId),
+    update: (workspaceId: string, input: SettingsUpdate, actor: Actor) => updateSettings(db, workspaceId, input, actor),
+  };
+}
+
+export type SettingsService = ReturnType<typeof settingsService>;

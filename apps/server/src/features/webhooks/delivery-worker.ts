@@ -17,15 +17,24 @@
  * the previous secret signs too, so receivers on either secret verify.
  */
 import { randomUUID } from 'node:crypto';
-import { type Kysely, sql } from 'kysely';
+import type { Kysely } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { request } from 'undici';
 import type { DB } from '../../db/schema.ts';
-import type { EgressGuard } from '../../egress/guard.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import { describeNetworkError, type EgressGuard } from '../../egress/guard.ts';
 import type { Logger } from '../../logger.ts';
-import { describeNetworkError } from '../runtime/http-proxy.ts';
+import { findEvent, lockUndispatchedEvents, markDispatched } from '../events/outbox.repository.ts';
 import type { SecretBox } from './secrets.ts';
-import type { DeliveryRow } from './webhooks.repository.ts';
+import {
+  activeEndpoints,
+  type DeliveryRow,
+  disableEndpoint,
+  findEndpoint,
+  finishDelivery,
+  insertDeliveries,
+  leaseDueDeliveries,
+} from './webhooks.repository.ts';
 
 /** Standard Webhooks' schedule: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
 export const DEFAULT_RETRY_SCHEDULE = '0,5s,5m,30m,2h,5h,10h,10h';
@@ -125,24 +134,11 @@ export class DeliveryWorker {
 
   /** Turns up to FAN_OUT_BATCH outbox events into deliveries; returns how many it took. */
   private async fanOut(): Promise<number> {
-    return this.db.transaction().execute(async (trx) => {
-      const events = await trx
-        .selectFrom('outbox_events')
-        .select(['workspace_id', 'id', 'type'])
-        .where('dispatched_at', 'is', null)
-        .orderBy('created_at')
-        .limit(FAN_OUT_BATCH)
-        .forUpdate()
-        .skipLocked()
-        .execute();
+    return inTransaction(this.db, async (trx) => {
+      const events = await lockUndispatchedEvents(trx, FAN_OUT_BATCH);
       if (events.length === 0) return 0;
       const workspaces = [...new Set(events.map((e) => e.workspace_id))];
-      const endpoints = await trx
-        .selectFrom('webhook_endpoints')
-        .select(['workspace_id', 'id', 'events', 'paused'])
-        .where('workspace_id', 'in', workspaces)
-        .where('disabled_at', 'is', null)
-        .execute();
+      const endpoints = await activeEndpoints(trx, workspaces);
       const deliveries = events.flatMap((event) =>
         endpoints
           .filter((ep) => ep.workspace_id === event.workspace_id && (ep.events.includes('*') || ep.events.includes(event.type)))
@@ -155,15 +151,10 @@ export class DeliveryWorker {
             status: ep.paused ? 'skipped' : 'pending',
           })),
       );
-      if (deliveries.length) await trx.insertInto('webhook_deliveries').values(deliveries).execute();
+      if (deliveries.length) await insertDeliveries(trx, deliveries);
       for (const workspaceId of workspaces) {
         const ids = events.filter((e) => e.workspace_id === workspaceId).map((e) => e.id);
-        await trx
-          .updateTable('outbox_events')
-          .set({ dispatched_at: new Date() })
-          .where('workspace_id', '=', workspaceId)
-          .where('id', 'in', ids)
-          .execute();
+        await markDispatched(trx, workspaceId, ids);
       }
       return events.length;
     });
@@ -190,66 +181,20 @@ export class DeliveryWorker {
     }
   }
 
-  /**
-   * Leases up to `limit` due deliveries, taking workspaces in turn: each workspace's due
-   * deliveries are ranked (its endpoints in turn, oldest first) after those it already has
-   * under way here, only ranks up to MAX_IN_FLIGHT_PER_WORKSPACE qualify, and rank 1 of every
-   * workspace comes before any rank 2. FOR UPDATE SKIP LOCKED and the lease condition, checked
-   * again on the locked row, keep one delivery to one process.
-   */
-  private async claim(limit: number): Promise<DeliveryRow[]> {
-    const leaseUntil = new Date(Date.now() + this.options.timeoutMs + 15_000);
-    const busy = JSON.stringify(Object.fromEntries(this.perWorkspace));
-    const claimable = sql`d.status = 'pending' AND d.next_attempt_at <= now() AND (d.locked_until IS NULL OR d.locked_until < now())`;
-    const { rows } = await sql<DeliveryRow>`
-      WITH candidates AS (
-        SELECT c.workspace_id, c.id, c.next_attempt_at,
-          row_number() OVER (PARTITION BY e.workspace_id, e.id ORDER BY c.next_attempt_at, c.id) AS endpoint_rank
-        FROM webhook_endpoints e
-        CROSS JOIN LATERAL (
-          SELECT d.workspace_id, d.id, d.next_attempt_at
-          FROM webhook_deliveries d
-          WHERE d.workspace_id = e.workspace_id AND d.endpoint_id = e.id AND ${claimable}
-          ORDER BY d.next_attempt_at
-          LIMIT ${MAX_IN_FLIGHT_PER_WORKSPACE}
-        ) c
-      ), ranked AS (
-        SELECT workspace_id, id, next_attempt_at,
-          coalesce((${busy}::jsonb ->> workspace_id::text)::int, 0)
-            + row_number() OVER (PARTITION BY workspace_id ORDER BY endpoint_rank, next_attempt_at) AS slot
-        FROM candidates
-      ), chosen AS (
-        SELECT workspace_id, id FROM ranked
-        WHERE slot <= ${MAX_IN_FLIGHT_PER_WORKSPACE}
-        ORDER BY slot, next_attempt_at
-        LIMIT ${limit}
-      ), locked AS (
-        SELECT d.workspace_id, d.id
-        FROM webhook_deliveries d JOIN chosen USING (workspace_id, id)
-        WHERE ${claimable}
-        FOR UPDATE OF d SKIP LOCKED
-      )
-      UPDATE webhook_deliveries d SET locked_until = ${leaseUntil}
-      FROM locked
-      WHERE d.workspace_id = locked.workspace_id AND d.id = locked.id
-      RETURNING d.*`.execute(this.db);
-    return rows;
+  /** Leases up to `limit` due deliveries, fairly across workspaces (see leaseDueDeliveries). */
+  private claim(limit: number): Promise<DeliveryRow[]> {
+    return leaseDueDeliveries(this.db, {
+      limit,
+      leaseUntil: new Date(Date.now() + this.options.timeoutMs + 15_000),
+      busy: this.perWorkspace,
+      perWorkspace: MAX_IN_FLIGHT_PER_WORKSPACE,
+    });
   }
 
   private async deliver(delivery: DeliveryRow): Promise<void> {
     const [endpoint, event] = await Promise.all([
-      this.db
-        .selectFrom('webhook_endpoints')
-        .selectAll()
-        .where('workspace_id', '=', delivery.workspace_id)
-        .where('id', '=', delivery.endpoint_id)
-        .executeTakeFirst(),
-      this.db
-        .selectFrom('outbox_events')
-        .selectAll()
-        .where('workspace_id', '=', delivery.workspace_id)
-        .where('id', '=', delivery.event_id)
-        .executeTakeFirst(),
+      findEndpoint(this.db, delivery.workspace_id, delivery.endpoint_id),
+      findEvent(this.db, delivery.workspace_id, delivery.event_id),
     ]);
     if (!endpoint || !event) return; // deleted meanwhile (cascade removes the delivery too)
     if (endpoint.paused || endpoint.disabled_at) {
@@ -302,12 +247,7 @@ export class DeliveryWorker {
     const base = { attempts, last_attempt_at: timestamp, response_status: status, response_body: responseBody, last_error: error };
     if (status !== null && status >= 200 && status < 300) return this.finish(delivery, { ...base, status: 'succeeded', last_error: null });
     if (status === 410) {
-      await this.db
-        .updateTable('webhook_endpoints')
-        .set({ disabled_at: new Date() })
-        .where('workspace_id', '=', endpoint.workspace_id)
-        .where('id', '=', endpoint.id)
-        .execute();
+      await disableEndpoint(this.db, endpoint.workspace_id, endpoint.id);
       return this.finish(delivery, { ...base, status: 'failed', last_error: 'receiver answered 410 Gone: endpoint disabled' });
     }
     const delay = this.options.scheduleMs[attempts];
@@ -323,11 +263,6 @@ export class DeliveryWorker {
   }
 
   private async finish(delivery: DeliveryRow, changes: Partial<Omit<DeliveryRow, 'id' | 'workspace_id'>>): Promise<void> {
-    await this.db
-      .updateTable('webhook_deliveries')
-      .set({ ...changes, locked_until: null, updated_at: new Date() })
-      .where('workspace_id', '=', delivery.workspace_id)
-      .where('id', '=', delivery.id)
-      .execute();
+    await finishDelivery(this.db, delivery.workspace_id, delivery.id, changes);
   }
 }

@@ -6,9 +6,7 @@
  * database gets a throw-away key.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { prepareDataDir } from '../../db/data-dir-lock.ts';
+import { readOrCreateSecretFile } from '../../db/data-dir-lock.ts';
 
 export interface SecretBox {
   seal(plaintext: string): string;
@@ -21,12 +19,8 @@ export function loadMasterKey(env: string | undefined, dataDir: string): Buffer 
     if (key.length !== 32) throw new Error('WARDEN_MASTER_KEY must be the base64 of 32 bytes');
     return key;
   }
-  if (dataDir.startsWith('memory://')) return randomBytes(32);
-  const file = join(dataDir, 'master.key');
-  prepareDataDir(dataDir);
-  if (!existsSync(file)) writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
-  else chmodSync(file, 0o600); // one written earlier with a looser mode
-  return loadMasterKey(readFileSync(file, 'utf8').trim(), dataDir);
+  const stored = readOrCreateSecretFile(dataDir, 'master.key', () => randomBytes(32).toString('base64'));
+  return stored === undefined ? randomBytes(32) : loadMasterKey(stored, dataDir);
 }
 
 export function createSecretBox(key: Buffer): SecretBox {

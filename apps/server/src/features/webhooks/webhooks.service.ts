@@ -7,9 +7,12 @@ import type { dashboard } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import { iso, isoOrNull, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import type { EgressGuard } from '../../egress/guard.ts';
-import { ApiError, notFound } from '../../http/errors.ts';
-import { type EventType, recordEvent } from '../events/outbox.ts';
+import type { Actor } from '../../shared/context.ts';
+import { ApiError, notFound } from '../../shared/errors.ts';
+import { recordChange } from '../audit/audit.service.ts';
+import { type EventType, insertDispatchedEvent } from '../events/outbox.repository.ts';
 import { generateWebhookSecret, type SecretBox } from './secrets.ts';
 import * as repo from './webhooks.repository.ts';
 
@@ -17,6 +20,7 @@ export const SUBSCRIBABLE_EVENTS: readonly EventType[] = [
   'agent.created',
   'policy.updated',
   'audit.created',
+  'audit.checkpoint',
   'approval.completed',
   'billing.updated',
 ];
@@ -89,21 +93,44 @@ export class WebhookService {
     return toEndpoint(row);
   }
 
+  /*
+   * Every change writes its `configuration` audit event (audit.service.ts recordChange) first,
+   * in the change's transaction. The events name what changed, never a secret or the URL (which
+   * may carry credentials).
+   */
+
   /** Returns the endpoint and its secret: the only time the secret is shown. */
-  async create(workspaceId: string, input: { url: string; events: string[]; description?: string | null }) {
+  async create(workspaceId: string, input: { url: string; events: string[]; description?: string | null }, actor: Actor) {
     const secret = generateWebhookSecret();
-    const row = await repo.insertEndpoint(this.db, {
-      workspace_id: workspaceId,
-      id: randomUUID(),
-      url: this.checkUrl(input.url),
-      description: input.description ?? null,
-      events: checkEvents(input.events),
-      secret_encrypted: this.box.seal(secret),
+    const url = this.checkUrl(input.url);
+    const events = checkEvents(input.events);
+    const id = randomUUID();
+    const row = await inTransaction(this.db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, { action: 'webhook_endpoint.created', resource: id, context: { events } });
+      return repo.insertEndpoint(trx, {
+        workspace_id: workspaceId,
+        id,
+        url,
+        description: input.description ?? null,
+        events,
+        secret_encrypted: this.box.seal(secret),
+      });
     });
     return { endpoint: toEndpoint(row), secret };
   }
 
-  async update(workspaceId: string, id: string, input: { url?: string; events?: string[]; description?: string | null; paused?: boolean }) {
+  /** A change of `paused` alone is recorded as `webhook_endpoint.paused` or `.resumed`, any other as `.updated`. */
+  async update(
+    workspaceId: string,
+    id: string,
+    input: { url?: string; events?: string[]; description?: string | null; paused?: boolean },
+    actor: Actor,
+  ) {
+    const fields = Object.keys(input).filter((field) => input[field as keyof typeof input] !== undefined);
+    const action =
+      fields.length === 1 && fields[0] === 'paused'
+        ? `webhook_endpoint.${input.paused ? 'paused' : 'resumed'}`
+        : 'webhook_endpoint.updated';
     const changes = {
       ...(input.url !== undefined ? { url: this.checkUrl(input.url) } : {}),
       ...(input.events !== undefined ? { events: checkEvents(input.events) } : {}),
@@ -111,27 +138,43 @@ export class WebhookService {
       // resuming also re-enables an endpoint disabled by a 410
       ...(input.paused !== undefined ? { paused: input.paused, ...(input.paused ? {} : { disabled_at: null }) } : {}),
     };
-    const row = await repo.updateEndpoint(this.db, workspaceId, id, changes);
-    if (!row) throw notFound('webhook endpoint', id);
+    const row = await inTransaction(this.db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, { action, resource: id, context: { fields } });
+      const updated = await repo.updateEndpoint(trx, workspaceId, id, changes);
+      if (!updated) throw notFound('webhook endpoint', id);
+      return updated;
+    });
     return toEndpoint(row);
   }
 
-  async remove(workspaceId: string, id: string) {
-    if (!(await repo.deleteEndpoint(this.db, workspaceId, id))) throw notFound('webhook endpoint', id);
+  async remove(workspaceId: string, id: string, actor: Actor) {
+    await inTransaction(this.db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, { action: 'webhook_endpoint.deleted', resource: id, severity: 'medium' });
+      if (!(await repo.deleteEndpoint(trx, workspaceId, id))) throw notFound('webhook endpoint', id);
+    });
     return { id, deleted: true as const };
   }
 
   /** New secret now; the previous one keeps signing (second signature) for the overlap. */
-  async rotateSecret(workspaceId: string, id: string, overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS) {
+  async rotateSecret(workspaceId: string, id: string, actor: Actor, overlapSeconds = DEFAULT_ROTATION_OVERLAP_SECONDS) {
     const existing = await repo.findEndpoint(this.db, workspaceId, id);
     if (!existing) throw notFound('webhook endpoint', id);
     const secret = generateWebhookSecret();
-    const row = await repo.updateEndpoint(this.db, workspaceId, id, {
-      secret_encrypted: this.box.seal(secret),
-      previous_secret_encrypted: overlapSeconds > 0 ? existing.secret_encrypted : null,
-      previous_secret_expires_at: overlapSeconds > 0 ? new Date(Date.now() + overlapSeconds * 1000) : null,
+    const row = await inTransaction(this.db, async (trx) => {
+      await recordChange(trx, workspaceId, actor, {
+        action: 'webhook_endpoint.secret_rotated',
+        resource: id,
+        context: { overlap_seconds: overlapSeconds },
+      });
+      const updated = await repo.updateEndpoint(trx, workspaceId, id, {
+        secret_encrypted: this.box.seal(secret),
+        previous_secret_encrypted: overlapSeconds > 0 ? existing.secret_encrypted : null,
+        previous_secret_expires_at: overlapSeconds > 0 ? new Date(Date.now() + overlapSeconds * 1000) : null,
+      });
+      if (!updated) throw notFound('webhook endpoint', id);
+      return updated;
     });
-    return { endpoint: toEndpoint(row as repo.EndpointRow), secret };
+    return { endpoint: toEndpoint(row), secret };
   }
 
   async deliveries(workspaceId: string, endpointId: string, page: PageRequest) {
@@ -143,70 +186,37 @@ export class WebhookService {
   async replay(workspaceId: string, endpointId: string, deliveryId: string): Promise<WebhookDelivery> {
     const original = await repo.findDelivery(this.db, workspaceId, deliveryId);
     if (!original || original.endpoint_id !== endpointId) throw notFound('delivery', deliveryId);
-    const row = await this.db
-      .insertInto('webhook_deliveries')
-      .values({
-        workspace_id: workspaceId,
-        id: randomUUID(),
-        endpoint_id: endpointId,
-        event_id: original.event_id,
-        event_type: original.event_type,
-        status: 'pending',
-      })
-      .returningAll()
-      .executeTakeFirstOrThrow();
+    const row = await repo.insertDelivery(this.db, {
+      workspace_id: workspaceId,
+      id: randomUUID(),
+      endpoint_id: endpointId,
+      event_id: original.event_id,
+      event_type: original.event_type,
+      status: 'pending',
+    });
     return toDelivery(row);
   }
 
   /** A `webhook.test` event, delivered to this endpoint only (whatever it subscribes to). */
   async sendTest(workspaceId: string, endpointId: string): Promise<WebhookDelivery> {
     await this.get(workspaceId, endpointId);
-    return this.db.transaction().execute(async (trx) => {
+    return inTransaction(this.db, async (trx) => {
       const eventId = randomUUID();
-      await trx
-        .insertInto('outbox_events')
-        .values({
-          workspace_id: workspaceId,
-          id: eventId,
-          type: 'webhook.test',
-          data: JSON.stringify({ message: 'This is a test event from Warden' }),
-          dispatched_at: new Date(),
-        })
-        .execute();
-      const row = await trx
-        .insertInto('webhook_deliveries')
-        .values({
-          workspace_id: workspaceId,
-          id: randomUUID(),
-          endpoint_id: endpointId,
-          event_id: eventId,
-          event_type: 'webhook.test',
-          status: 'pending',
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
+      await insertDispatchedEvent(trx, {
+        workspace_id: workspaceId,
+        id: eventId,
+        type: 'webhook.test',
+        data: { message: 'This is a test event from Warden' },
+      });
+      const row = await repo.insertDelivery(trx, {
+        workspace_id: workspaceId,
+        id: randomUUID(),
+        endpoint_id: endpointId,
+        event_id: eventId,
+        event_type: 'webhook.test',
+        status: 'pending',
+      });
       return toDelivery(row);
     });
   }
-}
-
-/** The plans of the dashboard contract's `Plan` enum. */
-export const PLANS: readonly dashboard.Plan[] = ['free', 'team', 'business', 'enterprise'];
-
-/** Changes the workspace's plan; fires `billing.updated` in the same transaction. */
-export async function setPlan(db: Kysely<DB>, workspaceId: string, plan: string) {
-  if (!PLANS.includes(plan as dashboard.Plan)) throw new ApiError('invalid_request', `plan: '${plan}' is not one of ${PLANS.join(', ')}`);
-  return db.transaction().execute(async (trx) => {
-    const before = await trx
-      .selectFrom('workspaces')
-      .select(['plan', 'billing_status'])
-      .where('id', '=', workspaceId)
-      .forUpdate()
-      .executeTakeFirst();
-    if (!before) throw notFound('workspace', workspaceId);
-    await trx.updateTable('workspaces').set({ plan }).where('id', '=', workspaceId).execute();
-    const billing = { plan, previous_plan: before.plan, billing_status: before.billing_status };
-    if (before.plan !== plan) await recordEvent(trx, workspaceId, 'billing.updated', billing);
-    return billing;
-  });
 }

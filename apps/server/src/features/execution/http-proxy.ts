@@ -10,8 +10,8 @@
  */
 import type { HttpExecution, HttpExecutionResult } from '@warden/contract';
 import { request } from 'undici';
-import { type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
-import { ApiError } from '../../http/errors.ts';
+import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
+import { ApiError } from '../../shared/errors.ts';
 
 export const MAX_UPSTREAM_BODY = 5 * 1024 * 1024;
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -123,9 +123,4 @@ export async function executeHttp(guard: EgressGuard, execution: HttpExecution):
     const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${timeout} ms` : describeNetworkError(error);
     throw new ApiError('execution_failed', `the upstream request failed: ${reason}`, { cause: error });
   }
-}
-
-export function describeNetworkError(error: unknown): string {
-  const e = error as { code?: string; message?: string; cause?: { code?: string; message?: string } };
-  return e.code ?? e.cause?.code ?? e.message ?? 'unknown error';
 }

@@ -9,9 +9,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ErrorCode } from '@warden/contract';
-import { type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
-import { ApiError } from '../../http/errors.ts';
-import { describeNetworkError } from './http-proxy.ts';
+import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
+import { ApiError } from '../../shared/errors.ts';
 
 export const MCP_REQUEST_TIMEOUT_MS = 15_000;
 

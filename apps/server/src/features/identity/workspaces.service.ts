@@ -2,10 +2,14 @@
  * Workspaces and their API keys. Keys are `wk_` + 32 random bytes (base64url): high entropy,
  * readable prefix. Only their SHA-256 is stored; a key is shown once, when created.
  */
-import { hash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import type { Permission } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { Actor } from '../../shared/context.ts';
+import { hashSecret } from '../../shared/crypto.ts';
+import { recordChange } from '../audit/audit.service.ts';
 import * as repo from './workspaces.repository.ts';
 
 export const ALL_PERMISSIONS: readonly Permission[] = [
@@ -27,9 +31,6 @@ export const ALL_PERMISSIONS: readonly Permission[] = [
 ];
 
 export class AdminError extends Error {}
-
-/** One-shot: no Hash object (and its weak handle for the scavenger) per authenticated request. */
-export const hashSecret = (secret: string) => hash('sha256', secret, 'hex');
 
 export const generateApiKey = () => `wk_${randomBytes(32).toString('base64url')}`;
 
@@ -66,22 +67,56 @@ async function requireWorkspace(db: Kysely<DB>, slug: string) {
   return workspace;
 }
 
-export async function createApiKey(db: Kysely<DB>, input: { workspace: string; permissions: Permission[]; name?: string; key?: string }) {
+/**
+ * Creates a key and, in the same transaction, its `api_key.created` audit event (its name and
+ * permissions, never the key). `actor` null records no event: only for the bootstrap key,
+ * provisioned from the server's own environment (WARDEN_BOOTSTRAP_KEY) at start.
+ */
+export async function createApiKey(
+  db: Kysely<DB>,
+  input: { workspace: string; permissions: Permission[]; name?: string; key?: string },
+  actor: Actor | null,
+) {
   const workspace = await requireWorkspace(db, input.workspace);
   const key = input.key ?? generateApiKey();
-  const row = await repo.insertApiKey(db, {
-    workspace_id: workspace.id,
-    id: randomUUID(),
-    name: input.name ?? 'api key',
-    prefix: displayPrefix(key),
-    key_hash: hashSecret(key),
-    permissions: input.permissions,
+  const id = randomUUID();
+  const name = input.name ?? 'api key';
+  const row = await inTransaction(db, async (trx) => {
+    if (actor) {
+      await recordChange(trx, workspace.id, actor, {
+        action: 'api_key.created',
+        resource: id,
+        context: { name, permissions: input.permissions },
+      });
+    }
+    return repo.insertApiKey(trx, {
+      workspace_id: workspace.id,
+      id,
+      name,
+      prefix: displayPrefix(key),
+      key_hash: hashSecret(key),
+      permissions: input.permissions,
+    });
   });
   return { key, id: row.id, workspace: workspace.slug, name: row.name, permissions: row.permissions };
 }
 
-export async function revokeApiKey(db: Kysely<DB>, id: string) {
-  if (!/^[0-9a-f-]{36}$/i.test(id) || !(await repo.revokeApiKey(db, id))) throw new AdminError(`no active key with id '${id}'`);
+/** Revokes a key and, in the same transaction, writes its `api_key.revoked` audit event (severity medium). */
+export async function revokeApiKey(db: Kysely<DB>, id: string, actor: Actor) {
+  if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AdminError(`no active key with id '${id}'`);
+  const revoked = await inTransaction(db, async (trx) => {
+    const row = await repo.revokeApiKey(trx, id);
+    if (row) {
+      await recordChange(trx, row.workspace_id, actor, {
+        action: 'api_key.revoked',
+        resource: row.id,
+        severity: 'medium',
+        context: { name: row.name },
+      });
+    }
+    return row;
+  });
+  if (!revoked) throw new AdminError(`no active key with id '${id}'`);
   return { id, revoked: true };
 }
 
@@ -106,7 +141,23 @@ export async function ensureBootstrapKey(db: Kysely<DB>, key: string) {
   const workspace = (await repo.findWorkspaceBySlug(db, 'default')) ?? (await createWorkspace(db, 'default', 'Default workspace'));
   const hash = hashSecret(key);
   // A key revoked by an admin stays revoked, even if the environment still names it.
-  const existing = await db.selectFrom('api_keys').select(['id']).where('key_hash', '=', hash).executeTakeFirst();
-  if (existing) return;
-  await createApiKey(db, { workspace: workspace.slug, permissions: [...ALL_PERMISSIONS], name: 'bootstrap', key });
+  if (await repo.findKeyByHash(db, hash)) return;
+  await createApiKey(db, { workspace: workspace.slug, permissions: [...ALL_PERMISSIONS], name: 'bootstrap', key }, null);
 }
+
+/** Workspaces and keys as the composition root hands them out (to the HTTP layer and the admin commands). */
+export function workspacesService(db: Kysely<DB>) {
+  return {
+    /** The active key with this hash, with what authentication needs of its workspace. */
+    findActiveKey: (keyHash: string) => repo.findActiveKeyByHash(db, keyHash),
+    /** The id of the workspace with this slug; AdminError if there is none. */
+    workspaceIdOf: async (slug: string) => (await requireWorkspace(db, slug)).id,
+    createWorkspace: (slug: string, name?: string) => createWorkspace(db, slug, name),
+    createApiKey: (input: Parameters<typeof createApiKey>[1], actor: Actor) => createApiKey(db, input, actor),
+    revokeApiKey: (id: string, actor: Actor) => revokeApiKey(db, id, actor),
+    listApiKeys: (workspace: string) => listApiKeys(db, workspace),
+    ensureBootstrapKey: (key: string) => ensureBootstrapKey(db, key),
+  };
+}
+
+export type WorkspacesService = ReturnType<typeof workspacesService>;

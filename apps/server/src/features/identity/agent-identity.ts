@@ -5,9 +5,9 @@
  */
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import { ApiError } from '../../http/errors.ts';
+import { hashSecret } from '../../shared/crypto.ts';
+import { ApiError } from '../../shared/errors.ts';
 import { type AgentRow, findAgentCandidates } from '../agents/agents.repository.ts';
-import { hashSecret } from '../workspaces/workspaces.service.ts';
 
 const MAX_WORKSPACES = 10_000;
 const MAX_LOOKUPS = 1_000;

@@ -7,8 +7,8 @@
  */
 import { hash } from 'node:crypto';
 import type { EvaluationInput, HttpExecution } from '@warden/contract';
-import { stableJson } from '../../canonical-json.ts';
-import { ApiError } from '../../http/errors.ts';
+import { stableJson } from '../../shared/canonical-json.ts';
+import { ApiError } from '../../shared/errors.ts';
 
 /** What an HTTP execution will send, normalised as the policy sees it. */
 export interface HttpFacts {

@@ -11,18 +11,19 @@
 import type { EvaluationInput, EvaluationResult } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import type { RequestContext } from '../../http/context.ts';
-import { ApiError } from '../../http/errors.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import type { RequestContext } from '../../shared/context.ts';
+import { ApiError } from '../../shared/errors.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { consumeApproval, findApproval } from '../approvals/approvals.repository.ts';
 import { insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
-import { type AuditRecord, persistOrRefuse, writeAuditEvent } from '../audit/audit.service.ts';
+import { persistOrRefuse, recordIn } from '../audit/audit.service.ts';
+import type { AuditRecord } from '../audit/audit-event.ts';
 import type { AuditWriter } from '../audit/audit-writer.ts';
-import type { AuditSealer } from '../audit/chain.ts';
+import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import { ConditionError, type Decision, type DecisionInput, decideEach, decideStrictest } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
 import { actDigest, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
-import { type AgentDirectory, assertActive, resolveAgent } from './identity.ts';
 
 export interface DecisionRequest {
   input: EvaluationInput;
@@ -73,7 +74,6 @@ export class DecisionService {
   constructor(
     private readonly db: Kysely<DB>,
     private readonly policies: PolicyCache,
-    private readonly sealer: AuditSealer,
     private readonly agents: AgentDirectory,
     private readonly auditWriter: AuditWriter,
   ) {}
@@ -123,17 +123,15 @@ export class DecisionService {
     } catch (error) {
       if (!(error instanceof ConditionError)) throw error;
       const message = `condition of policy '${error.policy}' failed: ${error.message}`;
-      // Queued for the sealer, which is told also when the answer was lost after the commit.
       await persistOrRefuse(() =>
-        writeAuditEvent(
-          this.db,
+        this.auditWriter.write(
           workspaceId,
           record(
             { result: 'blocked', severity: 'high', message, policy: error.policy },
             { context: { rule: error.ruleId, ...(facts ? { execution: auditedExecution(facts) } : {}) } },
           ),
         ),
-      ).finally(() => this.sealer.markDirty(workspaceId));
+      );
       throw new ApiError('evaluation_failed', message);
     }
 
@@ -193,10 +191,7 @@ export class DecisionService {
     // Batched when the decision touches no approval; in a transaction with the approval's
     // change otherwise.
     const writeEvent = (db: Kysely<DB>, approvalId: string | null) =>
-      writeAuditEvent(db, workspaceId, record(decision, { approvalId, context })).then((event) => ({ approvalId, eventId: event.id }));
-    // An event written in an approval's transaction is queued for the sealer (the writer seals
-    // its own): the sealer is told once the transaction is over, also when its answer was lost.
-    const queuedForSealer = step.kind === 'consume' || step.kind === 'create';
+      recordIn(db, workspaceId, record(decision, { approvalId, context })).then((event) => ({ approvalId, eventId: event.id }));
     const { approvalId, eventId } = await persistOrRefuse(() => {
       // the hot path: batched with concurrent decisions (group commit), durable before the answer
       if (step.kind === 'none' || step.kind === 'reuse') {
@@ -206,7 +201,7 @@ export class DecisionService {
           .then((event) => ({ approvalId, eventId: event.id }));
       }
       const approvalStep = step;
-      return this.db.transaction().execute(async (trx) => {
+      return inTransaction(this.db, async (trx) => {
         if (approvalStep.kind === 'consume') {
           if (!(await consumeApproval(trx, workspaceId, approvalStep.id)))
             throw new ApiError('approval_invalid', `approval '${approvalStep.id}' is already used`);
@@ -234,8 +229,6 @@ export class DecisionService {
         });
         return writeEvent(trx, approval.id);
       });
-    }).finally(() => {
-      if (queuedForSealer) this.sealer.markDirty(workspaceId);
     });
     if (proxyRefused) throw new ApiError('execution_proxy_required', 'This action may only run through /runtime/execute or /runtime/mcp/*');
 

@@ -1,7 +1,7 @@
-import type { HandlerDeps } from '../../handlers.ts';
-import type { Handlers } from '../../http/router.ts';
+import type { Services } from '../../services.ts';
+import type { Handlers } from '../../shared/handler-types.ts';
 
-export const evaluateHandlers = ({ decisions }: HandlerDeps) =>
+export const evaluateHandlers = ({ decisions }: Services) =>
   ({
     evaluatePolicy: async ({ body, ctx }) => {
       const outcome = await decisions.decide(ctx, {

@@ -7,9 +7,6 @@ export const findWorkspaceBySlug = (db: Kysely<DB>, slug: string) =>
 export const insertWorkspace = (db: Kysely<DB>, row: { id: string; slug: string; name: string }) =>
   db.insertInto('workspaces').values(row).returningAll().executeTakeFirstOrThrow();
 
-export const setWorkspacePlan = (db: Kysely<DB>, id: string, plan: string) =>
-  db.updateTable('workspaces').set({ plan }).where('id', '=', id).returningAll().executeTakeFirst();
-
 /** The active key with this hash, with what authentication needs of its workspace. */
 export const findActiveKeyByHash = (db: Kysely<DB>, keyHash: string) =>
   db
@@ -39,7 +36,7 @@ export const revokeApiKey = (db: Kysely<DB>, id: string) =>
     .set({ revoked_at: new Date() })
     .where('id', '=', id)
     .where('revoked_at', 'is', null)
-    .returning(['id'])
+    .returning(['id', 'workspace_id', 'name'])
     .executeTakeFirst();
 
 export const listApiKeys = (db: Kysely<DB>, workspaceId: string) =>
@@ -49,3 +46,7 @@ export const listApiKeys = (db: Kysely<DB>, workspaceId: string) =>
     .where('workspace_id', '=', workspaceId)
     .orderBy('created_at')
     .execute();
+
+/** Any key with this hash, revoked or not. */
+export const findKeyByHash = (db: Kysely<DB>, keyHash: string) =>
+  db.selectFrom('api_keys').select(['id']).where('key_hash', '=', keyHash).executeTakeFirst();

@@ -1,9 +1,10 @@
 /**
- * The one error type. `code` and `message` are public (they go to the client as
+ * The one error type, for every layer (services and repositories throw it too). `code` and
+ * `message` are public (http/error-mapper.ts sends them to the client as
  * `{error:{code,message}}`); `cause` is internal and goes to the log only.
  */
 import type { ErrorCode } from '@warden/contract';
-import { truncate } from '../text.ts';
+import { truncate } from './text.ts';
 
 /** The HTTP status of every error code: fixed per code, as the spec's ErrorCode says. */
 export const STATUS_OF: Record<ErrorCode, number> = {

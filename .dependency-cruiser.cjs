@@ -1,0 +1,67 @@
+/**
+ * The server's layers, checked by `npm run lint:layers` (part of `npm run lint`): see
+ * docs/architecture.md. Type-only imports count (tsPreCompilationDeps), so a layer cannot lean
+ * on another through its types either.
+ */
+const SRC = '^apps/server/src/';
+const ENTRY_POINTS = `${SRC}(main|cli/main|features/audit/sealer-thread\\.worker)\\.ts$`;
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'No import cycles, type-only imports included.',
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: 'handlers-get-services-only',
+      severity: 'error',
+      comment: 'Handlers reach the database through services only: never Kysely, db/ or a repository.',
+      from: { path: '\\.handlers\\.ts$' },
+      to: { path: ['(^|/)node_modules/kysely/', `${SRC}db/`, '\\.repository\\.ts$'] },
+    },
+    {
+      name: 'features-know-no-http',
+      severity: 'error',
+      comment: 'Features (handlers included) know nothing of Express or the HTTP layer (http/, app.ts).',
+      from: { path: `${SRC}features/` },
+      to: { path: ['(^|/)node_modules/(@types/)?express(-serve-static-core)?/', `${SRC}http/`, `${SRC}app\\.ts$`] },
+    },
+    {
+      name: 'queries-in-repositories',
+      severity: 'error',
+      comment: 'Only repositories (and db/) build queries: anywhere else Kysely is imported for its types only.',
+      from: { path: SRC, pathNot: ['\\.repository\\.ts$', `${SRC}db/`] },
+      to: { path: '(^|/)node_modules/kysely/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'db-imports-no-feature',
+      severity: 'error',
+      comment: 'db/ is the bottom layer: it imports only db/ and shared/.',
+      from: { path: `${SRC}db/` },
+      to: { path: SRC, pathNot: [`${SRC}db/`, `${SRC}shared/`] },
+    },
+    {
+      name: 'shared-imports-only-shared',
+      severity: 'error',
+      comment: 'shared/ (the error type, hashing, canonical JSON, handler types) is importable by every layer, so it imports none.',
+      from: { path: `${SRC}shared/` },
+      to: { path: SRC, pathNot: `${SRC}shared/` },
+    },
+    {
+      name: 'no-orphans',
+      // A warning while features/audit/merkle.ts and checkpoint.ts are being written (not yet used).
+      severity: 'warn',
+      comment: 'Every module is used: reachable from an entry point (the server, the CLI; the sealer thread runs a module loaded by URL).',
+      from: { path: ENTRY_POINTS },
+      to: { path: SRC, pathNot: [ENTRY_POINTS, '\\.d\\.ts$'], reachable: false },
+    },
+  ],
+  options: {
+    tsPreCompilationDeps: true,
+    doNotFollow: { path: 'node_modules' },
+  },
+};

@@ -1,0 +1,103 @@
+/**
+ * The composition root: the one module that builds what works on the database — the caches,
+ * the services and the background workers — and wires them together. Handlers and the HTTP
+ * layer get the services (services.ts) and nothing below them; server.ts starts and stops what
+ * is built here; app.ts builds only the HTTP layer. (The CLI, which opens the database for one
+ * command, wires the few stateless services its commands use itself: admin/commands.ts.)
+ */
+import type { Redis } from 'ioredis';
+import type { Config } from './config.ts';
+import type { Database } from './db/database.ts';
+import { createEgressGuard, type EgressGuard } from './egress/guard.ts';
+import { agentsService } from './features/agents/agents.service.ts';
+import { approvalsService } from './features/approvals/approvals.service.ts';
+import { auditService } from './features/audit/audit.service.ts';
+import { AuditWriter } from './features/audit/audit-writer.ts';
+import { Checkpointer, loadAuditSigner } from './features/audit/checkpointer.ts';
+import { SealerThread } from './features/audit/sealer-thread.ts';
+import { AuditSealer, inlineRounds } from './features/audit/tree.ts';
+import { billingService } from './features/billing/billing.service.ts';
+import { complianceService } from './features/compliance/compliance.service.ts';
+import { DecisionService } from './features/decisions/decisions.ts';
+import { ExecutionService } from './features/execution/execution.service.ts';
+import { McpConnector } from './features/execution/mcp-connector.ts';
+import { healthService } from './features/health/health.service.ts';
+import { AgentDirectory } from './features/identity/agent-identity.ts';
+import { LOGIN_WINDOW_S, LoginGuard, MAX_FAILED_LOGINS, sessionsService } from './features/identity/sessions.service.ts';
+import { workspacesService } from './features/identity/workspaces.service.ts';
+import { mcpServersService } from './features/mcp-servers/mcp-servers.service.ts';
+import { policiesService } from './features/policies/policies.service.ts';
+import { PolicyCache } from './features/policies/policy-cache.ts';
+import { settingsService } from './features/settings/settings.service.ts';
+import { DeliveryWorker, parseSchedule } from './features/webhooks/delivery-worker.ts';
+import { createSecretBox, loadMasterKey } from './features/webhooks/secrets.ts';
+import { WebhookService } from './features/webhooks/webhooks.service.ts';
+import { KeyCache } from './http/key-cache.ts';
+import { createStoreLimiter, type RateLimitStore } from './http/rate-limit.ts';
+import type { Logger } from './logger.ts';
+import type { Services } from './services.ts';
+
+/** Everything the server runs, built on one database. */
+export interface Composition {
+  services: Services;
+  /** Identities of recently used keys; the server keeps it in step with the database's notifications. */
+  keys: KeyCache;
+  /** Where rate-limit counters (and failed logins) are kept. */
+  rateLimitStore: RateLimitStore;
+  /** Background work the server starts and stops. */
+  sealer: AuditSealer;
+  delivery: DeliveryWorker;
+  /** Outbound connections, closed when the server stops. */
+  mcp: McpConnector;
+  egress: EgressGuard;
+}
+
+export function compose({
+  config,
+  database,
+  logger,
+  redis,
+}: {
+  config: Config;
+  database: Database;
+  logger: Logger;
+  redis?: Redis;
+}): Composition {
+  const { db } = database;
+  const inline = inlineRounds(db, logger);
+  const rounds = config.databaseUrl && config.auditSealerThread ? new SealerThread(config.databaseUrl, logger, inline) : inline;
+  const signer = loadAuditSigner(config);
+  const checkpointer = new Checkpointer(db, signer, logger, config.auditCheckpointIntervalMs, Checkpointer.fileFor(config));
+  const sealer = new AuditSealer(db, rounds, config.auditSealIntervalMs, () => checkpointer.run());
+  const auditWriter = new AuditWriter(database);
+  const audit = auditService(db, auditWriter, signer);
+  const egress = createEgressGuard(config.egressAllowlist);
+  const mcp = new McpConnector(egress);
+  const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));
+  const webhooks = new WebhookService(db, box, egress);
+  const delivery = new DeliveryWorker(db, box, egress, logger, {
+    scheduleMs: parseSchedule(config.webhookRetrySchedule),
+    timeoutMs: config.webhookTimeoutMs,
+    pollMs: config.webhookPollMs,
+  });
+  const rateLimitStore: RateLimitStore = { redis, pool: database.pool };
+  const loginGuard = new LoginGuard(createStoreLimiter(MAX_FAILED_LOGINS, rateLimitStore, LOGIN_WINDOW_S, 'login'));
+  const decisions = new DecisionService(db, new PolicyCache(db), new AgentDirectory(db), auditWriter);
+  const services: Services = {
+    health: healthService(db),
+    workspaces: workspacesService(db),
+    sessions: sessionsService(db, loginGuard),
+    agents: agentsService(db),
+    policies: policiesService(db),
+    mcpServers: mcpServersService(db),
+    approvals: approvalsService(db),
+    audit,
+    compliance: complianceService(db, (workspaceId) => audit.verify(workspaceId)),
+    settings: settingsService(db),
+    decisions,
+    execution: new ExecutionService(db, decisions, mcp, egress),
+    webhooks,
+    billing: billingService(db),
+  };
+  return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, mcp, egress };
+}

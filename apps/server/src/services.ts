@@ -1,0 +1,37 @@
+/**
+ * What handlers and the HTTP layer are given: the services, built on the database by the
+ * composition root (composition.ts). Handlers reach the database only through them.
+ */
+import type { AgentsService } from './features/agents/agents.service.ts';
+import type { ApprovalsService } from './features/approvals/approvals.service.ts';
+import type { AuditService } from './features/audit/audit.service.ts';
+import type { BillingService } from './features/billing/billing.service.ts';
+import type { ComplianceService } from './features/compliance/compliance.service.ts';
+import type { DecisionService } from './features/decisions/decisions.ts';
+import type { ExecutionService } from './features/execution/execution.service.ts';
+import type { HealthService } from './features/health/health.service.ts';
+import type { SessionsService } from './features/identity/sessions.service.ts';
+import type { WorkspacesService } from './features/identity/workspaces.service.ts';
+import type { McpServersService } from './features/mcp-servers/mcp-servers.service.ts';
+import type { PoliciesService } from './features/policies/policies.service.ts';
+import type { SettingsService } from './features/settings/settings.service.ts';
+import type { WebhookService } from './features/webhooks/webhooks.service.ts';
+
+export interface Services {
+  health: HealthService;
+  /** Workspaces and API keys (authentication looks keys up here). */
+  workspaces: WorkspacesService;
+  /** Dashboard sessions. */
+  sessions: SessionsService;
+  agents: AgentsService;
+  policies: PoliciesService;
+  mcpServers: McpServersService;
+  approvals: ApprovalsService;
+  audit: AuditService;
+  compliance: ComplianceService;
+  settings: SettingsService;
+  decisions: DecisionService;
+  execution: ExecutionService;
+  webhooks: WebhookService;
+  billing: BillingService;
+}
