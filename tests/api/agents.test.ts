@@ -1,15 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import type { AgentCreateWritable } from '@warden/contract';
+import { describe, expect, it } from 'vitest';
+import { keyFor, useTestServer } from '../support/server.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
-const minimal = { name: 'Billing Bot', provider: 'anthropic' };
+const minimal: AgentCreateWritable = { name: 'Billing Bot', provider: 'anthropic' };
 
 describe('POST /agents (createAgent)', () => {
   it('creates an agent from the minimal body with documented defaults', async () => {
@@ -67,7 +62,7 @@ describe('POST /agents (createAgent)', () => {
     ['short api_key', { ...minimal, api_key: 'short' }],
     ['name too long', { name: 'x'.repeat(201), provider: 'anthropic' }],
   ])('answers 400 invalid_request for %s', async (_label, body) => {
-    const res = await server.api('POST', '/agents', { body });
+    const res = await server.api('POST', '/agents', { body, unchecked: true });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
     expect(typeof res.body.error.message).toBe('string');
@@ -97,11 +92,11 @@ describe('GET /agents (listAgents)', () => {
     let cursor: string | null = null;
     let pages = 0;
     do {
-      const res = await server.api('GET', `/agents?limit=2${cursor ? `&cursor=${cursor}` : ''}`, { key });
+      const res = await server.api('GET', '/agents', { key, query: { limit: 2, cursor: cursor ?? undefined } });
       expect(res.status).toBe(200);
       expect(res.body.data.length).toBeLessThanOrEqual(2);
       seen.push(...res.body.data.map((a: { name: string }) => a.name));
-      cursor = res.body.next_cursor;
+      cursor = res.body.next_cursor as string | null;
       expect(res.body.has_more).toBe(cursor !== null);
       pages++;
     } while (cursor && pages < 10);

@@ -1,16 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { describe, expect, it } from 'vitest';
+import { keyFor, useTestServer } from '../support/server.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MiB = 1024 * 1024;
@@ -69,8 +63,8 @@ describe('standard response headers', () => {
       403,
     ],
     ['404 not found', () => server.api('GET', '/agents/00000000-0000-4000-8000-000000000000'), 404],
-    ['404 route not found', () => server.api('GET', '/no-such-route'), 404],
-    ['405 method not allowed', () => server.api('PUT', '/agents', { body: { name: 'x', provider: 'local' } }), 405],
+    ['404 route not found', () => server.api('GET', '/no-such-route', { unchecked: true }), 404],
+    ['405 method not allowed', () => server.api('PUT', '/agents', { body: { name: 'x', provider: 'local' }, unchecked: true }), 405],
     ['413 payload too large', () => server.api('POST', '/agents', { raw: huge, headers: { 'content-type': 'application/json' } }), 413],
     ['415 unsupported media type', () => server.api('POST', '/agents', { raw: 'name=x', headers: { 'content-type': 'text/plain' } }), 415],
   ] as const)('are on a %s response', async (_label, call, status) => {
@@ -150,7 +144,7 @@ describe('authentication', () => {
 describe('routing and body errors', () => {
   it('answers 404 route_not_found for an unknown route with a key', async () => {
     for (const path of ['/no-such-route', '/agents/x/y/z', '/webhooks']) {
-      const res = await server.api('GET', path);
+      const res = await server.api('GET', path, { unchecked: true });
       expect(res.status, path).toBe(404);
       expect(res.body.error.code, path).toBe('route_not_found');
       expect(typeof res.body.error.message).toBe('string');
@@ -158,7 +152,7 @@ describe('routing and body errors', () => {
   });
 
   it('answers 401 unauthorized for an unknown route without a key', async () => {
-    const res = await server.api('GET', '/no-such-route', { key: null });
+    const res = await server.api('GET', '/no-such-route', { key: null, unchecked: true });
     expect(res.status).toBe(401);
     expect(res.body).toEqual({ error: { code: 'unauthorized', message: 'A valid API key is required' } });
   });
@@ -177,7 +171,7 @@ describe('routing and body errors', () => {
     ['DELETE', '/policies/00000000-0000-4000-8000-000000000000'],
     ['PATCH', '/health'],
   ])('answers 405 method_not_allowed for %s %s', async (method, path) => {
-    const res = await server.api(method, path, { body: method === 'DELETE' ? undefined : { name: 'x' } });
+    const res = await server.api(method, path, { body: method === 'DELETE' ? undefined : { name: 'x' }, unchecked: true });
     expect(res.status).toBe(405);
     expect(res.body.error.code).toBe('method_not_allowed');
   });
@@ -187,12 +181,15 @@ describe('routing and body errors', () => {
   it('validates every request to a path whose operation was already found: 201, then 400, 405, 400 for a bad query', async () => {
     const first = await server.api('POST', '/agents', { body: { name: 'Lookup One', provider: 'local' } });
     expect(first.status).toBe(201);
-    const invalid = await server.api('POST', '/agents', { body: { name: 'Lookup Two', provider: 'local', unknown_field: 1 } });
+    const invalid = await server.api('POST', '/agents', {
+      body: { name: 'Lookup Two', provider: 'local', unknown_field: 1 },
+      unchecked: true,
+    });
     expect(invalid.status).toBe(400);
     expect(invalid.body.error.code).toBe('invalid_request');
-    const wrongMethod = await server.api('PUT', '/agents', { body: { name: 'x', provider: 'local' } });
+    const wrongMethod = await server.api('PUT', '/agents', { body: { name: 'x', provider: 'local' }, unchecked: true });
     expect(wrongMethod.status).toBe(405);
-    for (const path of ['/agents?limit=0', '/agents?limit=abc', '/agents/?limit=0', '/agents?nope=1']) {
+    for (const path of ['/agents?limit=0', '/agents?limit=abc', '/agents/?limit=0', '/agents?nope=1'] as const) {
       const res = await server.api('GET', path);
       expect(res.status, path).toBe(400);
       expect(res.body.error.code, path).toBe('invalid_request');
@@ -379,13 +376,7 @@ describe('GET /api/v1/openapi.json', () => {
 });
 
 describe('rate limiting', () => {
-  let limited: TestServer;
-  beforeAll(async () => {
-    limited = await startTestServer({ rateLimitPerMinute: 5 });
-  });
-  afterAll(async () => {
-    await limited?.close();
-  });
+  const limited = useTestServer({ rateLimitPerMinute: 5 });
 
   it('counts down X-RateLimit-Remaining and answers the 6th request 429 rate_limited with Retry-After', async () => {
     const remaining: number[] = [];

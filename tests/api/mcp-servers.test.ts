@@ -1,15 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import type { McpServerCreate } from '@warden/contract';
+import { describe, expect, it } from 'vitest';
+import { keyFor, useTestServer } from '../support/server.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
-const create = async (body: Record<string, unknown>, key?: string) => {
+const create = async (body: McpServerCreate, key?: string) => {
   const res = await server.api('POST', '/mcp-servers', { body, key });
   expect(res.status).toBe(201);
   return res.body.data;
@@ -102,7 +97,7 @@ describe('POST /mcp-servers (createMcpServer)', () => {
     ['unknown field', { name: 'x', transport_url: 'https://mcp.example.com/mcp', colour: 'red' }],
     ['transport_url too long', { name: 'x', transport_url: `https://mcp.example.com/${'a'.repeat(2048)}` }],
   ])('answers 400 invalid_request for %s', async (_label, body) => {
-    const res = await server.api('POST', '/mcp-servers', { body });
+    const res = await server.api('POST', '/mcp-servers', { body, unchecked: true });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
   });
@@ -140,7 +135,7 @@ describe('GET /mcp-servers (listMcpServers)', () => {
       expect(res.status).toBe(200);
       expect(res.body.data.length).toBeLessThanOrEqual(2);
       seen.push(...res.body.data.map((s: { slug: string }) => s.slug));
-      cursor = res.body.next_cursor;
+      cursor = res.body.next_cursor as string | null;
       expect(res.body.has_more).toBe(cursor !== null);
       pages++;
     } while (cursor && pages < 10);
@@ -223,7 +218,7 @@ describe('GET/PATCH/DELETE /mcp-servers/{id}', () => {
       name: `Invalid patch ${Math.random().toString(36).slice(2, 10)}`,
       transport_url: 'https://keep.example.com/mcp',
     });
-    const res = await server.api('PATCH', `/mcp-servers/${created.id}`, { body });
+    const res = await server.api('PATCH', `/mcp-servers/${created.id}`, { body, unchecked: true });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
     expect((await server.api('GET', `/mcp-servers/${created.id}`)).body.data).toEqual(created);
@@ -279,11 +274,12 @@ describe('GET/PATCH/DELETE /mcp-servers/{id}', () => {
 
   it('answers 401 unauthorized without a key', async () => {
     const created = await create({ name: 'Anon target', transport_url: 'https://anon.example.com/mcp' });
-    for (const method of ['GET', 'PATCH', 'DELETE']) {
-      const res = await server.api(method, `/mcp-servers/${created.id}`, {
-        key: null,
-        body: method === 'PATCH' ? { enabled: false } : undefined,
-      });
+    const path = `/mcp-servers/${created.id}` as const;
+    for (const res of [
+      await server.api('GET', path, { key: null }),
+      await server.api('PATCH', path, { key: null, body: { enabled: false } }),
+      await server.api('DELETE', path, { key: null }),
+    ]) {
       expect(res.status).toBe(401);
       expect(res.body.error.code).toBe('unauthorized');
     }

@@ -3,22 +3,18 @@
  * `invalid_request` naming `cursor`, on every paginated endpoint of v1 and of the dashboard
  * API, never a 500 (a crafted timestamp used to reach the database's date parser).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type DashboardSession, dashboardLogin, startTestServer, type TestServer } from '../support/server.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type ApiResponse, type DashboardSession, dashboardLogin, useTestServer } from '../support/server.ts';
 
-let server: TestServer;
+const server = useTestServer();
 let dash: DashboardSession;
 let endpointId: string;
 beforeAll(async () => {
-  server = await startTestServer();
-  dash = await dashboardLogin(new URL(server.url).origin, server.key);
+  dash = await dashboardLogin(server.origin, server.key);
   endpointId = (await server.admin('webhooks.create', { workspace: 'default', url: 'https://hooks.example.com/x', events: '*' })).id;
   for (const name of ['Cursor one', 'Cursor two', 'Cursor three']) {
     expect((await server.api('POST', '/agents', { body: { name, provider: 'local' } })).status).toBe(201);
   }
-});
-afterAll(async () => {
-  await server?.close();
 });
 
 const UUID = '0b6c8f0e-3f0e-4c1a-9a57-2f0b8d1e6c11';
@@ -46,17 +42,15 @@ const CRAFTED: [string, string][] = [
   ['not base64 at all', '!!!@@@***'],
 ];
 
-type List = [string, (cursor: string) => Promise<{ status: number; body: any }>];
+type List = [string, (cursor: string) => Promise<ApiResponse>];
 const LISTS: List[] = [
-  ...['/agents', '/policies', '/approvals', '/events', '/audit-logs', '/mcp-servers'].map(
-    (path): List => [`GET ${path}`, (cursor) => server.api('GET', `${path}?cursor=${encodeURIComponent(cursor)}`)],
+  ...(['/agents', '/policies', '/approvals', '/events', '/audit-logs', '/mcp-servers'] as const).map(
+    (path): List => [`GET ${path}`, (cursor) => server.api('GET', path, { query: { cursor } })],
   ),
-  ...['/agents', '/approvals', '/audit-logs', '/webhooks', '/webhooks/{id}/deliveries'].map(
-    (path): List => [
-      `GET /dashboard/api${path}`,
-      (cursor) => dash.call('GET', `${path.replace('{id}', endpointId)}?cursor=${encodeURIComponent(cursor)}`),
-    ],
+  ...(['/agents', '/approvals', '/audit-logs', '/webhooks'] as const).map(
+    (path): List => [`GET /dashboard/api${path}`, (cursor) => dash.api('GET', path, { query: { cursor } })],
   ),
+  ['GET /dashboard/api/webhooks/{id}/deliveries', (cursor) => dash.api('GET', `/webhooks/${endpointId}/deliveries`, { query: { cursor } })],
 ];
 
 describe('paginated lists with a crafted cursor', () => {
@@ -74,7 +68,7 @@ describe('paginated lists with a crafted cursor', () => {
     const first = await server.api('GET', '/agents?limit=2');
     expect(first.status).toBe(200);
     expect(first.body.has_more).toBe(true);
-    const second = await server.api('GET', `/agents?limit=2&cursor=${first.body.next_cursor}`);
+    const second = await server.api('GET', '/agents', { query: { limit: 2, cursor: first.body.next_cursor ?? undefined } });
     expect(second.status).toBe(200);
     expect(second.body.data.map((a: { name: string }) => a.name)).toEqual(['Cursor one']);
   });

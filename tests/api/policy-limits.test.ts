@@ -5,29 +5,24 @@
  * cannot read an agent's key hash.
  */
 import { readFileSync } from 'node:fs';
+import type { AgentCreateWritable, EvaluationInput, PolicyCreate, PolicyRule } from '@warden/contract';
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { describe, expect, it } from 'vitest';
+import { keyFor, useTestServer } from '../support/server.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer();
 
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const ALL = (spec.components.schemas.Permission.enum as string[]).join(',');
 let workspaces = 0;
 const freshWorkspace = () => keyFor(server, ALL, `limits-${++workspaces}`);
 
-const createAgent = async (key: string, body: Record<string, unknown>) => {
+const createAgent = async (key: string, body: Omit<AgentCreateWritable, 'provider'>) => {
   const res = await server.api('POST', '/agents', { key, body: { provider: 'local', ...body } });
   expect(res.status).toBe(201);
 };
-const savePolicy = (key: string, body: Record<string, unknown>) => server.api('POST', '/policies', { key, body });
-const evaluate = (key: string, input: Record<string, unknown>, headers?: Record<string, string>) =>
+const savePolicy = (key: string, body: PolicyCreate) => server.api('POST', '/policies', { key, body });
+const evaluate = (key: string, input: EvaluationInput, headers?: Record<string, string>) =>
   server.api('POST', '/policy/evaluate', { key, body: { input }, headers });
 
 /** An answer well within this proves the event loop was not frozen (the attacks took 2.8–9.1 s). */
@@ -105,10 +100,13 @@ describe('policies that cost too much', () => {
     // 3 such policies against a 1,024-character resource took 8.2 s per decision
     const key = await freshWorkspace();
     const glob = (r: number, g: number) => `*${'?a'.repeat(126)}${String.fromCharCode(98 + ((r + g) % 20))}*`;
-    const rules = Array.from({ length: 60 }, (_, r) => ({
-      match: { resource: Array.from({ length: 50 }, (_, g) => glob(r, g)) },
-      effect: 'allow',
-    }));
+    const rules = Array.from(
+      { length: 60 },
+      (_, r): PolicyRule => ({
+        match: { resource: Array.from({ length: 50 }, (_, g) => glob(r, g)) },
+        effect: 'allow',
+      }),
+    );
     const res = await savePolicy(key, { name: 'Globs 1', rules });
     expect(res.status).toBe(400);
     expect(res.body.error).toEqual({
@@ -120,7 +118,7 @@ describe('policies that cost too much', () => {
   it('counts the workspace: a policy that would bring it over a limit is refused, and a change within it is saved', async () => {
     const key = await freshWorkspace();
     const rules = (count: number, tag: string) =>
-      Array.from({ length: count }, (_, i) => ({ match: { tool: [`${tag}-${i}-*`] }, effect: 'allow' }));
+      Array.from({ length: count }, (_, i): PolicyRule => ({ match: { tool: [`${tag}-${i}-*`] }, effect: 'allow' }));
     for (let p = 0; p < 9; p++) expect((await savePolicy(key, { name: `P${p}`, rules: rules(100, `p${p}`) })).status).toBe(201);
     expect((await savePolicy(key, { name: 'P9', rules: rules(50, 'p9') })).status).toBe(201);
     expect((await savePolicy(key, { name: 'P10', rules: rules(50, 'p10') })).status).toBe(201);
@@ -145,10 +143,13 @@ describe('policies that cost too much', () => {
     await createAgent(key, { name: 'Globber', slug: 'globber' });
     // 1,000 rules × 2 globs of 32 characters that each search the value: 2,000 globs, 64,000 characters
     for (let p = 0; p < 10; p++) {
-      const rules = Array.from({ length: 100 }, () => ({
-        match: { resource: [`*${'?a'.repeat(15)}b*`], tool: [`*${'a'.repeat(29)}b*`] },
-        effect: 'allow',
-      }));
+      const rules = Array.from(
+        { length: 100 },
+        (): PolicyRule => ({
+          match: { resource: [`*${'?a'.repeat(15)}b*`], tool: [`*${'a'.repeat(29)}b*`] },
+          effect: 'allow',
+        }),
+      );
       expect((await savePolicy(key, { name: `G${p}`, rules })).status).toBe(201);
     }
     const { result: res, ms } = await timed(() =>
@@ -231,7 +232,8 @@ describe('a decision context over 65,536 bytes of JSON', () => {
     const pinned = await server.api('POST', '/approvals', { key, body: { title: 'big', input: { action: 'x', agent: 'big', context } } });
     expect(pinned.status).toBe(400);
     const audit = await server.api('GET', '/audit-logs', { key });
-    expect(audit.body.data).toEqual([]);
+    // the key's and the agent's creation are configuration events; no decision was recorded
+    expect(audit.body.data.filter((event) => event.source !== 'configuration')).toEqual([]);
     const fits = await evaluate(key, { action: 'x', agent: 'big', context: { l: context.l.slice(0, 10_000) } });
     expect(fits.status).toBe(200);
   });

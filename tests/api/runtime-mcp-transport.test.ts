@@ -12,7 +12,7 @@ import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type FaultyUpstream, startResettingUpstream } from '../reliability/support/faulty-upstreams.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { useTestServer } from '../support/server.ts';
 
 interface Upstream {
   url: string;
@@ -71,7 +71,7 @@ async function startFailingServer(): Promise<Upstream> {
   return { url: `http://127.0.0.1:${l.port}/mcp`, seen: l.seen, close: l.close };
 }
 
-let server: TestServer;
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
 let sseOnly: Upstream;
 let failing: Upstream;
 let resetting: FaultyUpstream;
@@ -83,7 +83,6 @@ const call = (slug: string) =>
 
 beforeAll(async () => {
   [sseOnly, failing, resetting] = await Promise.all([startSseOnlyServer(), startFailingServer(), startResettingUpstream('/mcp')]);
-  server = await startTestServer({ egressAllowlist: ['127.0.0.1/32'] });
   expect((await server.api('POST', '/agents', { body: { name: 'T', provider: 'local', slug: 'transport-bot' } })).status).toBe(201);
   for (const [slug, url] of [
     ['legacy', sseOnly.url],
@@ -96,7 +95,6 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await server?.close();
   await Promise.all([sseOnly?.close(), failing?.close(), resetting?.close()]);
 });
 
@@ -104,7 +102,7 @@ describe('POST /runtime/mcp/call with transport auto', () => {
   it('falls back to SSE when the server answers the Streamable HTTP POST 405, and the call succeeds (200)', async () => {
     const res = await call('legacy');
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body.data.execution.content).toEqual([{ type: 'text', text: 'hello' }]);
+    expect(res.body.data.execution!.content).toEqual([{ type: 'text', text: 'hello' }]);
     expect(sseOnly.seen[0]).toBe('POST /sse');
     expect(sseOnly.seen).toContain('GET /sse');
   });

@@ -2,10 +2,11 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { type AddressInfo, connect } from 'node:net';
+import type { McpCallRequest, McpDiscoverRequest, McpSessionRequest } from '@warden/contract';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestMcpServer, type TestMcpServer } from '../support/mcp-server.ts';
-import { type ApiResponse, keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { type ApiResponse, keyFor, type TestServer, useTestServer } from '../support/server.ts';
 
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const PERMISSIONS: string[] = spec.components.schemas.Permission.enum;
@@ -63,18 +64,13 @@ async function stopChild(child: ChildProcess | undefined): Promise<void> {
   clearTimeout(timer);
 }
 
-let server: TestServer; // loopback allow-listed
-let strict: TestServer; // default egress rules
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32', '::1/128'] }); // loopback allow-listed
+const strict = useTestServer(); // default egress rules
 let mcp: TestMcpServer;
 let everything: { url: string; child: ChildProcess } | undefined;
 
 beforeAll(async () => {
-  [server, strict, mcp, everything] = await Promise.all([
-    startTestServer({ egressAllowlist: ['127.0.0.1/32', '::1/128'] }),
-    startTestServer(),
-    startTestMcpServer(),
-    startEverything(),
-  ]);
+  [mcp, everything] = await Promise.all([startTestMcpServer(), startEverything()]);
   const downPort = await freePort();
   for (const [slug, transport_url] of [
     ['tools', mcp.url],
@@ -92,21 +88,19 @@ beforeAll(async () => {
   }
   expect((await strict.api('POST', '/agents', { body: { name: 'MCP Bot', slug: 'mcp-bot', provider: 'local' } })).status).toBe(201);
   expect((await strict.api('POST', '/mcp-servers', { body: { name: 'tools', slug: 'tools', transport_url: mcp.url } })).status).toBe(201);
-}, 120_000); // two servers on fresh databases: slow on a busy machine
+}, 120_000); // a child process and registrations on two servers: slow on a busy machine
 
 afterAll(async () => {
   await stopChild(everything?.child);
   await mcp?.close();
-  await server?.close();
-  await strict?.close();
 });
 
 const input = { agent: 'mcp-bot' };
-const discover = (body: unknown, options: { key?: string | null; target?: TestServer } = {}) =>
+const discover = (body: McpDiscoverRequest, options: { key?: string | null; target?: TestServer } = {}) =>
   (options.target ?? server).api('POST', '/runtime/mcp/discover', { body, key: options.key });
-const call = (body: unknown, options: { key?: string | null; target?: TestServer } = {}) =>
+const call = (body: McpCallRequest, options: { key?: string | null; target?: TestServer } = {}) =>
   (options.target ?? server).api('POST', '/runtime/mcp/call', { body, key: options.key });
-const session = (body: unknown, options: { key?: string | null; target?: TestServer } = {}) =>
+const session = (body: McpSessionRequest, options: { key?: string | null; target?: TestServer } = {}) =>
   (options.target ?? server).api('POST', '/runtime/mcp/session', { body, key: options.key });
 
 /** A workspace of its own (so its policies stay its own) with the test MCP server and agent registered. */
@@ -129,7 +123,7 @@ describe('POST /runtime/mcp/discover (discoverMcpTools)', () => {
     expect(Object.keys(res.body.data).sort()).toEqual(['allowed', 'result', 'server', 'tools']);
     expect(res.body.data).toMatchObject({ allowed: true, result: 'allowed', server: 'tools' });
     expect(toolNames(res)).toEqual(['add', 'delete_everything', 'echo', 'fail']);
-    const echo = res.body.data.tools.find((t: { name: string }) => t.name === 'echo');
+    const echo = res.body.data.tools.find((t) => t.name === 'echo')!;
     expect(Object.keys(echo).sort()).toEqual(['description', 'inputSchema', 'name']);
     expect(echo.description).toBe('Echoes its text');
     expect(echo.inputSchema).toMatchObject({ type: 'object', properties: { text: { type: 'string' } } });
@@ -180,14 +174,17 @@ describe('POST /runtime/mcp/discover (discoverMcpTools)', () => {
     const res = await server.api('GET', '/audit-logs?limit=100&action=mcp.discover', { key });
     expect(res.status).toBe(200);
     expect(res.body.data.length).toBeGreaterThanOrEqual(1);
-    expect(res.body.data.every((e: { source: string; agent: string }) => e.source === 'mcp' && e.agent === 'mcp-bot')).toBe(true);
+    expect(res.body.data.every((e) => e.source === 'mcp' && e.agent === 'mcp-bot')).toBe(true);
   });
 
   it.each(['transport_url', 'url', 'upstream', 'endpoint'])(
     'answers 400 invalid_request for a body naming %s, and contacts no upstream',
     async (field) => {
       const requests = mcp.requests();
-      const res = await discover({ server: 'tools', input, [field]: mcp.url });
+      const res = await server.api('POST', '/runtime/mcp/discover', {
+        body: { server: 'tools', input, [field]: mcp.url },
+        unchecked: true,
+      });
       expect(res.status).toBe(400);
       expect(res.body.error.code).toBe('invalid_request');
       expect(mcp.requests()).toBe(requests);
@@ -293,7 +290,10 @@ describe('POST /runtime/mcp/call (callMcpTool)', () => {
 
   it.each(['transport_url', 'url', 'upstream', 'endpoint'])('answers 400 invalid_request for a body naming %s', async (field) => {
     const requests = mcp.requests();
-    const res = await call({ server: 'tools', tool: 'echo', arguments: { text: 'x' }, input, [field]: mcp.url });
+    const res = await server.api('POST', '/runtime/mcp/call', {
+      body: { server: 'tools', tool: 'echo', arguments: { text: 'x' }, input, [field]: mcp.url },
+      unchecked: true,
+    });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
     expect(mcp.requests()).toBe(requests);
@@ -327,7 +327,7 @@ describe('POST /runtime/mcp/session (openMcpSession)', () => {
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ allowed: true, server: 'tools' });
     expect(res.body.data.session_id).toMatch(UUID);
-    const expires = new Date(res.body.data.expires_at);
+    const expires = new Date(res.body.data.expires_at!);
     expect(expires.toISOString()).toBe(res.body.data.expires_at);
     expect(expires.getTime()).toBeGreaterThanOrEqual(before + 30 * 60_000 - 5_000);
     expect(expires.getTime()).toBeLessThanOrEqual(Date.now() + 30 * 60_000 + 5_000);
@@ -335,7 +335,7 @@ describe('POST /runtime/mcp/session (openMcpSession)', () => {
 
   it('serves calls and discovery that name the session, over one upstream connection', async () => {
     const opened = await session({ server: 'tools', input });
-    const sessionId = opened.body.data.session_id;
+    const sessionId = opened.body.data.session_id!;
     const first = await call({ server: 'tools', tool: 'add', arguments: { a: 1, b: 2 }, input, session_id: sessionId });
     expect(first.status).toBe(200);
     expect(first.body.data.execution).toMatchObject({ content: [{ type: 'text', text: '3' }], isError: false });
@@ -347,7 +347,7 @@ describe('POST /runtime/mcp/session (openMcpSession)', () => {
     requests = mcp.requests();
     const second = await call({ server: 'tools', tool: 'echo', arguments: { text: 'in session' }, input, session_id: sessionId });
     expect(second.status).toBe(200);
-    expect(second.body.data.execution.content).toEqual([{ type: 'text', text: 'in session' }]);
+    expect(second.body.data.execution!.content).toEqual([{ type: 'text', text: 'in session' }]);
     const inSession = mcp.requests() - requests;
     expect(inSession).toBeLessThan(alone);
 
@@ -360,11 +360,15 @@ describe('POST /runtime/mcp/session (openMcpSession)', () => {
     ['a random UUID', async () => ({ id: '00000000-0000-4000-8000-000000000000', agent: 'mcp-bot', key: undefined })],
     [
       "another agent's session",
-      async () => ({ id: (await session({ server: 'tools', input })).body.data.session_id, agent: 'other-bot', key: undefined }),
+      async () => ({ id: (await session({ server: 'tools', input })).body.data.session_id!, agent: 'other-bot', key: undefined }),
     ],
     [
       "another workspace's session",
-      async () => ({ id: (await session({ server: 'tools', input })).body.data.session_id, agent: 'mcp-bot', key: await freshWorkspace() }),
+      async () => ({
+        id: (await session({ server: 'tools', input })).body.data.session_id!,
+        agent: 'mcp-bot',
+        key: await freshWorkspace(),
+      }),
     ],
   ])('answers 404 session_not_found for %s, and calls nothing', async (_label, setup) => {
     const { id, agent, key } = await setup();
@@ -383,7 +387,7 @@ describe('POST /runtime/mcp/session (openMcpSession)', () => {
       tool: 'echo',
       arguments: { message: 'x' },
       input,
-      session_id: opened.body.data.session_id,
+      session_id: opened.body.data.session_id!,
     });
     expect(res.status).toBe(404);
     expect(res.body.error.code).toBe('session_not_found');
@@ -391,7 +395,7 @@ describe('POST /runtime/mcp/session (openMcpSession)', () => {
 
   it('answers 404 session_not_found once the session has expired', async () => {
     const opened = await session({ server: 'tools', input });
-    const id = opened.body.data.session_id;
+    const id = opened.body.data.session_id!;
     expect((await call({ server: 'tools', tool: 'echo', arguments: { text: 'x' }, input, session_id: id })).status).toBe(200);
     await sql`UPDATE mcp_sessions SET expires_at = now() - interval '1 minute' WHERE id = ${id}`.execute(server.database.db);
     const calls = mcp.calls();
@@ -420,7 +424,7 @@ describe('POST /runtime/mcp/session (openMcpSession)', () => {
 
   it.each(['transport_url', 'url', 'upstream', 'endpoint'])('answers 400 invalid_request for a body naming %s', async (field) => {
     const requests = mcp.requests();
-    const res = await session({ server: 'tools', input, [field]: mcp.url });
+    const res = await server.api('POST', '/runtime/mcp/session', { body: { server: 'tools', input, [field]: mcp.url }, unchecked: true });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
     expect(mcp.requests()).toBe(requests);
@@ -484,7 +488,7 @@ describe('@modelcontextprotocol/server-everything (a published third-party serve
     const res = await call({ server: 'everything', tool: 'echo', arguments: { message: 'hi' }, input });
     expect(res.status).toBe(200);
     expect(res.body.data).toMatchObject({ allowed: true, server: 'everything', tool: 'echo', execution: { isError: false } });
-    const texts = res.body.data.execution.content.filter((c: { type: string }) => c.type === 'text').map((c: { text: string }) => c.text);
+    const texts = res.body.data.execution!.content.filter((c) => c.type === 'text').map((c) => c.text);
     expect(texts.join(' ')).toMatch(/\bhi\b/);
   });
 
@@ -496,9 +500,9 @@ describe('@modelcontextprotocol/server-everything (a published third-party serve
       tool: 'echo',
       arguments: { message: 'hi again' },
       input,
-      session_id: opened.body.data.session_id,
+      session_id: opened.body.data.session_id!,
     });
     expect(res.status).toBe(200);
-    expect(JSON.stringify(res.body.data.execution.content)).toContain('hi again');
+    expect(JSON.stringify(res.body.data.execution!.content)).toContain('hi again');
   });
 });

@@ -8,9 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashSecret } from '../../apps/server/src/features/workspaces/workspaces.service.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
+import { hashSecret } from '../../apps/server/src/shared/crypto.ts';
 import { type ApiResponse, dashboardLogin, keyFor, request, startTestServer, type TestServer } from '../support/server.ts';
 
 let server: TestServer;
@@ -36,7 +36,7 @@ async function freshWorkspace(): Promise<{ key: string; slug: string }> {
 }
 
 const getSettings = (key: string) => server.api('GET', '/settings', { key });
-const patchSettings = (key: string, body: unknown) => server.api('PATCH', '/settings', { key, body });
+const patchSettings = (key: string, body: unknown) => server.api('PATCH', '/settings', { key, body, unchecked: true });
 
 async function setDefaults(key: string, defaults: Record<string, string>) {
   const res = await patchSettings(key, { default_decision: defaults });
@@ -50,7 +50,7 @@ async function createAgents(key: string) {
     ['dev-bot', 'development'],
     ['staging-bot', 'staging'],
     ['prod-bot', 'production'],
-  ]) {
+  ] as const) {
     const res = await server.api('POST', '/agents', { key, body: { name: slug, slug, provider: 'local', environment, risk_level: 'low' } });
     expect(res.status).toBe(201);
   }
@@ -314,7 +314,7 @@ describe('compliance control production-default-block (getComplianceStatus)', ()
   const controlOf = async (key: string) => {
     const res = await server.api('GET', '/compliance/status', { key });
     expect(res.status).toBe(200);
-    return { status: res.body.data, control: res.body.data.controls.find((c: { id: string }) => c.id === 'production-default-block') };
+    return { status: res.body.data, control: res.body.data.controls.find((c: { id: string }) => c.id === 'production-default-block')! };
   };
 
   it('is not applicable without active production agents, fails while production allows by default and passes once it blocks', async () => {

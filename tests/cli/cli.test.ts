@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { START_CAP_MS, waitForServer } from '../support/child-ready.ts';
 import { freshDatabase } from '../support/database.ts';
 import { request, startTestServer, type TestServer } from '../support/server.ts';
 
@@ -110,7 +111,7 @@ interface ServedWarden {
 }
 
 /** Generous: a loaded CI machine starts tsx and PGlite slowly; an idle one needs a few seconds. */
-const SERVER_START_TIMEOUT = 45_000;
+const SERVER_START_TIMEOUT = START_CAP_MS;
 
 /** Spawns the server; `onSpawn` gets it at once, so that it can be stopped even if it never gets ready. */
 async function startServedWarden(onSpawn: (served: ServedWarden) => void): Promise<ServedWarden> {
@@ -134,16 +135,8 @@ async function startServedWarden(onSpawn: (served: ServedWarden) => void): Promi
   });
   const served = { process: child, dataDir, baseUrl, bootstrapKey, log: () => log };
   onSpawn(served);
-  const deadline = Date.now() + SERVER_START_TIMEOUT;
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) {
-      throw new Error(`the server exited (${child.exitCode ?? child.signalCode}):\n${log}`);
-    }
-    const health = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) }).catch(() => undefined);
-    if (health?.status === 200) return served;
-    if (Date.now() > deadline) throw new Error(`the server did not answer GET /health within ${SERVER_START_TIMEOUT / 1000} s:\n${log}`);
-    await new Promise((resolve) => setTimeout(resolve, 150));
-  }
+  await waitForServer(child, { healthUrl: `${baseUrl}/health`, output: () => log });
+  return served;
 }
 
 async function stopServedWarden(child: ChildProcess | undefined): Promise<void> {

@@ -77,7 +77,7 @@ it('npm run typecheck reports the handler that no longer matches after a spec ed
     const cached = typecheck();
     expect(cached.status, cached.output).toBe(0);
 
-    const schemas = join(sandbox, 'spec/components/schemas.yaml');
+    const schemas = join(sandbox, 'spec/components/schemas/agents.yaml');
     const source = readFileSync(schemas, 'utf8');
     const edited = source.replace(
       /^Agent:\n {2}type: object\n {2}additionalProperties: false\n {2}required:\n {4}\[\n/m,

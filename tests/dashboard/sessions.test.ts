@@ -7,8 +7,8 @@
 import { sql } from 'kysely';
 import { Agent, fetch } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_FAILED_LOGINS, MAX_SESSIONS_PER_KEY } from '../../apps/server/src/features/dashboard/sessions.ts';
-import { hashSecret } from '../../apps/server/src/features/workspaces/workspaces.service.ts';
+import { MAX_FAILED_LOGINS, MAX_SESSIONS_PER_KEY } from '../../apps/server/src/features/identity/sessions.service.ts';
+import { hashSecret } from '../../apps/server/src/shared/crypto.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
 
 let server: TestServer;

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { keyFor, useTestServer } from '../support/server.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
@@ -93,7 +93,7 @@ async function waitFor<T>(what: string, check: () => T | undefined | Promise<T |
 }
 
 describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
-  let server: TestServer;
+  const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
   let receiver: Receiver;
   let browser: Browser;
   let context: BrowserContext;
@@ -124,7 +124,6 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
   beforeAll(async () => {
     mkdirSync(SCREENSHOTS, { recursive: true });
     receiver = await startReceiver();
-    server = await startTestServer({ egressAllowlist: ['127.0.0.1/32'] });
     dashboardUrl = server.url.replace('/api/v1', '/dashboard/');
     origin = new URL(server.url).origin;
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
@@ -143,12 +142,11 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
       if (response.status() === 401 && url.pathname === '/dashboard/api/session') return;
       if (response.status() >= 400) problems.push(`HTTP ${response.status()} for ${response.request().method()} ${url.pathname}`);
     });
-    // Starting a server on a fresh database takes ~20 s on a loaded machine; leave room.
+    // Starting Chromium takes a while on a loaded machine; leave room.
   }, 90_000);
 
   afterAll(async () => {
     await browser?.close().catch(() => undefined);
-    await server?.close();
     await receiver?.close();
   });
 

@@ -1,6 +1,6 @@
 /**
  * Property-based requests generated from the spec: for every operation of
- * spec/dist/openapi.json, FUZZ_RUNS (default 1,000) requests drawn by fast-check from the
+ * spec/dist/openapi.json, FUZZ_RUNS (default 100, CI 1,000) requests drawn by fast-check from the
  * operation's own schemas — valid ones (bodies, query parameters, path ids of existing and
  * unknown resources) and invalid ones (wrong types, nulls, missing required fields, extra
  * fields, huge strings, odd unicode, deep nesting, edge numbers, random bytes, wrong content
@@ -16,16 +16,19 @@
  * the server runs without an egress allowlist, so runtime operations are refused (403
  * execution_target_denied) before any byte is sent upstream.
  *
- * FUZZ_RUNS and FUZZ_SEED override the count per operation and the seed (printed). The suite
- * runs a fixed seed so CI is reproducible; `FUZZ_SEED=random` explores a new one (print it,
- * and keep any seed that found something as a fixed case).
+ * The budget is tiered: FUZZ_RUNS is the count per operation, 100 by default (the inner loop),
+ * and .ci/run sets FUZZ_RUNS=1000 for CI (the full budget, about ten times as long); the run's
+ * time cap scales with it (RUN_BUDGET_MS below). FUZZ_SEED overrides the seed (printed). The
+ * suite runs a fixed seed so CI is reproducible; `FUZZ_SEED=random` explores a new one (print
+ * it, and keep any seed that found something as a fixed case).
  */
 import { createServer } from 'node:net';
+import type { AgentCreateWritable, PolicyCreate } from '@warden/contract';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as formatsModule from 'ajv-formats';
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type ApiResponse, useTestServer } from '../support/server.ts';
 import {
   type GenOptions,
   type Hints,
@@ -41,12 +44,13 @@ import {
 } from './support/arbitraries.ts';
 import { listOperations, loadSpec, type Operation, type Schema } from './support/openapi.ts';
 
-const RUNS = Number(process.env.FUZZ_RUNS ?? 1000);
+/** Requests per operation: small for the inner loop, FUZZ_RUNS=1000 in CI (.ci/run). */
+const RUNS = Number(process.env.FUZZ_RUNS ?? 100);
 const SEED = process.env.FUZZ_SEED === 'random' ? Math.floor(Math.random() * 2 ** 31) : Number(process.env.FUZZ_SEED ?? 20261122);
 const CONCURRENCY = 8;
 const BATCHES = 10;
-/** Upper bound on the whole run, so a hang fails the test instead of stalling CI. */
-const RUN_BUDGET_MS = 20 * 60_000;
+/** Upper bound on the whole run, so a hang fails the test instead of stalling CI: 1.2 s a run (20 min for 1,000), at least 5 min. */
+const RUN_BUDGET_MS = Math.max(5 * 60_000, RUNS * 1_200);
 
 const spec = loadSpec();
 const operations = listOperations(spec);
@@ -429,7 +433,8 @@ interface Failure {
 
 const stats = new Map<string, Stats>(operations.map((op) => [op.operationId, { total: 0, valid: 0, invalid: 0, statuses: {}, kinds: {} }]));
 const failures: Failure[] = [];
-let server: TestServer;
+// No egress allowlist: loopback targets are refused before any byte is sent.
+const server = useTestServer({ rateLimitPerMinute: 100_000_000, egressAllowlist: [] });
 let runMs = 0;
 let tried = 0;
 
@@ -551,34 +556,39 @@ async function pool(jobs: (() => Promise<void>)[], deadline: number): Promise<vo
 }
 
 async function fixtures() {
-  const post = async (path: string, body: unknown) => {
-    const res = await server.api('POST', path, { body });
-    if (res.status >= 300) throw new Error(`fixture ${path}: ${res.status} ${JSON.stringify(res.body)}`);
+  const created = <T>(res: ApiResponse<{ data: T }>, what: string): T => {
+    if (res.status >= 300) throw new Error(`fixture ${what}: ${res.status} ${JSON.stringify(res.body)}`);
     return res.body.data;
   };
-  const agents = [
+  const agents: AgentCreateWritable[] = [
     { name: 'Fuzz Bot', provider: 'local', slug: 'fuzz-bot' },
     { name: 'Prod Bot', provider: 'anthropic', slug: 'prod-bot', environment: 'production', risk_level: 'high' },
     { name: 'Keyed Bot', provider: 'openai', slug: 'keyed-bot', api_key: 'fuzz-agent-key-0123456789' },
     { name: 'Tool Bot', provider: 'google', slug: 'tool-bot', allowed_tools: ['echo', 'stripe.*'] },
   ];
-  for (const agent of agents) {
-    const created = await post('/agents', agent);
-    remember('agent', { id: created.id, slug: created.slug });
+  for (const body of agents) {
+    const agent = created(await server.api('POST', '/agents', { body }), body.name);
+    remember('agent', { id: agent.id, slug: agent.slug });
   }
   remember('agentKey', { key: 'fuzz-agent-key-0123456789' });
-  const policies = [
+  const policies: PolicyCreate[] = [
     { name: 'refunds need approval', rules: [{ match: { action: ['refund.*'] }, effect: 'require_approval', severity: 'high' }] },
     { name: 'big amounts blocked', rules: [{ match: { action: ['payments.*'] }, condition: 'context.amount > 1000', effect: 'block' }] },
     { name: 'proxy only', mode: 'monitor', rules: [{ match: { action: ['http.*'] }, effect: 'allow', require_execution_proxy: true }] },
   ];
-  for (const policy of policies) {
-    const created = await post('/policies', policy);
-    remember('policy', { id: created.id, name: created.name });
+  for (const body of policies) {
+    const policy = created(await server.api('POST', '/policies', { body }), body.name);
+    remember('policy', { id: policy.id, name: policy.name });
   }
-  for (const title of ['first approval', 'second approval'])
-    remember('approval', { id: (await post('/approvals', { title, agent: 'fuzz-bot', action: 'refund.create' })).id });
-  const mcp = await post('/mcp-servers', { name: 'Fuzz MCP', slug: 'fuzz-mcp', transport_url: `http://127.0.0.1:${closedPort}/mcp` });
+  for (const title of ['first approval', 'second approval']) {
+    const approval = created(
+      await server.api('POST', '/approvals', { body: { title, agent: 'fuzz-bot', action: 'refund.create' } }),
+      title,
+    );
+    remember('approval', { id: approval.id });
+  }
+  const body = { name: 'Fuzz MCP', slug: 'fuzz-mcp', transport_url: `http://127.0.0.1:${closedPort}/mcp` };
+  const mcp = created(await server.api('POST', '/mcp-servers', { body }), body.name);
   remember('mcp', { id: mcp.id, slug: mcp.slug });
 }
 
@@ -592,8 +602,6 @@ async function freePortThenClose(): Promise<number> {
 
 beforeAll(async () => {
   closedPort = await freePortThenClose();
-  // No egress allowlist: loopback targets are refused before any byte is sent.
-  server = await startTestServer({ rateLimitPerMinute: 100_000_000, egressAllowlist: [] });
   await fixtures();
   const arbitraries = new Map(operations.map((op) => [op.operationId, requestArb(op)]));
   const started = performance.now();
@@ -644,10 +652,6 @@ beforeAll(async () => {
     );
   }
 }, RUN_BUDGET_MS + 120_000);
-
-afterAll(async () => {
-  await server?.close();
-});
 
 describe(`generated requests from spec/dist/openapi.json (${RUNS} per operation)`, () => {
   it.each(operations.map((op) => [op.operationId, op] as const))(

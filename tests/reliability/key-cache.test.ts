@@ -8,9 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { hashSecret } from '../../apps/server/src/features/workspaces/workspaces.service.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
+import { hashSecret } from '../../apps/server/src/shared/crypto.ts';
 import { keyFor, request, startTestServer, type TestServer } from '../support/server.ts';
 
 let server: TestServer;

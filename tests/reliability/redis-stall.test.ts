@@ -6,13 +6,13 @@
  */
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { useTestServer } from '../support/server.ts';
 
 const QUOTA = 5;
 let proxy: Server;
 let frozen = false;
 const sockets: Socket[] = [];
-let server: TestServer;
+let port = 0;
 
 beforeAll(async () => {
   proxy = createServer((client) => {
@@ -31,15 +31,18 @@ beforeAll(async () => {
     upstream.on('close', () => client.destroy());
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  const { port } = proxy.address() as { port: number };
-  server = await startTestServer({ redisUrl: `redis://127.0.0.1:${port}`, rateLimitPerMinute: QUOTA });
+  port = (proxy.address() as { port: number }).port;
 });
-
 afterAll(async () => {
-  frozen = false; // so that closing the server's Redis connection is answered
-  await server?.close();
+  // after the server's close (hooks after the tests run last-registered first)
   for (const socket of sockets) socket.destroy();
   await new Promise<void>((resolve) => proxy?.close(() => resolve()));
+});
+
+const server = useTestServer(() => ({ redisUrl: `redis://127.0.0.1:${port}`, rateLimitPerMinute: QUOTA }));
+
+afterAll(() => {
+  frozen = false; // before the server's close, so that closing its Redis connection is answered
 });
 
 describe('rate limiting when Redis stops answering', () => {

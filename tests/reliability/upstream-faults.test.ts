@@ -14,7 +14,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { useTestServer } from '../support/server.ts';
 import { type FaultyUpstream, startHangingUpstream, startResettingUpstream } from './support/faulty-upstreams.ts';
 
 const TIMEOUT_MS = 500;
@@ -34,7 +34,7 @@ const QUIET_MS = 8_000;
 setFlagsFromString('--expose-gc');
 const gc: () => void = (globalThis as { gc?: () => void }).gc ?? runInNewContext('gc');
 
-let server: TestServer;
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'], rateLimitPerMinute: 10_000_000 });
 let hanging: FaultyUpstream;
 let resetting: FaultyUpstream;
 let mcpHanging: FaultyUpstream;
@@ -78,7 +78,6 @@ beforeAll(async () => {
     startHangingUpstream('/mcp'),
     startResettingUpstream('/mcp'),
   ]);
-  server = await startTestServer({ egressAllowlist: ['127.0.0.1/32'], rateLimitPerMinute: 10_000_000 });
   expect((await server.api('POST', '/agents', { body: { name: 'Fault Bot', provider: 'local', slug: 'fault-bot' } })).status).toBe(201);
   for (const [slug, upstream, transport] of [
     ['hang-mcp', mcpHanging, 'streamable_http'],
@@ -91,7 +90,6 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  await server?.close();
   await Promise.all([hanging, resetting, mcpHanging, mcpResetting].map((u) => u?.close()));
 });
 

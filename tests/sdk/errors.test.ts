@@ -6,18 +6,14 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWarden, isWardenError, type Warden, WardenError } from '../../packages/sdk/src/index.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { useTestServer } from '../support/server.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-let server: TestServer;
+const server = useTestServer();
 let warden: Warden;
-beforeAll(async () => {
-  server = await startTestServer();
+beforeAll(() => {
   warden = createWarden({ apiKey: server.key, baseUrl: server.url });
-});
-afterAll(async () => {
-  await server?.close();
 });
 
 /** The error a call rejects with (fails the test when it resolves). */

@@ -2,26 +2,22 @@
  * Every resource method of the SDK against a real server: the right operation is called, the
  * answer's `data` comes back unwrapped, lists page, and iterators walk every page.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { createWarden, operations, type Warden } from '../../packages/sdk/src/index.ts';
-import { startTestMcpServer, type TestMcpServer } from '../support/mcp-server.ts';
-import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { useFixture } from '../support/fixture.ts';
+import { startTestMcpServer } from '../support/mcp-server.ts';
+import { keyFor, useTestServer } from '../support/server.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const AGENT_KEY = 'sdk-agent-key-0123456789abcdef';
 
-let server: TestServer;
-let mcp: TestMcpServer;
+// Loopback allow-listed: the MCP upstream below listens on 127.0.0.1.
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32', '::1/128'] });
+const mcp = useFixture(startTestMcpServer, (m) => m.close(), 'the test MCP server');
 let warden: Warden;
 
-beforeAll(async () => {
-  // Loopback allow-listed: the MCP upstream below listens on 127.0.0.1.
-  [server, mcp] = await Promise.all([startTestServer({ egressAllowlist: ['127.0.0.1/32', '::1/128'] }), startTestMcpServer()]);
+beforeAll(() => {
   warden = createWarden({ apiKey: server.key, baseUrl: server.url });
-});
-afterAll(async () => {
-  await mcp?.close();
-  await server?.close();
 });
 
 describe('warden.health (getHealth)', () => {

@@ -7,7 +7,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createWarden, WardenError } from '../../packages/sdk/src/index.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { useTestServer } from '../support/server.ts';
 
 type Script = (req: IncomingMessage, res: ServerResponse, n: number) => void;
 
@@ -171,13 +171,7 @@ describe('retry of a POST that never reached the server', () => {
 });
 
 describe('against the real server’s rate limit', () => {
-  let server: TestServer;
-  beforeAll(async () => {
-    server = await startTestServer({ rateLimitPerMinute: 3 });
-  });
-  afterAll(async () => {
-    await server?.close();
-  });
+  const server = useTestServer({ rateLimitPerMinute: 3 });
 
   it('a 429 from Warden carries rate_limited, Retry-After and the X-RateLimit headers', async () => {
     // Retry-After here is up to a minute: above a 5 s maxRetryAfterMs, so the SDK gives up at once.

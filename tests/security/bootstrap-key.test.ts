@@ -7,23 +7,19 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { startServer } from '../../apps/server/src/server.ts';
 import { childEnv, freePort, ROOT } from '../reliability/support/child-server.ts';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { useTestServer } from '../support/server.ts';
 
 /** tsx's loader in the node process itself (no wrapper process), so that a kill reaches the server. */
 const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
 
-let server: TestServer;
+const server = useTestServer();
 const scratch = mkdtempSync(join(tmpdir(), 'warden-bootstrap-'));
-beforeAll(async () => {
-  server = await startTestServer();
-});
-afterAll(async () => {
-  await server?.close();
+afterAll(() => {
   rmSync(scratch, { recursive: true, force: true });
 });
 

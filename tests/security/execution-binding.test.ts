@@ -7,21 +7,22 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { EvaluationInput, EvaluationRequest, ExecutionRequest, HttpExecution, McpCallRequest, PolicyRule } from '@warden/contract';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestMcpServer, type TestMcpServer } from '../support/mcp-server.ts';
-import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { keyFor, useTestServer } from '../support/server.ts';
 
 const ALL =
   'agents:read,agents:write,policies:read,policies:write,approvals:read,approvals:write,approvals:decide,audit:read,runtime:evaluate,runtime:execute,mcp_servers:write';
 
-let server: TestServer;
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
 let mcp: TestMcpServer;
 let upstream: Server;
 let origin: string;
 const received: Array<{ method: string; url: string; body: string }> = [];
 
 beforeAll(async () => {
-  [server, mcp] = await Promise.all([startTestServer({ egressAllowlist: ['127.0.0.1/32'] }), startTestMcpServer()]);
+  mcp = await startTestMcpServer();
   upstream = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -35,30 +36,37 @@ beforeAll(async () => {
 afterAll(async () => {
   upstream?.closeAllConnections();
   await new Promise<void>((resolve) => (upstream ? upstream.close(() => resolve()) : resolve()));
-  await Promise.all([server?.close(), mcp?.close()]);
+  await mcp?.close();
 });
 
 /** A workspace of its own with agent `bot`, MCP server `tools` and the given policy rules. */
-async function workspace(rules: unknown[]): Promise<string> {
+async function workspace(rules: PolicyRule[]): Promise<string> {
   const slug = `w${randomUUID().slice(0, 8)}`;
   const key = await keyFor(server, ALL, slug);
-  const api = (method: string, path: string, body: unknown) => server.api(method, path, { key, body });
-  expect((await api('POST', '/agents', { name: 'bot', slug: 'bot', provider: 'local' })).status).toBe(201);
-  expect((await api('POST', '/mcp-servers', { name: 'tools', slug: 'tools', transport_url: mcp.url })).status).toBe(201);
-  if (rules.length) expect((await api('POST', '/policies', { name: 'guard', enabled: true, rules })).status).toBe(201);
+  expect((await server.api('POST', '/agents', { key, body: { name: 'bot', slug: 'bot', provider: 'local' } })).status).toBe(201);
+  expect((await server.api('POST', '/mcp-servers', { key, body: { name: 'tools', slug: 'tools', transport_url: mcp.url } })).status).toBe(
+    201,
+  );
+  if (rules.length)
+    expect((await server.api('POST', '/policies', { key, body: { name: 'guard', enabled: true, rules } })).status).toBe(201);
   return key;
 }
 
-const execute = (key: string, body: unknown) => server.api('POST', '/runtime/execute', { key, body });
-const evaluate = (key: string, body: unknown) => server.api('POST', '/policy/evaluate', { key, body });
-const mcpCall = (key: string, body: unknown) => server.api('POST', '/runtime/mcp/call', { key, body });
-const approve = (key: string, id: string) =>
+const execute = (key: string, body: ExecutionRequest) => server.api('POST', '/runtime/execute', { key, body });
+const evaluate = (key: string, body: EvaluationRequest) => server.api('POST', '/policy/evaluate', { key, body });
+const mcpCall = (key: string, body: McpCallRequest) => server.api('POST', '/runtime/mcp/call', { key, body });
+const approve = (key: string, id: string | null) =>
   server.api('PATCH', `/approvals/${id}`, { key, body: { status: 'approved' } }).then((res) => expect(res.status).toBe(200));
 
+/**
+ * The workspace's audit events of decisions and executions (its configuration changes, such as
+ * the key's and the agent's creation, aside); `any`, since `context` (read deep below) is
+ * free-form in the contract.
+ */
 async function auditEvents(key: string): Promise<any[]> {
   const res = await server.api('GET', '/audit-logs?limit=100', { key });
   expect(res.status).toBe(200);
-  return res.body.data;
+  return res.body.data.filter((event) => event.source !== 'configuration');
 }
 
 describe('POST /runtime/execute (executeRuntime) decides on what runs', () => {
@@ -209,14 +217,14 @@ describe('audit events of governed executions record what ran', () => {
 });
 
 describe('an approval authorises one exact act', () => {
-  const refundRule = { id: 'refunds', match: { action: ['refund.create'] }, effect: 'require_approval' };
+  const refundRule: PolicyRule = { id: 'refunds', match: { action: ['refund.create'] }, effect: 'require_approval' };
 
   it('refuses an approval for amount 150 when the context says 9999999 (POST /policy/evaluate)', async () => {
     const key = await workspace([refundRule]);
     const input = { action: 'refund.create', agent: 'bot', resource: 'orders/1', context: { amount: 150 } };
     const asked = await evaluate(key, { input });
     expect(asked.body.data.result).toBe('approval_required');
-    const id = asked.body.data.approval_id;
+    const id = asked.body.data.approval_id!;
     await approve(key, id);
     const inflated = await evaluate(key, { input: { ...input, context: { amount: 9999999 } }, approval_id: id });
     expect(inflated.status).toBe(400);
@@ -227,12 +235,12 @@ describe('an approval authorises one exact act', () => {
 
   it('refuses an approval for GET /harmless on DELETE /admin/delete-all, and the approver saw the GET', async () => {
     const key = await workspace([{ match: { action: ['http.*'] }, effect: 'require_approval' }]);
-    const harmless = {
+    const harmless: { input: EvaluationInput; execution: HttpExecution } = {
       input: { action: 'http.call', agent: 'bot', resource: 'api' },
       execution: { mode: 'http_proxy', method: 'GET', url: `${origin}/harmless` },
     };
     const asked = await execute(key, harmless);
-    const id = asked.body.data.decision.approval_id;
+    const id = asked.body.data.decision.approval_id!;
     const shown = await server.api('GET', `/approvals/${id}`, { key });
     expect(shown.body.data.execution).toMatchObject({ mode: 'http_proxy', method: 'GET', url: `${origin}/harmless`, body: null });
     await approve(key, id);
@@ -254,9 +262,9 @@ describe('an approval authorises one exact act', () => {
 
   it('refuses an approval for tool echo on delete_everything or other arguments, and shows the approver the arguments', async () => {
     const key = await workspace([{ match: { action: ['mcp.call'] }, effect: 'require_approval' }]);
-    const echo = { server: 'tools', tool: 'echo', arguments: { text: 'hello' }, input: { agent: 'bot' } };
+    const echo: McpCallRequest = { server: 'tools', tool: 'echo', arguments: { text: 'hello' }, input: { agent: 'bot' } };
     const asked = await mcpCall(key, echo);
-    const id = asked.body.data.decision.approval_id;
+    const id = asked.body.data.decision!.approval_id!;
     const shown = await server.api('GET', `/approvals/${id}`, { key });
     expect(shown.body.data).toMatchObject({
       tool: 'echo',
@@ -286,7 +294,7 @@ describe('an approval authorises one exact act', () => {
   it('refuses an approval asked by POST /policy/evaluate for a proxied execution of the same input', async () => {
     const key = await workspace([{ match: { action: ['http.*'] }, effect: 'require_approval' }]);
     const input = { action: 'http.call', agent: 'bot', resource: `${origin}/harmless` };
-    const id = (await evaluate(key, { input })).body.data.approval_id;
+    const id = (await evaluate(key, { input })).body.data.approval_id!;
     await approve(key, id);
     const res = await execute(key, { input, execution: { mode: 'http_proxy', method: 'GET', url: `${origin}/harmless` }, approval_id: id });
     expect(res.body.error.code).toBe('approval_invalid');
@@ -295,7 +303,12 @@ describe('an approval authorises one exact act', () => {
   it('lets a POST /approvals approval that pins input and execution allow exactly that execution', async () => {
     const key = await workspace([{ match: { action: ['http.*'] }, effect: 'require_approval' }]);
     const input = { action: 'http.call', agent: 'bot' };
-    const execution = { mode: 'http_proxy', method: 'POST', url: `${origin}/refund`, body: { amount: 150, password: 'hunter2' } };
+    const execution: HttpExecution = {
+      mode: 'http_proxy',
+      method: 'POST',
+      url: `${origin}/refund`,
+      body: { amount: 150, password: 'hunter2' },
+    };
     const created = await server.api('POST', '/approvals', { key, body: { title: 'Refund 150', input, execution } });
     expect(created.status).toBe(201);
     expect(created.body.data.execution).toMatchObject({ method: 'POST', body: { amount: 150, password: '[redacted]' } });

@@ -8,31 +8,24 @@ import { expect } from 'vitest';
 import type { Config } from '../../apps/server/src/config.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
+import { type ApiResponse, type DashboardRoute, type RequestOptions, type TypedApi, type V1Route, withQuery } from './api.ts';
 import { freshDatabase } from './database.ts';
+import { useFixture } from './fixture.ts';
+
+export type { ApiResponse, RequestOptions } from './api.ts';
 
 export interface TestServer extends RunningServer {
   /** A key of workspace `default` with every permission. */
   key: string;
-  /** Calls the API with the bootstrap key unless another key (or null for none) is given. */
-  api: (method: string, path: string, options?: RequestOptions) => Promise<ApiResponse>;
+  /** http://127.0.0.1:port, where /dashboard and /mcp live (`url` ends in /api/v1). */
+  origin: string;
+  /**
+   * Calls the API (/api/v1) with the bootstrap key unless another key (or null for none) is
+   * given; typed by the contract (see api.ts), or `unchecked: true`.
+   */
+  api: TypedApi<V1Route>;
   /** Runs `warden` admin commands in-process against this server's database. */
   admin: (command: string, args: Record<string, string | undefined>) => Promise<any>;
-}
-
-export interface RequestOptions {
-  body?: unknown;
-  key?: string | null;
-  headers?: Record<string, string>;
-  /** A raw body, sent as is (with its own content type in headers). */
-  raw?: string;
-  /** Abort the call after this long (for servers a test kills or stops). */
-  timeoutMs?: number;
-}
-
-export interface ApiResponse {
-  status: number;
-  body: any;
-  headers: Headers;
 }
 
 export async function startTestServer(overrides: Partial<Config> = {}): Promise<TestServer> {
@@ -60,13 +53,35 @@ export async function startTestServer(overrides: Partial<Config> = {}): Promise<
   return {
     ...server,
     key,
-    api: (method, path, options = {}) => request(server.url, key, method, path, options),
+    origin: new URL(server.url).origin,
+    api: ((method: string, path: string, options: RequestOptions = {}) =>
+      request(server.url, key, method, path, options)) as TypedApi<V1Route>,
     admin: (command, args) => runAdminCommand({ database: server.database, webhooks: server.webhooks }, command, args),
     close: async () => {
       await server.close();
       await pgdb?.drop();
     },
   };
+}
+
+/**
+ * The preamble of a test file (or of a describe block) that needs a server: starts one before
+ * its tests (`beforeAll`) and closes it after them (`afterAll`). The handle it answers at once
+ * stands for that server while it runs, so tests use it as they would the server itself:
+ *
+ *   const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
+ *   it('…', async () => { await server.api('GET', '/agents'); });
+ *
+ * `overrides` may be a function, called in the `beforeAll`, when the configuration depends on
+ * something that an earlier `beforeAll` starts (a receiver's port, a proxy). Reading the handle
+ * outside the tests and hooks (at collection time, or after `afterAll`) throws. See fixture.ts.
+ */
+export function useTestServer(overrides: Partial<Config> | (() => Partial<Config> | Promise<Partial<Config>>) = {}): TestServer {
+  return useFixture(
+    async () => startTestServer(typeof overrides === 'function' ? await overrides() : overrides),
+    (server) => server.close(),
+    'useTestServer()',
+  );
 }
 
 export async function request(
@@ -86,7 +101,7 @@ export async function request(
     headers['content-type'] ??= 'application/json';
   }
   const signal = options.timeoutMs === undefined ? undefined : AbortSignal.timeout(options.timeoutMs);
-  const res = await fetch(`${baseUrl}${path}`, { method, headers, body, signal });
+  const res = await fetch(`${baseUrl}${withQuery(path, options.query)}`, { method, headers, body, signal });
   const text = await res.text();
   let parsed: unknown = text;
   try {
@@ -99,6 +114,13 @@ export async function request(
 
 /** A dashboard session (cookie and CSRF token) logged in with an API key. */
 export interface DashboardSession {
+  /** `warden_session=…`, as a Cookie header carries it. */
+  cookie: string;
+  /** The session's CSRF token (X-CSRF-Token). */
+  csrf: string;
+  /** Calls /dashboard/api with the session's cookie and CSRF token; typed by the dashboard contract (see api.ts). */
+  api: TypedApi<DashboardRoute>;
+  /** Untyped: `api(method, path, { body, unchecked: true })` says the same and is explicit about it. */
   call: (method: string, path: string, body?: unknown) => Promise<ApiResponse>;
 }
 
@@ -116,14 +138,24 @@ export async function dashboardLogin(origin: string, apiKey: string): Promise<Da
     .find((c) => c.startsWith('warden_session='));
   expect(cookie).toBeDefined();
   const csrf = ((await res.json()) as { data: { csrf_token: string } }).data.csrf_token;
+  const call = (method: string, path: string, options: RequestOptions = {}) =>
+    request(`${origin}/dashboard/api`, '', method, path, {
+      ...options,
+      key: null,
+      headers: { cookie: cookie as string, 'x-csrf-token': csrf, ...options.headers },
+    });
   return {
-    call: (method, path, body) =>
-      request(`${origin}/dashboard/api`, '', method, path, {
-        key: null,
-        body,
-        headers: { cookie: cookie as string, 'x-csrf-token': csrf },
-      }),
+    cookie: cookie as string,
+    csrf,
+    api: call as TypedApi<DashboardRoute>,
+    call: (method, path, body) => call(method, path, { body }),
   };
+}
+
+/** `server.api` with another key by default (a call may still give its own `key`). */
+export function withKey(server: TestServer, key: string): TypedApi<V1Route> {
+  return ((method: string, path: string, options: RequestOptions = {}) =>
+    server.api(method, path, { key, ...options, unchecked: true })) as TypedApi<V1Route>;
 }
 
 /** A key of a (new) workspace with the given permissions. */

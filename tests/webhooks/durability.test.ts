@@ -21,7 +21,9 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, describe, expect, it } from 'vitest';
-import { type ApiResponse, type DashboardSession, dashboardLogin, request } from '../support/server.ts';
+import type { TypedApi, V1Route } from '../support/api.ts';
+import { START_CAP_MS, waitForServer } from '../support/child-ready.ts';
+import { type DashboardSession, dashboardLogin, type RequestOptions, request } from '../support/server.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
@@ -32,7 +34,8 @@ const BOOTSTRAP_KEY = `wk_durable_${randomBytes(24).toString('base64url')}`;
 const TIMEOUT_MS = 2_000;
 /** The lease of a claimed delivery (timeout + 15 s) plus slack: how long a dead process can hold one. */
 const REDELIVERY_BOUND_MS = 30_000;
-const STARTUP_BOUND_MS = 60_000;
+/** The cap on a start: the wait ends when the server logs that it listens, or exits (tests/support/child-ready.ts). */
+const STARTUP_BOUND_MS = START_CAP_MS;
 
 /** Measured durations, printed at the end (the report quotes them). */
 const timings: Record<string, number> = {};
@@ -130,7 +133,8 @@ async function freshTarget(label: string): Promise<Target> {
 interface Warden {
   child: ChildProcess;
   origin: string;
-  api: (method: string, path: string, body?: unknown) => Promise<ApiResponse>;
+  /** The API with the bootstrap key, typed by the contract (tests/support/api.ts). */
+  api: TypedApi<V1Route>;
   log: () => string;
 }
 
@@ -162,22 +166,17 @@ async function startWarden(target: Target, extraEnv: Record<string, string> = {}
     log += chunk;
   });
   const origin = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + STARTUP_BOUND_MS;
-  for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(`the server exited (${child.exitCode ?? child.signalCode}):\n${log}`);
-    const health = await fetch(`${origin}/api/v1/health`).catch(() => undefined);
-    if (health?.status === 200) break;
-    if (Date.now() > deadline) {
-      await kill(child);
-      throw new Error(`the server did not answer GET /health within ${STARTUP_BOUND_MS / 1000} s:\n${log}`);
-    }
-    await sleep(100);
+  try {
+    await waitForServer(child, { healthUrl: `${origin}/api/v1/health`, output: () => log, capMs: STARTUP_BOUND_MS });
+  } catch (error) {
+    await kill(child);
+    throw error;
   }
   return {
     child,
     origin,
-    api: (method, path, body) => request(`${origin}/api/v1`, BOOTSTRAP_KEY, method, path, { body }),
+    api: ((method: string, path: string, options: RequestOptions = {}) =>
+      request(`${origin}/api/v1`, BOOTSTRAP_KEY, method, path, options)) as TypedApi<V1Route>,
     log: () => log,
   };
 }
@@ -185,7 +184,7 @@ async function startWarden(target: Target, extraEnv: Record<string, string> = {}
 const login = (warden: Warden): Promise<DashboardSession> => dashboardLogin(warden.origin, BOOTSTRAP_KEY);
 
 async function addEndpoint(session: DashboardSession, url: string): Promise<{ id: string; secret: string }> {
-  const res = await session.call('POST', '/webhooks', { url, events: ['agent.created'] });
+  const res = await session.api('POST', '/webhooks', { body: { url, events: ['agent.created'] } });
   expect(res.status, JSON.stringify(res.body)).toBe(201);
   return { id: res.body.data.endpoint.id, secret: res.body.data.secret };
 }
@@ -298,7 +297,7 @@ describe.concurrent(`a server killed with SIGKILL, restarted on the same data ($
       receiver.holding = true;
       const first = await startWarden(target);
       const endpoint = await addEndpoint(await login(first), receiver.url);
-      const agent = (await first.api('POST', '/agents', { name: 'In flight', provider: 'local' })).body.data;
+      const agent = (await first.api('POST', '/agents', { body: { name: 'In flight', provider: 'local' } })).body.data;
       expect(agent.id).toBeDefined();
 
       const interrupted = await until('the first attempt at the receiver', () => receiver.received[0], 15_000);
@@ -329,7 +328,7 @@ describe.concurrent(`a server killed with SIGKILL, restarted on the same data ($
       const delivery = await until(
         'the delivery recorded as succeeded',
         async () => {
-          const res = await session.call('GET', `/webhooks/${endpoint.id}/deliveries`);
+          const res = await session.api('GET', `/webhooks/${endpoint.id}/deliveries`);
           return res.body.data?.find((d: { status: string }) => d.status === 'succeeded');
         },
         10_000,
@@ -353,7 +352,7 @@ describe.concurrent(`a server killed with SIGKILL, restarted on the same data ($
 
       const created = await Promise.all(
         Array.from({ length: 20 }, async (_, i) => {
-          const res = await first.api('POST', '/agents', { name: `Committed ${i}`, provider: 'local' });
+          const res = await first.api('POST', '/agents', { body: { name: `Committed ${i}`, provider: 'local' } });
           expect(res.status).toBe(201);
           return res.body.data.id as string;
         }),
@@ -410,7 +409,7 @@ describe.skipIf(!BASE_DATABASE_URL)(
         const startedAt = Date.now();
         const created = await Promise.all(
           Array.from({ length: 30 }, async (_, i) => {
-            const res = await (i % 2 ? two : one).api('POST', '/agents', { name: `Shared ${i}`, provider: 'local' });
+            const res = await (i % 2 ? two : one).api('POST', '/agents', { body: { name: `Shared ${i}`, provider: 'local' } });
             expect(res.status).toBe(201);
             return res.body.data.id as string;
           }),

@@ -4,16 +4,10 @@
  * events of a busy workspace would reach webhooks later and later (a fixed 200 a second).
  */
 import { sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestServer, type TestServer } from '../support/server.ts';
+import { describe, expect, it } from 'vitest';
+import { useTestServer } from '../support/server.ts';
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer({ webhookPollMs: 1_000 });
-});
-afterAll(async () => {
-  await server?.close();
-});
+const server = useTestServer({ webhookPollMs: 1_000 });
 
 const undispatched = async () =>
   Number(

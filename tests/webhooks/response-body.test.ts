@@ -6,16 +6,14 @@
  */
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dashboardLogin, startTestServer, type TestServer } from '../support/server.ts';
+import type { dashboard } from '@warden/contract';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dashboardLogin, useTestServer } from '../support/server.ts';
 
 const BODY_BYTES = 100 * 1024 * 1024;
 const CHUNK = Buffer.alloc(64 * 1024, 'x');
 
-let server: TestServer;
-beforeAll(async () => {
-  server = await startTestServer({ egressAllowlist: ['127.0.0.1/32'], webhookTimeoutMs: 10_000 });
-});
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'], webhookTimeoutMs: 10_000 });
 
 interface Streamed {
   written: number;
@@ -55,7 +53,6 @@ const receiver = createServer((req, res: ServerResponse) => {
 });
 
 afterAll(async () => {
-  await server?.close();
   receiver.closeAllConnections();
   await new Promise((resolve) => receiver.close(resolve));
 });
@@ -65,14 +62,14 @@ describe('webhook delivery: the receiver’s answer', () => {
     await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
     const { id } = await server.admin('webhooks.create', { workspace: 'default', url, events: 'agent.created' });
-    const dash = await dashboardLogin(new URL(server.url).origin, server.key);
+    const dash = await dashboardLogin(server.origin, server.key);
     const rssBefore = process.memoryUsage().rss;
     expect((await server.api('POST', '/agents', { body: { name: 'Big answer', provider: 'local' } })).status).toBe(201);
 
-    let delivery: any;
+    let delivery: dashboard.WebhookDelivery | undefined;
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
-      const res = await dash.call('GET', `/webhooks/${id}/deliveries`);
+      const res = await dash.api('GET', `/webhooks/${id}/deliveries`);
       delivery = res.body.data[0];
       if (delivery && delivery.status !== 'pending') break;
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -80,12 +77,13 @@ describe('webhook delivery: the receiver’s answer', () => {
     const rssGrowth = process.memoryUsage().rss - rssBefore;
     console.log(`receiver wrote ${streams[0]?.written} of ${BODY_BYTES} bytes; RSS grew ${(rssGrowth / 1e6).toFixed(1)} MB`);
     expect(delivery).toMatchObject({ status: 'succeeded', response_status: 200 });
-    expect(delivery.response_body).toBe('x'.repeat(1024));
+    expect(delivery?.response_body).toBe('x'.repeat(1024));
     // The receiver sees its connection closed long before it could write the whole body.
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(streams).toHaveLength(1);
     expect(streams[0]?.finished).toBe(false);
-    expect(streams[0]?.written).toBeLessThan(BODY_BYTES / 4);
-    expect(rssGrowth).toBeLessThan(BODY_BYTES / 2);
+    // What the receiver managed to write bounds what the server could have buffered. The test
+    // process's RSS is only logged: it also holds the server, the database driver and GC noise.
+    expect(streams[0]?.written).toBeLessThan(16 * 1024 * 1024);
   }, 30_000);
 });

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { waitForServer } from '../../support/child-ready.ts';
 
 export const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
@@ -62,6 +63,7 @@ export function childEnv(extra: Record<string, string | undefined>): NodeJS.Proc
 export async function startChildServer(options: {
   env: Record<string, string | undefined>;
   port?: number;
+  /** The cap on the start (START_CAP_MS of tests/support/child-ready.ts, 120 s, unless given): the wait ends as soon as the server logs that it listens, or exits. */
   readyTimeoutMs?: number;
   nodeArgs?: string[];
 }): Promise<ChildServer> {
@@ -108,19 +110,13 @@ export async function startChildServer(options: {
       clearTimeout(timer);
     },
   };
-  const deadline = Date.now() + (options.readyTimeoutMs ?? 90_000);
-  while (Date.now() < deadline) {
-    if (status) throw new Error(`the server exited while starting (${JSON.stringify(status)}):\n${output.slice(-3000)}`);
-    try {
-      const res = await fetch(`${server.url}/health`, { signal: AbortSignal.timeout(2_000) });
-      if (res.status === 200) return server;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 250));
+  try {
+    await waitForServer(child, { healthUrl: `${server.url}/health`, output: () => output, capMs: options.readyTimeoutMs });
+  } catch (error) {
+    signal('SIGKILL');
+    throw error;
   }
-  signal('SIGKILL');
-  throw new Error(`the server did not answer /health within the start bound:\n${output.slice(-3000)}`);
+  return server;
 }
 
 /** A workspace API key in the bootstrap format. */
