@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, Options as Options2, TDataShape } from './client/index.js';
-import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
+import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -112,6 +112,62 @@ export const createPolicy = <ThrowOnError extends boolean = false>(options: Opti
 });
 
 /**
+ * What-if replay of a draft policy set
+ *
+ * Re-decides the workspace's most recent recorded decisions (`limit`, newest first, default
+ * 1,000, at most 100,000) with the draft `policies` in place of the workspace's current ones
+ * (its default decisions per environment stay), on the same engine as `/policy/evaluate`,
+ * and answers how many would change, grouped by the draft rule that decides them and by
+ * `from` → `to` result. Nothing is saved or recorded. Draft policies are checked as in
+ * `createPolicy` (400 `invalid_policy`). Needs `audit:read`: the answer names recorded acts.
+ *
+ * A decision is replayed from its audit event: agent (as registered now; a deleted agent
+ * keeps only its slug and environment), action, resource, tool, environment, `input.context`
+ * and the execution as audited. The audit keeps no HTTP body, headers or MCP arguments
+ * (only their SHA-256) and redacts secrets in URLs, so a condition on those sees what was
+ * audited and may decide differently than it did live; such decisions are counted in
+ * `approximate`. A decision that was allowed by an approval counts as `approval_required`.
+ * Only decision events are replayed (not execution outcomes, configuration changes or
+ * `POST /audit` records).
+ *
+ * Replays never hold up other requests: on PostgreSQL they run in a thread of their own.
+ * Each server process replays one at a time, in arrival order, and a workspace has at most
+ * one replay running or waiting: another request for it while one is under way is refused
+ * with 429 `rate_limited` (`Retry-After: 1`), and so is a replay that would wait behind 16
+ * others (`Retry-After: 2`); `duration_ms` includes the wait. Each distinct act (agent,
+ * action, resource, tool, environment, context and execution) is decided once and counted
+ * for every recorded decision that repeats it.
+ *
+ */
+export const simulatePolicies = <ThrowOnError extends boolean = false>(options: Options<SimulatePoliciesData, ThrowOnError>) => (options.client ?? client).post<SimulatePoliciesResponses, SimulatePoliciesErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/policies/simulate',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete a policy
+ *
+ * Removes the policy and its rules. Like a PATCH it takes effect for the next evaluation in
+ * every server process (the workspace's policy version is bumped in the same transaction).
+ * Fires `policy.updated` with `change: deleted` and the policy as it was, and is recorded in
+ * the audit log as a configuration change (`policy.deleted`, severity `medium`). Audit events
+ * and approvals that name the policy keep its name. Answers `{data: {id, deleted: true}}`
+ * with the policy's id, as every DELETE does. An unknown policy, or one of another workspace,
+ * is 404 `not_found`.
+ *
+ */
+export const deletePolicy = <ThrowOnError extends boolean = false>(options: Options<DeletePolicyData, ThrowOnError>) => (options.client ?? client).delete<DeletePolicyResponses, DeletePolicyErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/policies/{id}',
+    ...options
+});
+
+/**
  * Get a policy by id or name
  */
 export const getPolicy = <ThrowOnError extends boolean = false>(options: Options<GetPolicyData, ThrowOnError>) => (options.client ?? client).get<GetPolicyResponses, GetPolicyErrors, ThrowOnError>({
@@ -152,7 +208,7 @@ export const listApprovals = <ThrowOnError extends boolean = false>(options?: Op
 /**
  * Ask for an approval
  *
- * Creates a `pending` approval. `agent` must name an agent of the workspace (403 `agent_not_found`), `policy` a policy (404 `not_found`).
+ * Creates a `pending` approval and fires `approval.requested`. `agent` must name an agent of the workspace (403 `agent_not_found`), `policy` a policy (404 `not_found`).
  */
 export const createApproval = <ThrowOnError extends boolean = false>(options: Options<CreateApprovalData, ThrowOnError>) => (options.client ?? client).post<CreateApprovalResponses, CreateApprovalErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
@@ -178,7 +234,7 @@ export const listApprovalRequests = <ThrowOnError extends boolean = false>(optio
 /**
  * Ask for an approval (alias of /approvals)
  *
- * Creates a `pending` approval. `agent` must name an agent of the workspace (403 `agent_not_found`), `policy` a policy (404 `not_found`).
+ * Creates a `pending` approval and fires `approval.requested`. `agent` must name an agent of the workspace (403 `agent_not_found`), `policy` a policy (404 `not_found`).
  */
 export const createApprovalRequest = <ThrowOnError extends boolean = false>(options: Options<CreateApprovalRequestData, ThrowOnError>) => (options.client ?? client).post<CreateApprovalRequestResponses, CreateApprovalRequestErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],

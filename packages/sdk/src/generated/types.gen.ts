@@ -4,6 +4,8 @@ export type ClientOptions = {
     baseUrl: 'https://api.agentwarden.dev/api/v1' | 'https://localhost:8080/api/v1' | (string & {});
 };
 
+export type Webhooks = AgentCreatedWebhookRequest | PolicyUpdatedWebhookRequest | AuditCreatedWebhookRequest | AuditCheckpointWebhookRequest | ApprovalRequestedWebhookRequest | ApprovalCompletedWebhookRequest | BillingUpdatedWebhookRequest | WebhookTestWebhookRequest;
+
 /**
  * Stable machine-readable error codes. The HTTP status is fixed per code:
  * 400 `invalid_request`, `agent_context_required`, `environment_context_required`,
@@ -14,14 +16,15 @@ export type ClientOptions = {
  * 403 `insufficient_permission`, `agent_not_found`, `agent_inactive`, `execution_proxy_required`,
  * `execution_target_denied`, `approval_required`;
  * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`;
- * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`;
+ * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`,
+ * `idempotency_key_reused`, `idempotency_key_in_progress`;
  * 413 `payload_too_large`; 415 `unsupported_media_type`; 429 `rate_limited`;
  * 500 `internal_error`; 501 `not_implemented`;
  * 502 `execution_failed`, `discovery_failed`, `call_failed`, `session_failed`;
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
@@ -364,6 +367,86 @@ export type PolicyPage = {
     data: Array<Policy>;
     has_more: boolean;
     next_cursor: Cursor;
+};
+
+export type PolicySimulationRequest = {
+    /**
+     * The draft policy set, each as `createPolicy` takes it (names unique). It replaces the workspace's policies for the replay only.
+     */
+    policies: Array<PolicyCreate>;
+    /**
+     * How many of the most recent recorded decisions to replay.
+     */
+    limit?: number;
+};
+
+export type DecisionResult = 'allowed' | 'blocked' | 'approval_required';
+
+export type PolicySimulationChange = {
+    event_id: Uuid;
+    event_timestamp: Timestamp;
+    agent: string | null;
+    action: string;
+    resource: string | null;
+    from: DecisionResult;
+    to: DecisionResult;
+};
+
+export type PolicySimulation = {
+    /**
+     * Recorded decisions replayed.
+     */
+    replayed: number;
+    /**
+     * Of those, how many the draft set decides otherwise.
+     */
+    changed: number;
+    /**
+     * Replayed decisions whose act had an HTTP body or MCP arguments, which the audit keeps only as a hash (see the operation).
+     */
+    approximate: number;
+    /**
+     * Decisions whose replay failed (a condition error), counted as `blocked` as they would be live.
+     */
+    failed: number;
+    /**
+     * The replayed decisions by recorded result.
+     */
+    from: {
+        allowed: number;
+        blocked: number;
+        approval_required: number;
+    };
+    /**
+     * The same decisions by the draft set's result.
+     */
+    to: {
+        allowed: number;
+        blocked: number;
+        approval_required: number;
+    };
+    /**
+     * The changed decisions grouped by the draft rule that decides them now (`policy` and `rule` null for no rule, the default decision) and by `from` → `to`, largest group first (at most 1,000 groups).
+     */
+    groups: Array<{
+        policy: string | null;
+        rule: string | null;
+        from: DecisionResult;
+        to: DecisionResult;
+        count: number;
+        /**
+         * The group's first 100 changed decisions, newest first.
+         */
+        decisions: Array<PolicySimulationChange>;
+    }>;
+    /**
+     * Time the replay took on the server.
+     */
+    duration_ms: number;
+};
+
+export type PolicySimulationResponse = {
+    data: PolicySimulation;
 };
 
 /**
@@ -1050,12 +1133,67 @@ export type McpRuntimeInput = {
     };
 };
 
+/**
+ * A tool as the upstream MCP server listed it (the protocol's `Tool`): every field it sent is passed through unchanged, those the protocol defines after this schema was written too. `description` is `""` when the upstream sent none.
+ */
 export type McpTool = {
     name: string;
+    /**
+     * A display name.
+     */
+    title?: string;
     description: string;
+    /**
+     * The JSON Schema of the tool's arguments.
+     */
     inputSchema: {
         [key: string]: unknown;
     };
+    /**
+     * The JSON Schema of the tool's `structuredContent`, when it declares one.
+     */
+    outputSchema?: {
+        [key: string]: unknown;
+    };
+    annotations?: McpToolAnnotations;
+    /**
+     * How the tool runs. A tool with `taskSupport` `required` runs only as a task (see the MCP gateway).
+     */
+    execution?: {
+        taskSupport?: 'forbidden' | 'optional' | 'required';
+        [key: string]: unknown;
+    };
+    icons?: Array<McpIcon>;
+    /**
+     * The upstream's metadata for the tool.
+     */
+    _meta?: {
+        [key: string]: unknown;
+    };
+    [key: string]: unknown;
+};
+
+/**
+ * Hints about the tool's behaviour, as the upstream states them (untrusted, never a policy).
+ */
+export type McpToolAnnotations = {
+    title?: string;
+    readOnlyHint?: boolean;
+    destructiveHint?: boolean;
+    idempotentHint?: boolean;
+    openWorldHint?: boolean;
+    [key: string]: unknown;
+};
+
+export type McpIcon = {
+    /**
+     * An `https:` or `data:` URI of the icon.
+     */
+    src: string;
+    mimeType?: string;
+    sizes?: Array<string>;
+    theme?: 'light' | 'dark';
+    [key: string]: unknown;
 };
 
 /**
@@ -1194,6 +1332,156 @@ export type Health = {
     };
 };
 
+/**
+ * The body of every webhook delivery, discriminated by `type`. Deliveries are signed as
+ * Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,…`); the body
+ * is JSON, verified as received before it is parsed. A receiver should ignore event types it
+ * does not know: new ones may be added.
+ *
+ */
+export type WebhookEvent = ({
+    type: 'agent.created';
+} & AgentCreatedEvent) | ({
+    type: 'policy.updated';
+} & PolicyUpdatedEvent) | ({
+    type: 'audit.created';
+} & AuditCreatedEvent) | ({
+    type: 'audit.checkpoint';
+} & AuditCheckpointEvent) | ({
+    type: 'approval.requested';
+} & ApprovalRequestedEvent) | ({
+    type: 'approval.completed';
+} & ApprovalCompletedEvent) | ({
+    type: 'billing.updated';
+} & BillingUpdatedEvent) | ({
+    type: 'webhook.test';
+} & WebhookTestEvent);
+
+/**
+ * The event's id, also sent as `webhook-id`; the same on every retry and replay of the event (deduplicate on it).
+ */
+export type WebhookEventId = string;
+
+/**
+ * `agent.created`: `POST /agents` registered an agent.
+ */
+export type AgentCreatedEvent = {
+    id: WebhookEventId;
+    type: 'agent.created';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        agent: Agent;
+    };
+};
+
+/**
+ * `policy.updated`: a policy was created (`POST /policies`), changed (`PATCH /policies/{id}`)
+ * or deleted (`DELETE /policies/{id}`); `change` says which. A deleted policy is sent as it was
+ * just before the deletion.
+ *
+ */
+export type PolicyUpdatedEvent = {
+    id: WebhookEventId;
+    type: 'policy.updated';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        policy: Policy;
+        change: 'created' | 'updated' | 'deleted';
+    };
+};
+
+/**
+ * `audit.created`: an audit event was recorded (a decision of `/policy/evaluate`
+ * or a runtime operation, an execution's outcome, `POST /audit`, or a configuration change). The event
+ * is sent as it was when recorded: `sequence` and `hash` are `null` (not sealed yet; read
+ * them later from `GET /audit-logs`).
+ *
+ */
+export type AuditCreatedEvent = {
+    id: WebhookEventId;
+    type: 'audit.created';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        event: AuditEvent;
+    };
+};
+
+/**
+ * `audit.checkpoint`: the server signed a checkpoint of the workspace's audit Merkle tree
+ * (after it grew). Keep it outside Warden: `warden audit verify` and `GET /audit/proofs*`
+ * prove later events against it.
+ *
+ */
+export type AuditCheckpointEvent = {
+    id: WebhookEventId;
+    type: 'audit.checkpoint';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        checkpoint: AuditCheckpoint;
+    };
+};
+
+/**
+ * `approval.requested`: an approval was created, pending a human decision — by a policy
+ * (`require_approval` in `/policy/evaluate`, `/runtime/execute` or an MCP runtime operation) or by
+ * `POST /approvals` (`/approval/request`). Written in the same transaction as the approval.
+ *
+ */
+export type ApprovalRequestedEvent = {
+    id: WebhookEventId;
+    type: 'approval.requested';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        approval: Approval;
+    };
+};
+
+/**
+ * `approval.completed`: `PATCH /approvals/{id}` (or the dashboard) approved or rejected an approval.
+ */
+export type ApprovalCompletedEvent = {
+    id: WebhookEventId;
+    type: 'approval.completed';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        approval: Approval;
+    };
+};
+
+/**
+ * `billing.updated`: the workspace's plan changed (dashboard or `warden billing set-plan`; no v1 call does this).
+ */
+export type BillingUpdatedEvent = {
+    id: WebhookEventId;
+    type: 'billing.updated';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        plan: 'free' | 'team' | 'business' | 'enterprise';
+        previous_plan: 'free' | 'team' | 'business' | 'enterprise';
+        billing_status: string;
+    };
+};
+
+/**
+ * `webhook.test`: sent to one endpoint when the dashboard's *Send test* is used, whatever the endpoint subscribes to; it cannot be subscribed to.
+ */
+export type WebhookTestEvent = {
+    id: WebhookEventId;
+    type: 'webhook.test';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        message: string;
+    };
+};
+
 export type AgentCreateWritable = {
     name: string;
     provider: AgentProvider;
@@ -1279,6 +1567,39 @@ export type From = Timestamp;
  * Only events before this instant.
  */
 export type To = Timestamp;
+
+/**
+ * The event's id (the body's `id`); the same on every retry and replay.
+ */
+export type WebhookIdHeader = string;
+
+/**
+ * When this attempt was signed, in seconds since the Unix epoch; refuse deliveries far from your clock (the SDK allows 5 minutes).
+ */
+export type WebhookTimestampHeader = string;
+
+/**
+ * Space-separated `v1,<base64 HMAC-SHA256>` signatures of `<webhook-id>.<webhook-timestamp>.<body>`
+ * with the endpoint's secret (`whsec_…`, base64 after the prefix); two during a secret rotation.
+ *
+ */
+export type WebhookSignatureHeader = string;
+
+/**
+ * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+ * error — is kept for 24 hours, and a request with the same key, the same method, path and
+ * JSON body (compared canonically: key order and spacing do not matter) and the same
+ * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+ * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+ * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+ * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+ * by workspace and API key: another key, or another workspace, never sees the answer. At
+ * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+ * per logical operation. A request that fails validation (400) is answered without using the
+ * key. The SDK sends one on every POST it may retry.
+ *
+ */
+export type IdempotencyKey = string;
 
 export type GetHealthData = {
     body?: never;
@@ -1380,6 +1701,23 @@ export type ListAgentsResponse = ListAgentsResponses[keyof ListAgentsResponses];
 
 export type CreateAgentData = {
     body: AgentCreateWritable;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/agents';
@@ -1678,6 +2016,23 @@ export type ListPoliciesResponse = ListPoliciesResponses[keyof ListPoliciesRespo
 
 export type CreatePolicyData = {
     body: PolicyCreate;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/policies';
@@ -1736,6 +2091,138 @@ export type CreatePolicyResponses = {
 };
 
 export type CreatePolicyResponse = CreatePolicyResponses[keyof CreatePolicyResponses];
+
+export type SimulatePoliciesData = {
+    body: PolicySimulationRequest;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/policies/simulate';
+};
+
+export type SimulatePoliciesErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type SimulatePoliciesError = SimulatePoliciesErrors[keyof SimulatePoliciesErrors];
+
+export type SimulatePoliciesResponses = {
+    /**
+     * The replay's counts and changed decisions.
+     */
+    200: PolicySimulationResponse;
+};
+
+export type SimulatePoliciesResponse = SimulatePoliciesResponses[keyof SimulatePoliciesResponses];
+
+export type DeletePolicyData = {
+    body?: never;
+    path: {
+        /**
+         * UUID of the resource, or its slug (agents, MCP servers) or name (policies).
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/policies/{id}';
+};
+
+export type DeletePolicyErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type DeletePolicyError = DeletePolicyErrors[keyof DeletePolicyErrors];
+
+export type DeletePolicyResponses = {
+    /**
+     * Deleted (as every DELETE answers).
+     */
+    200: Deleted;
+};
+
+export type DeletePolicyResponse = DeletePolicyResponses[keyof DeletePolicyResponses];
 
 export type GetPolicyData = {
     body?: never;
@@ -1926,6 +2413,23 @@ export type ListApprovalsResponse = ListApprovalsResponses[keyof ListApprovalsRe
 
 export type CreateApprovalData = {
     body: ApprovalCreate;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/approvals';
@@ -1948,6 +2452,10 @@ export type CreateApprovalErrors = {
      * No such resource in the key's workspace (`not_found`).
      */
     404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -2050,6 +2558,23 @@ export type ListApprovalRequestsResponse = ListApprovalRequestsResponses[keyof L
 
 export type CreateApprovalRequestData = {
     body: ApprovalCreate;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/approval/request';
@@ -2072,6 +2597,10 @@ export type CreateApprovalRequestErrors = {
      * No such resource in the key's workspace (`not_found`).
      */
     404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -2233,6 +2762,23 @@ export type DecideApprovalResponse = DecideApprovalResponses[keyof DecideApprova
 
 export type CreateAuditEventData = {
     body: AuditEventCreate;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/audit';
@@ -2251,6 +2797,10 @@ export type CreateAuditEventErrors = {
      * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
      */
     403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -2290,6 +2840,23 @@ export type CreateAuditEventResponse = CreateAuditEventResponses[keyof CreateAud
 
 export type CreateAuditEventAliasData = {
     body: AuditEventCreate;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/audit-events';
@@ -2308,6 +2875,10 @@ export type CreateAuditEventAliasErrors = {
      * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
      */
     403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -2819,6 +3390,23 @@ export type GetComplianceStatusResponse = GetComplianceStatusResponses[keyof Get
 
 export type EvaluatePolicyData = {
     body: EvaluationRequest;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/policy/evaluate';
@@ -2837,6 +3425,10 @@ export type EvaluatePolicyErrors = {
      * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
      */
     403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -2876,6 +3468,23 @@ export type EvaluatePolicyResponse = EvaluatePolicyResponses[keyof EvaluatePolic
 
 export type ExecuteRuntimeData = {
     body: ExecutionRequest;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/runtime/execute';
@@ -2898,6 +3507,10 @@ export type ExecuteRuntimeErrors = {
      * No such resource in the key's workspace (`not_found`).
      */
     404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -2941,6 +3554,23 @@ export type ExecuteRuntimeResponse = ExecuteRuntimeResponses[keyof ExecuteRuntim
 
 export type DiscoverMcpToolsData = {
     body: McpDiscoverRequest;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/runtime/mcp/discover';
@@ -2963,6 +3593,10 @@ export type DiscoverMcpToolsErrors = {
      * No such resource in the key's workspace (`not_found`).
      */
     404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -3006,6 +3640,23 @@ export type DiscoverMcpToolsResponse = DiscoverMcpToolsResponses[keyof DiscoverM
 
 export type CallMcpToolData = {
     body: McpCallRequest;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/runtime/mcp/call';
@@ -3028,6 +3679,10 @@ export type CallMcpToolErrors = {
      * No such resource in the key's workspace (`not_found`).
      */
     404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -3071,6 +3726,23 @@ export type CallMcpToolResponse = CallMcpToolResponses[keyof CallMcpToolResponse
 
 export type OpenMcpSessionData = {
     body: McpSessionRequest;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/runtime/mcp/session';
@@ -3093,6 +3765,10 @@ export type OpenMcpSessionErrors = {
      * No such resource in the key's workspace (`not_found`).
      */
     404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
     /**
      * The body exceeds 1 MiB (`payload_too_large`).
      */
@@ -3194,6 +3870,23 @@ export type ListMcpServersResponse = ListMcpServersResponses[keyof ListMcpServer
 
 export type CreateMcpServerData = {
     body: McpServerCreate;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
     path?: never;
     query?: never;
     url: '/mcp-servers';
@@ -3532,3 +4225,75 @@ export type UpdateSettingsResponses = {
 };
 
 export type UpdateSettingsResponse = UpdateSettingsResponses[keyof UpdateSettingsResponses];
+
+export type AgentCreatedWebhookPayload = AgentCreatedEvent;
+
+export type AgentCreatedWebhookRequest = {
+    body: AgentCreatedWebhookPayload;
+    key: 'agent.created';
+    path?: never;
+    query?: never;
+};
+
+export type PolicyUpdatedWebhookPayload = PolicyUpdatedEvent;
+
+export type PolicyUpdatedWebhookRequest = {
+    body: PolicyUpdatedWebhookPayload;
+    key: 'policy.updated';
+    path?: never;
+    query?: never;
+};
+
+export type AuditCreatedWebhookPayload = AuditCreatedEvent;
+
+export type AuditCreatedWebhookRequest = {
+    body: AuditCreatedWebhookPayload;
+    key: 'audit.created';
+    path?: never;
+    query?: never;
+};
+
+export type AuditCheckpointWebhookPayload = AuditCheckpointEvent;
+
+export type AuditCheckpointWebhookRequest = {
+    body: AuditCheckpointWebhookPayload;
+    key: 'audit.checkpoint';
+    path?: never;
+    query?: never;
+};
+
+export type ApprovalRequestedWebhookPayload = ApprovalRequestedEvent;
+
+export type ApprovalRequestedWebhookRequest = {
+    body: ApprovalRequestedWebhookPayload;
+    key: 'approval.requested';
+    path?: never;
+    query?: never;
+};
+
+export type ApprovalCompletedWebhookPayload = ApprovalCompletedEvent;
+
+export type ApprovalCompletedWebhookRequest = {
+    body: ApprovalCompletedWebhookPayload;
+    key: 'approval.completed';
+    path?: never;
+    query?: never;
+};
+
+export type BillingUpdatedWebhookPayload = BillingUpdatedEvent;
+
+export type BillingUpdatedWebhookRequest = {
+    body: BillingUpdatedWebhookPayload;
+    key: 'billing.updated';
+    path?: never;
+    query?: never;
+};
+
+export type WebhookTestWebhookPayload = WebhookTestEvent;
+
+export type WebhookTestWebhookRequest = {
+    body: WebhookTestWebhookPayload;
+    key: 'webhook.test';
+    path?: never;
+    query?: never;
+};

@@ -54,6 +54,51 @@ import type {
   ListDashboardAgentsData,
   ListDashboardAgentsErrors,
   ListDashboardAgentsResponses,
+  SetDashboardAgentStatusData,
+  SetDashboardAgentStatusErrors,
+  SetDashboardAgentStatusResponses,
+  ListDashboardKeysData,
+  ListDashboardKeysErrors,
+  ListDashboardKeysResponses,
+  CreateDashboardKeyData,
+  CreateDashboardKeyErrors,
+  CreateDashboardKeyResponses,
+  RevokeDashboardKeyData,
+  RevokeDashboardKeyErrors,
+  RevokeDashboardKeyResponses,
+  ListDashboardMcpServersData,
+  ListDashboardMcpServersErrors,
+  ListDashboardMcpServersResponses,
+  CreateDashboardMcpServerData,
+  CreateDashboardMcpServerErrors,
+  CreateDashboardMcpServerResponses,
+  DeleteDashboardMcpServerData,
+  DeleteDashboardMcpServerErrors,
+  DeleteDashboardMcpServerResponses,
+  UpdateDashboardMcpServerData,
+  UpdateDashboardMcpServerErrors,
+  UpdateDashboardMcpServerResponses,
+  ListDashboardPoliciesData,
+  ListDashboardPoliciesErrors,
+  ListDashboardPoliciesResponses,
+  CreateDashboardPolicyData,
+  CreateDashboardPolicyErrors,
+  CreateDashboardPolicyResponses,
+  SimulateDashboardPoliciesData,
+  SimulateDashboardPoliciesErrors,
+  SimulateDashboardPoliciesResponses,
+  GetDashboardPolicyData,
+  GetDashboardPolicyErrors,
+  GetDashboardPolicyResponses,
+  DeleteDashboardPolicyData,
+  DeleteDashboardPolicyErrors,
+  DeleteDashboardPolicyResponses,
+  UpdateDashboardPolicyData,
+  UpdateDashboardPolicyErrors,
+  UpdateDashboardPolicyResponses,
+  GetDashboardInsightsData,
+  GetDashboardInsightsErrors,
+  GetDashboardInsightsResponses,
   GetDashboardSettingsData,
   GetDashboardSettingsErrors,
   GetDashboardSettingsResponses,
@@ -88,6 +133,21 @@ export interface DashboardOperations {
   verifyDashboardAuditChain: { data: VerifyDashboardAuditChainData; responses: VerifyDashboardAuditChainResponses; errors: VerifyDashboardAuditChainErrors };
   getDashboardCompliance: { data: GetDashboardComplianceData; responses: GetDashboardComplianceResponses; errors: GetDashboardComplianceErrors };
   listDashboardAgents: { data: ListDashboardAgentsData; responses: ListDashboardAgentsResponses; errors: ListDashboardAgentsErrors };
+  setDashboardAgentStatus: { data: SetDashboardAgentStatusData; responses: SetDashboardAgentStatusResponses; errors: SetDashboardAgentStatusErrors };
+  listDashboardKeys: { data: ListDashboardKeysData; responses: ListDashboardKeysResponses; errors: ListDashboardKeysErrors };
+  createDashboardKey: { data: CreateDashboardKeyData; responses: CreateDashboardKeyResponses; errors: CreateDashboardKeyErrors };
+  revokeDashboardKey: { data: RevokeDashboardKeyData; responses: RevokeDashboardKeyResponses; errors: RevokeDashboardKeyErrors };
+  listDashboardMcpServers: { data: ListDashboardMcpServersData; responses: ListDashboardMcpServersResponses; errors: ListDashboardMcpServersErrors };
+  createDashboardMcpServer: { data: CreateDashboardMcpServerData; responses: CreateDashboardMcpServerResponses; errors: CreateDashboardMcpServerErrors };
+  deleteDashboardMcpServer: { data: DeleteDashboardMcpServerData; responses: DeleteDashboardMcpServerResponses; errors: DeleteDashboardMcpServerErrors };
+  updateDashboardMcpServer: { data: UpdateDashboardMcpServerData; responses: UpdateDashboardMcpServerResponses; errors: UpdateDashboardMcpServerErrors };
+  listDashboardPolicies: { data: ListDashboardPoliciesData; responses: ListDashboardPoliciesResponses; errors: ListDashboardPoliciesErrors };
+  createDashboardPolicy: { data: CreateDashboardPolicyData; responses: CreateDashboardPolicyResponses; errors: CreateDashboardPolicyErrors };
+  simulateDashboardPolicies: { data: SimulateDashboardPoliciesData; responses: SimulateDashboardPoliciesResponses; errors: SimulateDashboardPoliciesErrors };
+  getDashboardPolicy: { data: GetDashboardPolicyData; responses: GetDashboardPolicyResponses; errors: GetDashboardPolicyErrors };
+  deleteDashboardPolicy: { data: DeleteDashboardPolicyData; responses: DeleteDashboardPolicyResponses; errors: DeleteDashboardPolicyErrors };
+  updateDashboardPolicy: { data: UpdateDashboardPolicyData; responses: UpdateDashboardPolicyResponses; errors: UpdateDashboardPolicyErrors };
+  getDashboardInsights: { data: GetDashboardInsightsData; responses: GetDashboardInsightsResponses; errors: GetDashboardInsightsErrors };
   getDashboardSettings: { data: GetDashboardSettingsData; responses: GetDashboardSettingsResponses; errors: GetDashboardSettingsErrors };
   updateDashboardSettings: { data: UpdateDashboardSettingsData; responses: UpdateDashboardSettingsResponses; errors: UpdateDashboardSettingsErrors };
   getBilling: { data: GetBillingData; responses: GetBillingResponses; errors: GetBillingErrors };
@@ -128,6 +188,21 @@ export const dashboardOperations: readonly OperationRow[] = [
   { operationId: 'verifyDashboardAuditChain', method: 'get', path: '/audit/verify', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getDashboardCompliance', method: 'get', path: '/compliance', authenticated: true, agentKey: false, permission: "compliance:read", validationErrorCodes: {} },
   { operationId: 'listDashboardAgents', method: 'get', path: '/agents', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },
+  { operationId: 'setDashboardAgentStatus', method: 'patch', path: '/agents/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
+  { operationId: 'listDashboardKeys', method: 'get', path: '/keys', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
+  { operationId: 'createDashboardKey', method: 'post', path: '/keys', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
+  { operationId: 'revokeDashboardKey', method: 'delete', path: '/keys/{id}', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
+  { operationId: 'listDashboardMcpServers', method: 'get', path: '/mcp-servers', authenticated: true, agentKey: false, permission: "mcp_servers:read", validationErrorCodes: {} },
+  { operationId: 'createDashboardMcpServer', method: 'post', path: '/mcp-servers', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'deleteDashboardMcpServer', method: 'delete', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'updateDashboardMcpServer', method: 'patch', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'listDashboardPolicies', method: 'get', path: '/policies', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
+  { operationId: 'createDashboardPolicy', method: 'post', path: '/policies', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
+  { operationId: 'simulateDashboardPolicies', method: 'post', path: '/policies/simulate', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'getDashboardPolicy', method: 'get', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
+  { operationId: 'deleteDashboardPolicy', method: 'delete', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
+  { operationId: 'updateDashboardPolicy', method: 'patch', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
+  { operationId: 'getDashboardInsights', method: 'get', path: '/insights', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getDashboardSettings', method: 'get', path: '/settings', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'updateDashboardSettings', method: 'patch', path: '/settings', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'getBilling', method: 'get', path: '/billing', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },

@@ -14,14 +14,15 @@ export type ClientOptions = {
  * 403 `insufficient_permission`, `agent_not_found`, `agent_inactive`, `execution_proxy_required`,
  * `execution_target_denied`, `approval_required`;
  * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`;
- * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`;
+ * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`,
+ * `idempotency_key_reused`, `idempotency_key_in_progress`;
  * 413 `payload_too_large`; 415 `unsupported_media_type`; 429 `rate_limited`;
  * 500 `internal_error`; 501 `not_implemented`;
  * 502 `execution_failed`, `discovery_failed`, `call_failed`, `session_failed`;
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
@@ -364,6 +365,86 @@ export type PolicyPage = {
     data: Array<Policy>;
     has_more: boolean;
     next_cursor: Cursor;
+};
+
+export type PolicySimulationRequest = {
+    /**
+     * The draft policy set, each as `createPolicy` takes it (names unique). It replaces the workspace's policies for the replay only.
+     */
+    policies: Array<PolicyCreate>;
+    /**
+     * How many of the most recent recorded decisions to replay.
+     */
+    limit?: number;
+};
+
+export type DecisionResult = 'allowed' | 'blocked' | 'approval_required';
+
+export type PolicySimulationChange = {
+    event_id: Uuid;
+    event_timestamp: Timestamp;
+    agent: string | null;
+    action: string;
+    resource: string | null;
+    from: DecisionResult;
+    to: DecisionResult;
+};
+
+export type PolicySimulation = {
+    /**
+     * Recorded decisions replayed.
+     */
+    replayed: number;
+    /**
+     * Of those, how many the draft set decides otherwise.
+     */
+    changed: number;
+    /**
+     * Replayed decisions whose act had an HTTP body or MCP arguments, which the audit keeps only as a hash (see the operation).
+     */
+    approximate: number;
+    /**
+     * Decisions whose replay failed (a condition error), counted as `blocked` as they would be live.
+     */
+    failed: number;
+    /**
+     * The replayed decisions by recorded result.
+     */
+    from: {
+        allowed: number;
+        blocked: number;
+        approval_required: number;
+    };
+    /**
+     * The same decisions by the draft set's result.
+     */
+    to: {
+        allowed: number;
+        blocked: number;
+        approval_required: number;
+    };
+    /**
+     * The changed decisions grouped by the draft rule that decides them now (`policy` and `rule` null for no rule, the default decision) and by `from` → `to`, largest group first (at most 1,000 groups).
+     */
+    groups: Array<{
+        policy: string | null;
+        rule: string | null;
+        from: DecisionResult;
+        to: DecisionResult;
+        count: number;
+        /**
+         * The group's first 100 changed decisions, newest first.
+         */
+        decisions: Array<PolicySimulationChange>;
+    }>;
+    /**
+     * Time the replay took on the server.
+     */
+    duration_ms: number;
+};
+
+export type PolicySimulationResponse = {
+    data: PolicySimulation;
 };
 
 /**
@@ -1050,12 +1131,67 @@ export type McpRuntimeInput = {
     };
 };
 
+/**
+ * A tool as the upstream MCP server listed it (the protocol's `Tool`): every field it sent is passed through unchanged, those the protocol defines after this schema was written too. `description` is `""` when the upstream sent none.
+ */
 export type McpTool = {
     name: string;
+    /**
+     * A display name.
+     */
+    title?: string;
     description: string;
+    /**
+     * The JSON Schema of the tool's arguments.
+     */
     inputSchema: {
         [key: string]: unknown;
     };
+    /**
+     * The JSON Schema of the tool's `structuredContent`, when it declares one.
+     */
+    outputSchema?: {
+        [key: string]: unknown;
+    };
+    annotations?: McpToolAnnotations;
+    /**
+     * How the tool runs. A tool with `taskSupport` `required` runs only as a task (see the MCP gateway).
+     */
+    execution?: {
+        taskSupport?: 'forbidden' | 'optional' | 'required';
+        [key: string]: unknown;
+    };
+    icons?: Array<McpIcon>;
+    /**
+     * The upstream's metadata for the tool.
+     */
+    _meta?: {
+        [key: string]: unknown;
+    };
+    [key: string]: unknown;
+};
+
+/**
+ * Hints about the tool's behaviour, as the upstream states them (untrusted, never a policy).
+ */
+export type McpToolAnnotations = {
+    title?: string;
+    readOnlyHint?: boolean;
+    destructiveHint?: boolean;
+    idempotentHint?: boolean;
+    openWorldHint?: boolean;
+    [key: string]: unknown;
+};
+
+export type McpIcon = {
+    /**
+     * An `https:` or `data:` URI of the icon.
+     */
+    src: string;
+    mimeType?: string;
+    sizes?: Array<string>;
+    theme?: 'light' | 'dark';
+    [key: string]: unknown;
 };
 
 /**
@@ -1194,6 +1330,156 @@ export type Health = {
     };
 };
 
+/**
+ * The body of every webhook delivery, discriminated by `type`. Deliveries are signed as
+ * Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,…`); the body
+ * is JSON, verified as received before it is parsed. A receiver should ignore event types it
+ * does not know: new ones may be added.
+ *
+ */
+export type WebhookEvent = ({
+    type: 'agent.created';
+} & AgentCreatedEvent) | ({
+    type: 'policy.updated';
+} & PolicyUpdatedEvent) | ({
+    type: 'audit.created';
+} & AuditCreatedEvent) | ({
+    type: 'audit.checkpoint';
+} & AuditCheckpointEvent) | ({
+    type: 'approval.requested';
+} & ApprovalRequestedEvent) | ({
+    type: 'approval.completed';
+} & ApprovalCompletedEvent) | ({
+    type: 'billing.updated';
+} & BillingUpdatedEvent) | ({
+    type: 'webhook.test';
+} & WebhookTestEvent);
+
+/**
+ * The event's id, also sent as `webhook-id`; the same on every retry and replay of the event (deduplicate on it).
+ */
+export type WebhookEventId = string;
+
+/**
+ * `agent.created`: `POST /agents` registered an agent.
+ */
+export type AgentCreatedEvent = {
+    id: WebhookEventId;
+    type: 'agent.created';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        agent: Agent;
+    };
+};
+
+/**
+ * `policy.updated`: a policy was created (`POST /policies`), changed (`PATCH /policies/{id}`)
+ * or deleted (`DELETE /policies/{id}`); `change` says which. A deleted policy is sent as it was
+ * just before the deletion.
+ *
+ */
+export type PolicyUpdatedEvent = {
+    id: WebhookEventId;
+    type: 'policy.updated';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        policy: Policy;
+        change: 'created' | 'updated' | 'deleted';
+    };
+};
+
+/**
+ * `audit.created`: an audit event was recorded (a decision of `/policy/evaluate`
+ * or a runtime operation, an execution's outcome, `POST /audit`, or a configuration change). The event
+ * is sent as it was when recorded: `sequence` and `hash` are `null` (not sealed yet; read
+ * them later from `GET /audit-logs`).
+ *
+ */
+export type AuditCreatedEvent = {
+    id: WebhookEventId;
+    type: 'audit.created';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        event: AuditEvent;
+    };
+};
+
+/**
+ * `audit.checkpoint`: the server signed a checkpoint of the workspace's audit Merkle tree
+ * (after it grew). Keep it outside Warden: `warden audit verify` and `GET /audit/proofs*`
+ * prove later events against it.
+ *
+ */
+export type AuditCheckpointEvent = {
+    id: WebhookEventId;
+    type: 'audit.checkpoint';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        checkpoint: AuditCheckpoint;
+    };
+};
+
+/**
+ * `approval.requested`: an approval was created, pending a human decision — by a policy
+ * (`require_approval` in `/policy/evaluate`, `/runtime/execute` or an MCP runtime operation) or by
+ * `POST /approvals` (`/approval/request`). Written in the same transaction as the approval.
+ *
+ */
+export type ApprovalRequestedEvent = {
+    id: WebhookEventId;
+    type: 'approval.requested';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        approval: Approval;
+    };
+};
+
+/**
+ * `approval.completed`: `PATCH /approvals/{id}` (or the dashboard) approved or rejected an approval.
+ */
+export type ApprovalCompletedEvent = {
+    id: WebhookEventId;
+    type: 'approval.completed';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        approval: Approval;
+    };
+};
+
+/**
+ * `billing.updated`: the workspace's plan changed (dashboard or `warden billing set-plan`; no v1 call does this).
+ */
+export type BillingUpdatedEvent = {
+    id: WebhookEventId;
+    type: 'billing.updated';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        plan: 'free' | 'team' | 'business' | 'enterprise';
+        previous_plan: 'free' | 'team' | 'business' | 'enterprise';
+        billing_status: string;
+    };
+};
+
+/**
+ * `webhook.test`: sent to one endpoint when the dashboard's *Send test* is used, whatever the endpoint subscribes to; it cannot be subscribed to.
+ */
+export type WebhookTestEvent = {
+    id: WebhookEventId;
+    type: 'webhook.test';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        message: string;
+    };
+};
+
 export type Session = {
     data: {
         workspace: {
@@ -1202,6 +1488,10 @@ export type Session = {
             name: string;
             plan: string;
         };
+        /**
+         * The key the session signed in with (it cannot revoke itself from the session).
+         */
+        key_id: Uuid;
         key_name: string;
         permissions: Array<Permission>;
         /**
@@ -1219,7 +1509,7 @@ export type Login = {
     api_key: string;
 };
 
-export type WebhookEventType = '*' | 'agent.created' | 'policy.updated' | 'audit.created' | 'audit.checkpoint' | 'approval.completed' | 'billing.updated';
+export type WebhookEventType = '*' | 'agent.created' | 'policy.updated' | 'audit.created' | 'audit.checkpoint' | 'approval.requested' | 'approval.completed' | 'billing.updated';
 
 export type WebhookEndpoint = {
     id: Uuid;
@@ -1328,6 +1618,81 @@ export type Billing = {
 
 export type Plan = 'free' | 'team' | 'business' | 'enterprise';
 
+/**
+ * A workspace API key as listings show it; the secret itself is never stored or shown again.
+ */
+export type ApiKey = {
+    id: Uuid;
+    name: string;
+    /**
+     * The key's first characters (`wk_` and four more), to recognise it.
+     */
+    prefix: string;
+    permissions: Array<Permission>;
+    created_at: Timestamp;
+    revoked_at: Timestamp | null;
+};
+
+export type ApiKeyCreate = {
+    name: string;
+    /**
+     * Only permissions the session's own key holds may be granted.
+     */
+    permissions: Array<Permission>;
+};
+
+export type ApiKeyResponse = {
+    data: ApiKey;
+};
+
+export type ApiKeyWithSecret = {
+    data: {
+        key: ApiKey;
+        /**
+         * The key (`wk_…`), shown only now; send it in the Authorization header as a bearer token.
+         */
+        secret: string;
+    };
+};
+
+export type ApiKeyPage = {
+    data: Array<ApiKey>;
+    has_more: boolean;
+    next_cursor: Cursor;
+};
+
+export type AgentStatusChange = {
+    status: AgentStatus;
+};
+
+export type InsightCount = {
+    name: string;
+    count: number;
+};
+
+export type Insights = {
+    data: {
+        from: Timestamp;
+        to: Timestamp;
+        bucket: 'hour' | 'day';
+        decisions: Array<{
+            start: Timestamp;
+            allowed: number;
+            blocked: number;
+            approval_required: number;
+        }>;
+        top_blocked_actions: Array<InsightCount>;
+        top_blocked_agents: Array<InsightCount>;
+        approvals_waiting: {
+            count: number;
+            oldest_created_at: Timestamp | null;
+            under_1h: number;
+            from_1h_to_24h: number;
+            over_24h: number;
+        };
+    };
+};
+
 export type PlanChange = {
     plan: Plan;
 };
@@ -1417,6 +1782,39 @@ export type From = Timestamp;
  * Only events before this instant.
  */
 export type To = Timestamp;
+
+/**
+ * The event's id (the body's `id`); the same on every retry and replay.
+ */
+export type WebhookIdHeader = string;
+
+/**
+ * When this attempt was signed, in seconds since the Unix epoch; refuse deliveries far from your clock (the SDK allows 5 minutes).
+ */
+export type WebhookTimestampHeader = string;
+
+/**
+ * Space-separated `v1,<base64 HMAC-SHA256>` signatures of `<webhook-id>.<webhook-timestamp>.<body>`
+ * with the endpoint's secret (`whsec_…`, base64 after the prefix); two during a secret rotation.
+ *
+ */
+export type WebhookSignatureHeader = string;
+
+/**
+ * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+ * error — is kept for 24 hours, and a request with the same key, the same method, path and
+ * JSON body (compared canonically: key order and spacing do not matter) and the same
+ * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+ * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+ * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+ * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+ * by workspace and API key: another key, or another workspace, never sees the answer. At
+ * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+ * per logical operation. A request that fails validation (400) is answered without using the
+ * key. The SDK sends one on every POST it may retry.
+ *
+ */
+export type IdempotencyKey = string;
 
 export type LogoutData = {
     body?: never;
@@ -2429,6 +2827,891 @@ export type ListDashboardAgentsResponses = {
 };
 
 export type ListDashboardAgentsResponse = ListDashboardAgentsResponses[keyof ListDashboardAgentsResponses];
+
+export type SetDashboardAgentStatusData = {
+    body: AgentStatusChange;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/agents/{id}';
+};
+
+export type SetDashboardAgentStatusErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type SetDashboardAgentStatusError = SetDashboardAgentStatusErrors[keyof SetDashboardAgentStatusErrors];
+
+export type SetDashboardAgentStatusResponses = {
+    /**
+     * The agent.
+     */
+    200: AgentResponse;
+};
+
+export type SetDashboardAgentStatusResponse = SetDashboardAgentStatusResponses[keyof SetDashboardAgentStatusResponses];
+
+export type ListDashboardKeysData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size, 1–100 (default 20). Larger values are refused with 400 `invalid_request`.
+         */
+        limit?: number;
+        /**
+         * The `next_cursor` of the previous page.
+         */
+        cursor?: string;
+    };
+    url: '/keys';
+};
+
+export type ListDashboardKeysErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ListDashboardKeysError = ListDashboardKeysErrors[keyof ListDashboardKeysErrors];
+
+export type ListDashboardKeysResponses = {
+    /**
+     * A page of keys.
+     */
+    200: ApiKeyPage;
+};
+
+export type ListDashboardKeysResponse = ListDashboardKeysResponses[keyof ListDashboardKeysResponses];
+
+export type CreateDashboardKeyData = {
+    body: ApiKeyCreate;
+    path?: never;
+    query?: never;
+    url: '/keys';
+};
+
+export type CreateDashboardKeyErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type CreateDashboardKeyError = CreateDashboardKeyErrors[keyof CreateDashboardKeyErrors];
+
+export type CreateDashboardKeyResponses = {
+    /**
+     * The key and its secret, shown only now.
+     */
+    201: ApiKeyWithSecret;
+};
+
+export type CreateDashboardKeyResponse = CreateDashboardKeyResponses[keyof CreateDashboardKeyResponses];
+
+export type RevokeDashboardKeyData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/keys/{id}';
+};
+
+export type RevokeDashboardKeyErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type RevokeDashboardKeyError = RevokeDashboardKeyErrors[keyof RevokeDashboardKeyErrors];
+
+export type RevokeDashboardKeyResponses = {
+    /**
+     * The revoked key.
+     */
+    200: ApiKeyResponse;
+};
+
+export type RevokeDashboardKeyResponse = RevokeDashboardKeyResponses[keyof RevokeDashboardKeyResponses];
+
+export type ListDashboardMcpServersData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size, 1–100 (default 20). Larger values are refused with 400 `invalid_request`.
+         */
+        limit?: number;
+        /**
+         * The `next_cursor` of the previous page.
+         */
+        cursor?: string;
+    };
+    url: '/mcp-servers';
+};
+
+export type ListDashboardMcpServersErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ListDashboardMcpServersError = ListDashboardMcpServersErrors[keyof ListDashboardMcpServersErrors];
+
+export type ListDashboardMcpServersResponses = {
+    /**
+     * A page of MCP servers, newest first.
+     */
+    200: McpServerPage;
+};
+
+export type ListDashboardMcpServersResponse = ListDashboardMcpServersResponses[keyof ListDashboardMcpServersResponses];
+
+export type CreateDashboardMcpServerData = {
+    body: McpServerCreate;
+    path?: never;
+    query?: never;
+    url: '/mcp-servers';
+};
+
+export type CreateDashboardMcpServerErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type CreateDashboardMcpServerError = CreateDashboardMcpServerErrors[keyof CreateDashboardMcpServerErrors];
+
+export type CreateDashboardMcpServerResponses = {
+    /**
+     * The server.
+     */
+    201: McpServerResponse;
+};
+
+export type CreateDashboardMcpServerResponse = CreateDashboardMcpServerResponses[keyof CreateDashboardMcpServerResponses];
+
+export type DeleteDashboardMcpServerData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/mcp-servers/{id}';
+};
+
+export type DeleteDashboardMcpServerErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type DeleteDashboardMcpServerError = DeleteDashboardMcpServerErrors[keyof DeleteDashboardMcpServerErrors];
+
+export type DeleteDashboardMcpServerResponses = {
+    /**
+     * Deleted.
+     */
+    200: Deleted;
+};
+
+export type DeleteDashboardMcpServerResponse = DeleteDashboardMcpServerResponses[keyof DeleteDashboardMcpServerResponses];
+
+export type UpdateDashboardMcpServerData = {
+    body: McpServerUpdate;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/mcp-servers/{id}';
+};
+
+export type UpdateDashboardMcpServerErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type UpdateDashboardMcpServerError = UpdateDashboardMcpServerErrors[keyof UpdateDashboardMcpServerErrors];
+
+export type UpdateDashboardMcpServerResponses = {
+    /**
+     * The server.
+     */
+    200: McpServerResponse;
+};
+
+export type UpdateDashboardMcpServerResponse = UpdateDashboardMcpServerResponses[keyof UpdateDashboardMcpServerResponses];
+
+export type ListDashboardPoliciesData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size, 1–100 (default 20). Larger values are refused with 400 `invalid_request`.
+         */
+        limit?: number;
+        /**
+         * The `next_cursor` of the previous page.
+         */
+        cursor?: string;
+    };
+    url: '/policies';
+};
+
+export type ListDashboardPoliciesErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ListDashboardPoliciesError = ListDashboardPoliciesErrors[keyof ListDashboardPoliciesErrors];
+
+export type ListDashboardPoliciesResponses = {
+    /**
+     * A page of policies, newest first.
+     */
+    200: PolicyPage;
+};
+
+export type ListDashboardPoliciesResponse = ListDashboardPoliciesResponses[keyof ListDashboardPoliciesResponses];
+
+export type CreateDashboardPolicyData = {
+    body: PolicyCreate;
+    path?: never;
+    query?: never;
+    url: '/policies';
+};
+
+export type CreateDashboardPolicyErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type CreateDashboardPolicyError = CreateDashboardPolicyErrors[keyof CreateDashboardPolicyErrors];
+
+export type CreateDashboardPolicyResponses = {
+    /**
+     * The policy.
+     */
+    201: PolicyResponse;
+};
+
+export type CreateDashboardPolicyResponse = CreateDashboardPolicyResponses[keyof CreateDashboardPolicyResponses];
+
+export type SimulateDashboardPoliciesData = {
+    body: PolicySimulationRequest;
+    path?: never;
+    query?: never;
+    url: '/policies/simulate';
+};
+
+export type SimulateDashboardPoliciesErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type SimulateDashboardPoliciesError = SimulateDashboardPoliciesErrors[keyof SimulateDashboardPoliciesErrors];
+
+export type SimulateDashboardPoliciesResponses = {
+    /**
+     * The replay's counts and changed decisions.
+     */
+    200: PolicySimulationResponse;
+};
+
+export type SimulateDashboardPoliciesResponse = SimulateDashboardPoliciesResponses[keyof SimulateDashboardPoliciesResponses];
+
+export type DeleteDashboardPolicyData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/policies/{id}';
+};
+
+export type DeleteDashboardPolicyErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type DeleteDashboardPolicyError = DeleteDashboardPolicyErrors[keyof DeleteDashboardPolicyErrors];
+
+export type DeleteDashboardPolicyResponses = {
+    /**
+     * Deleted.
+     */
+    200: Deleted;
+};
+
+export type DeleteDashboardPolicyResponse = DeleteDashboardPolicyResponses[keyof DeleteDashboardPolicyResponses];
+
+export type GetDashboardPolicyData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/policies/{id}';
+};
+
+export type GetDashboardPolicyErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetDashboardPolicyError = GetDashboardPolicyErrors[keyof GetDashboardPolicyErrors];
+
+export type GetDashboardPolicyResponses = {
+    /**
+     * The policy.
+     */
+    200: PolicyResponse;
+};
+
+export type GetDashboardPolicyResponse = GetDashboardPolicyResponses[keyof GetDashboardPolicyResponses];
+
+export type UpdateDashboardPolicyData = {
+    body: PolicyUpdate;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/policies/{id}';
+};
+
+export type UpdateDashboardPolicyErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type UpdateDashboardPolicyError = UpdateDashboardPolicyErrors[keyof UpdateDashboardPolicyErrors];
+
+export type UpdateDashboardPolicyResponses = {
+    /**
+     * The policy.
+     */
+    200: PolicyResponse;
+};
+
+export type UpdateDashboardPolicyResponse = UpdateDashboardPolicyResponses[keyof UpdateDashboardPolicyResponses];
+
+export type GetDashboardInsightsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * The window, ending now (default 7).
+         */
+        days?: number;
+    };
+    url: '/insights';
+};
+
+export type GetDashboardInsightsErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetDashboardInsightsError = GetDashboardInsightsErrors[keyof GetDashboardInsightsErrors];
+
+export type GetDashboardInsightsResponses = {
+    /**
+     * The figures.
+     */
+    200: Insights;
+};
+
+export type GetDashboardInsightsResponse = GetDashboardInsightsResponses[keyof GetDashboardInsightsResponses];
 
 export type GetDashboardSettingsData = {
     body?: never;

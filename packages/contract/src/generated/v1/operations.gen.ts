@@ -24,9 +24,15 @@ import type {
   CreatePolicyData,
   CreatePolicyErrors,
   CreatePolicyResponses,
+  SimulatePoliciesData,
+  SimulatePoliciesErrors,
+  SimulatePoliciesResponses,
   GetPolicyData,
   GetPolicyErrors,
   GetPolicyResponses,
+  DeletePolicyData,
+  DeletePolicyErrors,
+  DeletePolicyResponses,
   UpdatePolicyData,
   UpdatePolicyErrors,
   UpdatePolicyResponses,
@@ -126,7 +132,9 @@ export interface Operations {
   updateAgent: { data: UpdateAgentData; responses: UpdateAgentResponses; errors: UpdateAgentErrors };
   listPolicies: { data: ListPoliciesData; responses: ListPoliciesResponses; errors: ListPoliciesErrors };
   createPolicy: { data: CreatePolicyData; responses: CreatePolicyResponses; errors: CreatePolicyErrors };
+  simulatePolicies: { data: SimulatePoliciesData; responses: SimulatePoliciesResponses; errors: SimulatePoliciesErrors };
   getPolicy: { data: GetPolicyData; responses: GetPolicyResponses; errors: GetPolicyErrors };
+  deletePolicy: { data: DeletePolicyData; responses: DeletePolicyResponses; errors: DeletePolicyErrors };
   updatePolicy: { data: UpdatePolicyData; responses: UpdatePolicyResponses; errors: UpdatePolicyErrors };
   listApprovals: { data: ListApprovalsData; responses: ListApprovalsResponses; errors: ListApprovalsErrors };
   createApproval: { data: CreateApprovalData; responses: CreateApprovalResponses; errors: CreateApprovalErrors };
@@ -182,7 +190,9 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'updateAgent', method: 'patch', path: '/agents/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
   { operationId: 'listPolicies', method: 'get', path: '/policies', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'createPolicy', method: 'post', path: '/policies', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
+  { operationId: 'simulatePolicies', method: 'post', path: '/policies/simulate', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getPolicy', method: 'get', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
+  { operationId: 'deletePolicy', method: 'delete', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'updatePolicy', method: 'patch', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'listApprovals', method: 'get', path: '/approvals', authenticated: true, agentKey: false, permission: "approvals:read", validationErrorCodes: {} },
   { operationId: 'createApproval', method: 'post', path: '/approvals', authenticated: true, agentKey: false, permission: "approvals:write", validationErrorCodes: {} },
