@@ -1,4 +1,5 @@
 import { DEFAULT_RETRY_SCHEDULE } from './features/webhooks/delivery-worker.ts';
+import { type LogLevel, parseLogLevel } from './logger.ts';
 
 /** Configuration from the environment (the operating interface of DESIGN.md). */
 export interface Config {
@@ -11,7 +12,18 @@ export interface Config {
   /** Validate every response against the spec: on except in production (it costs CPU). */
   validateResponses: boolean;
   egressAllowlist: string[];
+  /** WARDEN_LOG_REQUESTS=true: one line per request at level info (otherwise at debug, written when WARDEN_LOG_LEVEL=debug). */
   logRequests: boolean;
+  /** WARDEN_LOG_LEVEL: trace, debug, info (default), warn, error, fatal or silent. */
+  logLevel: LogLevel;
+  /** WARDEN_SHUTDOWN_TIMEOUT_MS: how long a SIGTERM'd server may drain before it exits anyway (default 10000). */
+  shutdownTimeoutMs: number;
+  /** WARDEN_METRICS_PORT: Prometheus metrics on a listener of their own (off unless set; 0 picks a free port). */
+  metricsPort: number | undefined;
+  /** WARDEN_METRICS_HOST: the metrics listener's address (default 127.0.0.1). */
+  metricsHost: string;
+  /** OpenTelemetry traces: on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, unless OTEL_SDK_DISABLED=true (observability/tracing.ts). */
+  tracing: boolean;
   /** How often queued audit events are sealed into their workspace's Merkle tree. */
   auditSealIntervalMs: number;
   /** How often a grown tree gets a signed checkpoint (WARDEN_AUDIT_CHECKPOINT_INTERVAL_MS, default 1000). */
@@ -33,6 +45,10 @@ export interface Config {
   redisUrl: string | undefined;
   /** WARDEN_WORKERS: server processes sharing the port (more than 1 needs DATABASE_URL; see main.ts). */
   workers: number;
+  /** WARDEN_MCP_APPROVAL_WAIT_MS: how long the MCP gateway holds a tool call open for its approval (default 30000). */
+  mcpApprovalWaitMs: number;
+  /** WARDEN_MCP_UPSTREAM_IDLE_MS: how long an unused upstream MCP session is kept before it is terminated (default 300000). */
+  mcpUpstreamIdleMs: number;
 }
 
 /** Below this, a bootstrap key is guessable and its listed prefix gives a good part of it away. */
@@ -54,6 +70,14 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number
   return value;
 }
 
+function port(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0 || value > 65_535) throw new Error(`${name} must be a port number (0-65535), got '${raw}'`);
+  return value;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     port: integer(env, 'PORT', 8080),
@@ -68,6 +92,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       .map((entry) => entry.trim())
       .filter(Boolean),
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
+    logLevel: parseLogLevel(env.WARDEN_LOG_LEVEL),
+    shutdownTimeoutMs: integer(env, 'WARDEN_SHUTDOWN_TIMEOUT_MS', 10_000),
+    metricsPort: port(env, 'WARDEN_METRICS_PORT'),
+    metricsHost: env.WARDEN_METRICS_HOST || '127.0.0.1',
+    tracing: env.OTEL_SDK_DISABLED !== 'true' && Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),
     // Sealing more often spreads its bursts, but each round also scans the sealing queue, whose
     // dead rows pile up between vacuums: a shorter interval cost more than it gained
     // (docs/decisions/0003-audit-sealing.md).
@@ -83,5 +112,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookTimeoutMs: integer(env, 'WARDEN_WEBHOOK_TIMEOUT_MS', 15_000),
     redisUrl: env.REDIS_URL || undefined,
     workers: integer(env, 'WARDEN_WORKERS', 1),
+    mcpApprovalWaitMs: integer(env, 'WARDEN_MCP_APPROVAL_WAIT_MS', 30_000),
+    mcpUpstreamIdleMs: integer(env, 'WARDEN_MCP_UPSTREAM_IDLE_MS', 300_000),
   };
 }

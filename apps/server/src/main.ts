@@ -8,6 +8,12 @@
  * outbox's leases. The embedded database admits one process, so N > 1 needs DATABASE_URL.
  * The first server starts (and migrates) before the others; a server that dies is replaced;
  * SIGINT/SIGTERM stop every server gracefully, then the supervisor.
+ *
+ * A server stops within WARDEN_SHUTDOWN_TIMEOUT_MS (default 10 s) of SIGTERM/SIGINT: readiness
+ * answers 503, the port stops accepting, requests under way finish (with their audit commits),
+ * webhook deliveries under way finish or have their leases released, the sealer runs a last
+ * round, then it exits 0; if that takes longer than the bound, it exits 1 anyway.
+ * With WARDEN_METRICS_PORT the supervisor serves the metrics of all its servers, aggregated.
  */
 import cluster, { type Worker } from 'node:cluster';
 import { type Config, checkBootstrapKey, loadConfig } from './config.ts';
@@ -22,7 +28,7 @@ try {
   process.stderr.write(`warden: ${(error as Error).message}\n`);
   process.exit(1);
 }
-const logger = createLogger();
+const logger = createLogger(false, { level: config.logLevel });
 
 if (config.workers > 1 && !config.databaseUrl) {
   logger.error('WARDEN_WORKERS > 1 needs DATABASE_URL: the embedded database can be opened by one process only', {
@@ -35,22 +41,64 @@ if (config.workers > 1 && cluster.isPrimary) await supervise(config.workers);
 else await serve();
 
 async function serve(): Promise<void> {
+  // Before the server: its spans need the SDK (loaded only when traces are on).
+  const tracing = config.tracing ? (await import('./observability/tracing.ts')).startTracing() : undefined;
   // Loaded here, not above: the supervisor does not serve, so it does not load the server.
   const { startServer } = await import('./server.ts');
-  const server = await startServer({}, logger);
+  const { startFailure, portFailure, keyHint } = await import('./start-up.ts');
+  // A busy port is found before the database is opened, so nothing is left half started.
+  const busy = cluster.isPrimary ? await portFailure(config) : undefined;
+  if (busy) exitWith(busy);
+  const server = await startServer(config, logger).catch((error: unknown) => {
+    const failure = startFailure(error, config);
+    if (failure) exitWith(failure);
+    throw error;
+  });
+  // Supervised, the first server alone says it.
+  const hint =
+    config.bootstrapKey || (cluster.worker && cluster.worker.id !== 1)
+      ? undefined
+      : await keyHint(server.database, server.webhooks, config);
+  if (hint) logger.info(hint);
   // Ctrl-C reaches a supervised server twice (from the terminal and from its supervisor): close once.
   let closing = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       if (closing) return;
       closing = true;
-      void server.close().then(() => process.exit(0));
+      const started = Date.now();
+      const bound = config.shutdownTimeoutMs;
+      logger.info('warden stopping', { signal, timeoutMs: bound });
+      setTimeout(() => {
+        logger.error('warden did not stop within WARDEN_SHUTDOWN_TIMEOUT_MS; exiting', { timeoutMs: bound });
+        process.exit(1);
+      }, bound).unref();
+      // The drain gets the bound minus what closing the sealer and the database is given.
+      void server
+        .close(bound - Math.min(2_000, bound / 4))
+        .then(() => tracing?.shutdown().catch(() => undefined))
+        .then(
+          () => {
+            logger.info('warden stopped', { durationMs: Date.now() - started });
+            process.exit(0);
+          },
+          (error: unknown) => {
+            logger.error('warden did not stop cleanly', { cause: error });
+            process.exit(1);
+          },
+        );
     });
   }
 }
 
-/** How long a server may take to close gracefully before the supervisor kills it. */
-const STOP_GRACE_MS = 30_000;
+/** A start-up failure with a known fix: one line saying what to do, no stack. */
+function exitWith(line: string): never {
+  process.stderr.write(`warden: ${line}\n`);
+  process.exit(1);
+}
+
+/** How long a server may take to close gracefully before the supervisor kills it (beyond its own bound). */
+const STOP_GRACE_MS = Math.max(30_000, config.shutdownTimeoutMs + 5_000);
 /** Wait before starting a server again after a replacement failed to start. */
 const RETRY_MS = 5_000;
 
@@ -112,6 +160,17 @@ async function supervise(count: number): Promise<void> {
   });
 
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stopAll(0));
+  if (config.metricsPort !== undefined) {
+    // The supervisor answers the scrape with every server process's metrics, aggregated.
+    const { clusterMetrics } = await import('./observability/metrics.ts');
+    const { startMetricsListener } = await import('./observability/listener.ts');
+    const listener = await startMetricsListener(
+      clusterMetrics(() => [...serving.keys()]),
+      config.metricsPort,
+      config.metricsHost,
+    );
+    logger.info('warden metrics listening', { metrics: listener.url });
+  }
   try {
     await fork(); // migrates and bootstraps alone, before the others start
     await Promise.all(Array.from({ length: count - 1 }, fork));

@@ -3,6 +3,7 @@
  * (composition.ts) → bootstrap key → background workers → HTTP API, and, on the embedded
  * database, the local admin channel through which the CLI reaches it while the server holds it.
  */
+import cluster from 'node:cluster';
 import type { AddressInfo } from 'node:net';
 import { Redis } from 'ioredis';
 import { startAdminChannel } from './admin/channel.ts';
@@ -16,12 +17,24 @@ import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { createHttpServer } from './http/http-server.ts';
 import { IDENTITY_CHANNEL } from './http/key-cache.ts';
 import { createLogger, type Logger } from './logger.ts';
+import { createHttpObserver } from './observability/http.ts';
+import { startMetricsListener } from './observability/listener.ts';
+import { createMetrics, shareWithSupervisor } from './observability/metrics.ts';
+import { createProbes } from './observability/probes.ts';
 
 export interface RunningServer {
   url: string;
   database: Database;
   webhooks: WebhookService;
-  close(): Promise<void>;
+  /** http://host:port/metrics, when this process serves the metrics itself (WARDEN_METRICS_PORT, not supervised). */
+  metricsUrl?: string;
+  /**
+   * Stops. With `graceMs` (a shutdown: SIGTERM), first drains: readiness answers 503, no new
+   * connection is accepted, requests under way finish (their audit commits with them) and
+   * webhook deliveries under way finish or are released, all within `graceMs`; without it,
+   * connections are closed at once.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
 export async function startServer(overrides: Partial<Config> = {}, logger: Logger = createLogger()): Promise<RunningServer> {
@@ -45,7 +58,14 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       })
     : undefined;
   redis?.on('error', (error) => logger.error('redis', { cause: error }));
-  const { services, keys, rateLimitStore, sealer, delivery, mcp, egress } = compose({ config, database, logger, redis });
+  const metrics = config.metricsPort !== undefined ? createMetrics({ db: database.db, pool: database.pool }) : undefined;
+  const { services, keys, rateLimitStore, sealer, delivery, auditWriter, mcp, egress, simulations } = compose({
+    config,
+    database,
+    logger,
+    redis,
+    telemetry: metrics,
+  });
   if (config.bootstrapKey) await services.workspaces.ensureBootstrapKey(config.bootstrapKey);
   await sealer.start();
   delivery.start();
@@ -53,7 +73,21 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   if (redis)
     await Promise.race([new Promise((ready) => redis.once('ready', ready)), new Promise((later) => setTimeout(later, 5_000).unref())]);
   const stopListening = await database.listen(IDENTITY_CHANNEL, keys.handlers);
-  const app = createApp({ config, logger, services, rateLimitStore, keys });
+  const observer = createHttpObserver({
+    logger,
+    logRequests: config.logRequests,
+    metrics,
+    tracing: config.tracing,
+    v1BasePath: '/api/v1',
+  });
+  const probes = createProbes({
+    pingDatabase: async () => {
+      const { database: state } = await services.health.check();
+      if (state !== 'ok') throw new Error(`database ${state}`);
+    },
+    auditFailingSince: () => auditWriter.failingSince(),
+  });
+  const app = createApp({ config, logger, services, rateLimitStore, keys, observer, probes });
   const http = createHttpServer(app).listen(config.port, config.host);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
@@ -64,27 +98,66 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     database.kind === 'pglite' && !config.dataDir.startsWith('memory://')
       ? await startAdminChannel(config.dataDir, { database, webhooks }, logger)
       : undefined;
+  // Supervised (WARDEN_WORKERS > 1), the supervisor serves every process's metrics on the port.
+  if (metrics && cluster.isWorker) shareWithSupervisor(metrics);
+  const metricsListener =
+    metrics && !cluster.isWorker ? await startMetricsListener(metrics, config.metricsPort as number, config.metricsHost) : undefined;
   const { port } = http.address() as AddressInfo;
   const url = `http://${config.host}:${port}/api/v1`;
-  logger.info('warden listening', { url, database: database.kind });
+  logger.info('warden listening', { url, database: database.kind, ...(metricsListener ? { metrics: metricsListener.url } : {}) });
   return {
     url,
     database,
     webhooks,
-    close: async () => {
+    metricsUrl: metricsListener?.url,
+    close: async (graceMs?: number) => {
+      const deadline = graceMs === undefined ? undefined : Date.now() + graceMs;
+      probes.stopping();
+      observer.startDraining();
       clearInterval(partitionTimer);
-      await admin?.close();
-      await new Promise<void>((resolve) => {
+      // Stop accepting first; the admin channel closes meanwhile.
+      const httpClosed = new Promise<void>((resolve) => {
         http.close(() => resolve());
-        http.closeAllConnections();
+        if (deadline === undefined) {
+          http.closeAllConnections();
+          return;
+        }
+        // Idle keep-alive connections close now, busy ones once their answer (Connection: close)
+        // is written; whatever is still open at the deadline is cut.
+        http.closeIdleConnections();
+        const poll = setInterval(() => {
+          http.closeIdleConnections();
+          if (observer.inFlight() === 0 || Date.now() >= deadline) {
+            clearInterval(poll);
+            http.closeAllConnections();
+          }
+        }, 25);
       });
-      await delivery.stop();
+      const t0 = performance.now();
+      await admin?.close();
+      await httpClosed;
+      const t1 = performance.now();
+      await delivery.stop(deadline);
+      const t2 = performance.now();
+      await metricsListener?.close();
+      metrics?.close();
       redis?.disconnect();
       await mcp.close();
       await egress.close();
       await sealer.stop();
+      const t3 = performance.now();
+      await simulations.close();
       await stopListening();
       await database.close();
+      if (graceMs !== undefined) {
+        const ms = (a: number, b: number) => Math.round(b - a);
+        logger.info('warden closed', {
+          requestsMs: ms(t0, t1),
+          webhooksMs: ms(t1, t2),
+          sealerMs: ms(t2, t3),
+          restMs: ms(t3, performance.now()),
+        });
+      }
     },
   };
 }

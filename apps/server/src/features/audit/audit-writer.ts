@@ -25,8 +25,10 @@
  * sent again rather than queued: queueing kept the sealer in a cycle, each round moving the
  * head and failing the writer's next batch (docs/decisions/0003-audit-sealing.md).
  */
+import { SpanStatusCode, trace } from '@opentelemetry/api';
 import type { AuditEvent } from '@warden/contract';
 import type { Database } from '../../db/database.ts';
+import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import { type HeadMove, insertAuditBatch, readTreeHeads, type Seal, type StoredNode } from './audit.repository.ts';
 import { type AuditRecord, auditRows } from './audit-event.ts';
 import type { Frontier } from './merkle.ts';
@@ -44,6 +46,8 @@ interface Pending {
   resolve: (event: AuditEvent) => void;
   reject: (error: unknown) => void;
 }
+
+const tracer = trace.getTracer('warden');
 
 /** Compare-and-sets an event tries (with a read of the head between) before it is left to the sealer. */
 const SEALING_TRIES = 2;
@@ -72,18 +76,38 @@ export class AuditWriter {
   private waiting: Pending[] = [];
   private readonly wanted = new Set<string>();
   private reading = false;
+  /** When the last statement failed, while none has committed since (readiness reads it). */
+  private failedAt: number | undefined;
 
   constructor(
     private readonly database: Database,
     private readonly maxBatch = 500,
+    private readonly telemetry: Telemetry = NO_TELEMETRY,
   ) {}
 
+  /** When the last statement failed, if none has committed since. */
+  failingSince(): number | undefined {
+    return this.failedAt;
+  }
+
   write(workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
-    return new Promise((resolve, reject) => {
+    // The time from handing the event over to its commit (its group's statement), in the caller's trace.
+    const span = tracer.startSpan('warden.audit.commit');
+    return new Promise<AuditEvent>((resolve, reject) => {
       const rows = auditRows(workspaceId, record);
       this.queue.push({ rows, sealingTries: canonicalIds(rows) ? SEALING_TRIES : 0, resolve, reject });
       this.pump();
-    });
+    }).then(
+      (event) => {
+        span.end();
+        return event;
+      },
+      (error: unknown) => {
+        span.setStatus({ code: SpanStatusCode.ERROR });
+        span.end();
+        throw error;
+      },
+    );
   }
 
   /**
@@ -108,6 +132,7 @@ export class AuditWriter {
     if (batch.length === 0) return;
 
     this.writing = true;
+    const started = performance.now();
     const { seals, heads, nodes, frontiers } = this.sealInMemory(batch);
     insertAuditBatch(
       this.database,
@@ -118,6 +143,7 @@ export class AuditWriter {
     )
       .then(
         (advanced) => {
+          this.failedAt = undefined;
           for (const [workspaceId, frontier] of frontiers) {
             if (advanced.has(workspaceId)) this.heads.set(workspaceId, frontier);
             else this.heads.delete(workspaceId);
@@ -139,8 +165,12 @@ export class AuditWriter {
             }
           });
           this.queue.unshift(...again);
+          // Events sent again (their compare-and-set failed) are counted when they are written.
+          this.telemetry.auditCommit(batch.length - again.length, (performance.now() - started) / 1000, true);
         },
         (error: unknown) => {
+          this.failedAt = Date.now();
+          this.telemetry.auditCommit(batch.length, (performance.now() - started) / 1000, false);
           // It may have committed before its answer was lost: its heads are unknown now (its
           // unsealed events, if any, are in the queue, which the sealer reads).
           for (const workspaceId of heads.keys()) this.heads.delete(workspaceId);

@@ -8,10 +8,12 @@
  *   5. record the decision (audit event + outbox, approval changes) in one transaction
  *      before answering; if that fails the answer is 503 and nothing is allowed.
  */
+import { SpanStatusCode, trace } from '@opentelemetry/api';
 import type { EvaluationInput, EvaluationResult } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
+import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
@@ -35,6 +37,12 @@ export interface DecisionRequest {
   execution?: ExecutionFacts;
   /** The action an MCP operation stands for, whatever the caller declares. */
   fixedAction?: string;
+  /**
+   * When no approval is named and policy requires one: finds an approval of this agent for
+   * this exact act (its digest), so that a caller that cannot name one (an MCP client) retries
+   * the same act and gets it decided by the approval it already asked for.
+   */
+  findApproval?: (act: { digest: string; agentId: string; workspaceId: string }) => Promise<string | undefined>;
 }
 
 export interface DecisionOutcome {
@@ -70,15 +78,34 @@ export interface ExecutionOutcome {
   context: Record<string, unknown>;
 }
 
+const tracer = trace.getTracer('warden');
+
 export class DecisionService {
   constructor(
     private readonly db: Kysely<DB>,
     private readonly policies: PolicyCache,
     private readonly agents: AgentDirectory,
     private readonly auditWriter: AuditWriter,
+    private readonly telemetry: Telemetry = NO_TELEMETRY,
   ) {}
 
-  async decide(ctx: RequestContext, request: DecisionRequest): Promise<DecisionOutcome> {
+  /** Decides in a `warden.decision` span (a no-op unless traces are on: observability/tracing.ts). */
+  decide(ctx: RequestContext, request: DecisionRequest): Promise<DecisionOutcome> {
+    return tracer.startActiveSpan('warden.decision', { attributes: { 'warden.decision.source': request.source } }, async (span) => {
+      try {
+        const outcome = await this.decideNow(ctx, request);
+        span.setAttribute('warden.decision.result', outcome.result.result);
+        return outcome;
+      } catch (error) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof ApiError ? error.code : 'error' });
+        throw error;
+      } finally {
+        span.end();
+      }
+    });
+  }
+
+  private async decideNow(ctx: RequestContext, request: DecisionRequest): Promise<DecisionOutcome> {
     const workspaceId = ctx.auth.workspaceId;
     const facts = request.execution ?? null;
     const input = declaredInput(request.input, facts);
@@ -132,6 +159,7 @@ export class DecisionService {
           ),
         ),
       );
+      this.telemetry.decision('blocked', request.source);
       throw new ApiError('evaluation_failed', message);
     }
 
@@ -139,8 +167,13 @@ export class DecisionService {
     let step: ApprovalStep = decision.effect === 'require_approval' ? { kind: 'create' } : { kind: 'none' };
     let digest: string | undefined;
     const actDigestOnce = () => (digest ??= actDigest(agent.id, environment, input, facts));
-    if (request.approvalId !== undefined) {
-      const approval = await findApproval(this.db, workspaceId, request.approvalId);
+    const namedApproval =
+      request.approvalId ??
+      (decision.effect === 'require_approval' && request.findApproval
+        ? await request.findApproval({ digest: actDigestOnce(), agentId: agent.id, workspaceId })
+        : undefined);
+    if (namedApproval !== undefined) {
+      const approval = await findApproval(this.db, workspaceId, namedApproval);
       if (!approval) throw new ApiError('approval_invalid', `approval_id names no approval of this workspace`);
       if (approval.input_digest === null)
         throw new ApiError('approval_invalid', `approval '${approval.id}' pins no act, so it authorises no runtime decision`);
@@ -157,8 +190,10 @@ export class DecisionService {
       const status = toApproval(approval).status;
       // An approval is usable once, and only before it expires — whether it was decided or not.
       if (approval.consumed_at !== null) throw new ApiError('approval_invalid', `approval '${approval.id}' is already used`);
-      if (new Date(approval.expires_at).getTime() <= Date.now())
+      if (new Date(approval.expires_at).getTime() <= Date.now()) {
+        this.telemetry.approvalExpired();
         throw new ApiError('approval_invalid', `approval '${approval.id}' has expired`);
+      }
       if (decision.effect === 'require_approval') {
         if (status === 'approved') {
           decision = { ...decision, allowed: true, result: 'allowed', message: `Allowed by approval ${approval.id}` };
@@ -230,6 +265,8 @@ export class DecisionService {
         return writeEvent(trx, approval.id);
       });
     });
+    this.telemetry.decision(decision.result, request.source);
+    if (step.kind === 'create') this.telemetry.approvalCreated();
     if (proxyRefused) throw new ApiError('execution_proxy_required', 'This action may only run through /runtime/execute or /runtime/mcp/*');
 
     return {

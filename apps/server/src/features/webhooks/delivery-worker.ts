@@ -17,6 +17,7 @@
  * the previous secret signs too, so receivers on either secret verify.
  */
 import { randomUUID } from 'node:crypto';
+import { trace } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
 import { Webhook } from 'standardwebhooks';
 import { request } from 'undici';
@@ -24,6 +25,7 @@ import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { describeNetworkError, type EgressGuard } from '../../egress/guard.ts';
 import type { Logger } from '../../logger.ts';
+import { NO_TELEMETRY, type Telemetry, type WebhookOutcome } from '../../observability/telemetry.ts';
 import { findEvent, lockUndispatchedEvents, markDispatched } from '../events/outbox.repository.ts';
 import type { SecretBox } from './secrets.ts';
 import {
@@ -52,7 +54,10 @@ export interface DeliveryOptions {
   scheduleMs: number[];
   timeoutMs: number;
   pollMs: number;
+  telemetry?: Telemetry;
 }
+
+const tracer = trace.getTracer('warden');
 
 /** Deliveries under way at once in a process, in all and per workspace. */
 const MAX_IN_FLIGHT = 64;
@@ -88,6 +93,8 @@ export class DeliveryWorker {
   /** Deliveries under way in this process, and how many of them each workspace has. */
   private readonly inFlight = new Set<Promise<void>>();
   private readonly perWorkspace = new Map<string, number>();
+  /** Aborts the deliveries under way when a shutdown's time is up (their leases are released). */
+  private readonly abort = new AbortController();
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -102,11 +109,27 @@ export class DeliveryWorker {
     this.timer.unref();
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops leasing; lets the deliveries under way finish until `deadline` (epoch ms; none: no
+   * limit), then aborts those left and releases their leases, unattempted, for the next process.
+   */
+  async stop(deadline?: number): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
     await this.running;
-    await Promise.all(this.inFlight);
+    const all = Promise.all(this.inFlight);
+    if (deadline !== undefined && this.inFlight.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const late = await Promise.race([
+        all.then(() => false),
+        new Promise<boolean>((resolve) => {
+          timer = setTimeout(() => resolve(true), Math.max(0, deadline - Date.now()));
+        }),
+      ]);
+      clearTimeout(timer);
+      if (late) this.abort.abort();
+    }
+    await all;
   }
 
   /** Runs a round after the current one; rounds asked for meanwhile are one. */
@@ -191,7 +214,14 @@ export class DeliveryWorker {
     });
   }
 
-  private async deliver(delivery: DeliveryRow): Promise<void> {
+  /** One delivery in a `warden.webhook.deliver` span (its POST is a child span carrying traceparent when traces are on). */
+  private deliver(delivery: DeliveryRow): Promise<void> {
+    return tracer.startActiveSpan('warden.webhook.deliver', { attributes: { 'warden.webhook.event_type': delivery.event_type } }, (span) =>
+      this.send(delivery).finally(() => span.end()),
+    );
+  }
+
+  private async send(delivery: DeliveryRow): Promise<void> {
     const [endpoint, event] = await Promise.all([
       findEndpoint(this.db, delivery.workspace_id, delivery.endpoint_id),
       findEvent(this.db, delivery.workspace_id, delivery.event_id),
@@ -221,6 +251,9 @@ export class DeliveryWorker {
     let status: number | null = null;
     let responseBody: string | null = null;
     let error: string | null = null;
+    const telemetry = this.options.telemetry ?? NO_TELEMETRY;
+    const started = performance.now();
+    const outcome = (result: WebhookOutcome) => telemetry.webhookDelivery(result, (performance.now() - started) / 1000);
     try {
       const url = this.guard.checkUrl(endpoint.url, { httpsOnly: true });
       const res = await request(url, {
@@ -236,23 +269,35 @@ export class DeliveryWorker {
         dispatcher: this.guard.dispatcher,
         headersTimeout: this.options.timeoutMs,
         bodyTimeout: this.options.timeoutMs,
-        signal: AbortSignal.timeout(this.options.timeoutMs),
+        signal: AbortSignal.any([AbortSignal.timeout(this.options.timeoutMs), this.abort.signal]),
       });
       status = res.statusCode;
       responseBody = await readKept(res.body);
     } catch (e) {
+      if (this.abort.signal.aborted) {
+        // Shutting down: not an attempt; the lease is released for another process (same webhook-id).
+        outcome('released');
+        return this.finish(delivery, {});
+      }
       error = (e as Error).name === 'TimeoutError' ? `no answer within ${this.options.timeoutMs} ms` : describeNetworkError(e);
     }
     const attempts = delivery.attempts + 1;
     const base = { attempts, last_attempt_at: timestamp, response_status: status, response_body: responseBody, last_error: error };
-    if (status !== null && status >= 200 && status < 300) return this.finish(delivery, { ...base, status: 'succeeded', last_error: null });
+    if (status !== null && status >= 200 && status < 300) {
+      outcome('succeeded');
+      return this.finish(delivery, { ...base, status: 'succeeded', last_error: null });
+    }
     if (status === 410) {
+      outcome('gone');
       await disableEndpoint(this.db, endpoint.workspace_id, endpoint.id);
       return this.finish(delivery, { ...base, status: 'failed', last_error: 'receiver answered 410 Gone: endpoint disabled' });
     }
     const delay = this.options.scheduleMs[attempts];
-    if (delay === undefined)
+    if (delay === undefined) {
+      outcome('failed');
       return this.finish(delivery, { ...base, status: 'failed', last_error: error ?? `receiver answered ${status}` });
+    }
+    outcome('retry');
     const jitter = delay * 0.1 * Math.random();
     await this.finish(delivery, {
       ...base,
