@@ -49,6 +49,9 @@ export function describeNetworkError(error: unknown): string {
   return e.code ?? e.cause?.code ?? e.message ?? 'unknown error';
 }
 
+/** The end of a refusal that an operator can lift: the variable and the entry to add. */
+const allowHint = (entry: string) => ` (an operator can allow it: add ${entry} to WARDEN_EGRESS_ALLOWLIST)`;
+
 export function createEgressGuard(allowlist: readonly string[], options: { connectTimeoutMs?: number } = {}): EgressGuard {
   const cidrs: CidrList = { v4: [], v6: [] };
   const hosts = new Set<string>();
@@ -61,17 +64,18 @@ export function createEgressGuard(allowlist: readonly string[], options: { conne
   }
   const hostAllowed = (host: string) => hosts.has(host) || domains.some((suffix) => host.endsWith(suffix));
 
-  const checkAddress = (address: string) => {
+  /** `allow`: the WARDEN_EGRESS_ALLOWLIST entry that would let the target through, named so an operator knows the fix. */
+  const checkAddress = (address: string, allow = isIP(address) === 6 ? `${address}/128` : `${address}/32`) => {
     if (inCidrList(address, cidrs)) return;
     const reason = forbiddenReason(address);
-    if (reason) throw new EgressDenied(`target denied: ${reason}`);
+    if (reason) throw new EgressDenied(`target denied: ${reason}${allowHint(allow)}`);
   };
 
   const lookup = (hostname: string, opts: { all?: boolean; family?: number }, callback: (...args: unknown[]) => void) => {
     dnsLookup(hostname, { ...opts, all: true }, (error, addresses: LookupAddress[]) => {
       if (error) return callback(error);
       try {
-        if (!hostAllowed(hostname.toLowerCase())) for (const { address } of addresses) checkAddress(address);
+        if (!hostAllowed(hostname.toLowerCase())) for (const { address } of addresses) checkAddress(address, hostname.toLowerCase());
       } catch (denied) {
         return callback(denied);
       }
@@ -97,7 +101,7 @@ export function createEgressGuard(allowlist: readonly string[], options: { conne
     const host = url.hostname.replace(/^\[(.*)\]$/, '$1').toLowerCase();
     const ipLiteral = isIP(host) !== 0;
     const allowed = ipLiteral ? inCidrList(host, cidrs) : hostAllowed(host);
-    if (httpsOnly && url.protocol !== 'https:' && !allowed) throw new EgressDenied('target denied: https is required');
+    if (httpsOnly && url.protocol !== 'https:' && !allowed) throw new EgressDenied(`target denied: https is required${allowHint(host)}`);
     if (ipLiteral && !allowed) checkAddress(host);
     return url;
   };

@@ -31,6 +31,7 @@ export function keyIdentity(
     rate_limit_per_minute: number | null;
     policy_version: number;
     agents_version: number;
+    mcp_servers_version: number;
   },
   defaultRateLimit: number,
 ): AuthContext {
@@ -42,6 +43,7 @@ export function keyIdentity(
     rateLimitPerMinute: key.rate_limit_per_minute ?? defaultRateLimit,
     policyVersion: key.policy_version,
     agentsVersion: key.agents_version,
+    mcpServersVersion: key.mcp_servers_version,
   };
 }
 

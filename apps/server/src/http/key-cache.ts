@@ -15,6 +15,12 @@
  * Across processes a change is seen after the notification arrives (milliseconds), not in
  * the same instant: see the README's "Running several instances".
  * Unknown keys are never cached, so a new key works at once and guessing costs a lookup.
+ *
+ * The MCP gateway also accepts an agent's own key as the bearer (http/mcp-gateway.ts): what
+ * such a bearer is — an agent's identity, or nothing (no workspace key, no agent key of exactly
+ * one agent) — is kept apart (`getAgent`/`setAgent`; never answered by `get`), negatives
+ * included, and dropped whole by every notification: an agent key of any workspace can change
+ * what a bearer means (two workspaces sharing it make it nobody's).
  */
 import type { AuthContext } from '../shared/context.ts';
 
@@ -22,6 +28,7 @@ export const IDENTITY_CHANNEL = 'warden_identity';
 
 export class KeyCache {
   private readonly entries = new Map<string, { identity: AuthContext; expiresAt: number }>();
+  private readonly agents = new Map<string, { identity: AuthContext | null; expiresAt: number }>();
   private listening = false;
   private epoch = 0;
 
@@ -53,8 +60,27 @@ export class KeyCache {
     this.entries.set(keyHash, { identity, expiresAt: Date.now() + this.ttlMs });
   }
 
+  /** An agent key sent as the bearer: its identity, null when it is known to be nobody's, undefined when not cached. */
+  getAgent(keyHash: string): AuthContext | null | undefined {
+    const entry = this.agents.get(keyHash);
+    if (!entry) return undefined;
+    if (entry.expiresAt > Date.now()) return entry.identity;
+    this.agents.delete(keyHash);
+    return undefined;
+  }
+
+  setAgent(keyHash: string, identity: AuthContext | null, startedAt: number): void {
+    if (!this.listening || startedAt !== this.epoch) return;
+    if (this.agents.size >= this.maxEntries) {
+      const oldest = this.agents.keys().next().value;
+      if (oldest !== undefined) this.agents.delete(oldest);
+    }
+    this.agents.set(keyHash, { identity, expiresAt: Date.now() + this.ttlMs });
+  }
+
   forgetWorkspace(workspaceId: string): void {
     this.epoch++;
+    this.agents.clear();
     for (const [keyHash, entry] of this.entries) {
       if (entry.identity.workspaceId === workspaceId) this.entries.delete(keyHash);
     }
@@ -66,6 +92,7 @@ export class KeyCache {
     state: (listening: boolean) => {
       this.epoch++;
       this.entries.clear();
+      this.agents.clear();
       this.listening = listening;
     },
   };

@@ -11,6 +11,8 @@ export interface AuthContext {
   policyVersion: number;
   /** The workspace's agents version, read with the key: agent lookups are cached by it. */
   agentsVersion: number;
+  /** The workspace's MCP servers version, read with the key: the registry of MCP servers is cached by it. */
+  mcpServersVersion: number;
   /** The dashboard session that authenticated the request (its id, never its token); absent for a bearer key. */
   sessionId?: string;
 }
@@ -65,4 +67,5 @@ export const ANONYMOUS: AuthContext = {
   rateLimitPerMinute: 0,
   policyVersion: 0,
   agentsVersion: 0,
+  mcpServersVersion: 0,
 };

@@ -5,7 +5,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { type CallToolResult, McpError, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import type {
+  ErrorCode,
   EvaluationInput,
   ExecutionRequest,
   ExecutionResponse,
@@ -25,23 +27,62 @@ import type { EgressGuard } from '../../egress/guard.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, mcpFacts } from '../decisions/act.ts';
-import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
-import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
+import type { DecisionOutcome, DecisionRequest, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
-import { MCP_REQUEST_TIMEOUT_MS, type McpConnector, type McpTarget } from './mcp-connector.ts';
+import { type HeldSession, MCP_REQUEST_TIMEOUT_MS, type McpConnector, type McpTarget, type UseOptions } from './mcp-connector.ts';
+import type { McpRegistry } from './mcp-registry.ts';
 import { findOpenSession, insertSession } from './mcp-sessions.repository.ts';
 
 export const MCP_SESSION_MINUTES = 30;
 
 type ToolResult = { content: Array<Record<string, unknown>>; isError: boolean; structuredContent?: Record<string, unknown> };
 
+/** What a tool that runs only as an MCP task answers through Warden (which does not run tasks): it did not run. */
+export const taskRequiredMessage = (tool: string) =>
+  `Tool '${tool}' runs only as an MCP task (execution.taskSupport 'required'), and Warden does not run tools as tasks: it was not run.`;
+
+/**
+ * tools/call on the upstream. A tool that requires task mode is refused by the SDK client (when
+ * it has listed it) or by the upstream: that refusal is answered as a tool error naming why.
+ */
+export async function callUpstreamTool(
+  client: Client,
+  params: { name: string; arguments: Record<string, unknown> },
+  options: Parameters<Client['callTool']>[2] = { timeout: MCP_REQUEST_TIMEOUT_MS },
+): Promise<CallToolResult> {
+  try {
+    return (await client.callTool(params, undefined, options)) as CallToolResult;
+  } catch (error) {
+    if (error instanceof McpError && /requires task/i.test(error.message))
+      return { content: [{ type: 'text', text: taskRequiredMessage(params.name) }], isError: true };
+    throw error;
+  }
+}
+
 async function runTool(client: Client, tool: string, args: Record<string, unknown>): Promise<ToolResult> {
-  const result = await client.callTool({ name: tool, arguments: args }, undefined, { timeout: MCP_REQUEST_TIMEOUT_MS });
+  const result = await callUpstreamTool(client, { name: tool, arguments: args });
   return {
     content: (result.content ?? []) as ToolResult['content'],
     isError: result.isError === true,
     ...(result.structuredContent ? { structuredContent: result.structuredContent as Record<string, unknown> } : {}),
   };
+}
+
+/** An MCP operation on a registered server, as the REST runtime and the MCP gateway both run it. */
+export interface McpOperation {
+  /** The action the operation stands for, whatever the caller declares: mcp.call, mcp.discover, mcp.resources.read, mcp.prompts.get. */
+  action: string;
+  /** What the caller declares (defaults: the fixed action). */
+  input?: EvaluationInput;
+  /** A tool call's tool and arguments (decided on, and bound into an approval). */
+  tool?: string;
+  arguments?: Record<string, unknown>;
+  approvalId?: string;
+  /** Finds an approval for this exact act when none is named (see DecisionRequest). */
+  findApproval?: DecisionRequest['findApproval'];
+  /** A governed session (`/runtime/mcp/session`) whose upstream session to use. */
+  sessionId?: string;
+  source?: 'mcp' | 'execution';
 }
 
 /** An MCP operation's input: its action is the operation's unless the caller declares one too. */
@@ -53,6 +94,7 @@ export class ExecutionService {
     private readonly decisions: DecisionService,
     private readonly mcp: McpConnector,
     private readonly egress: EgressGuard,
+    private readonly registry: McpRegistry,
   ) {}
 
   /** Runs the action of an allowed decision and audits its outcome; a failure is audited too. */
@@ -83,17 +125,53 @@ export class ExecutionService {
     return value;
   }
 
-  private async registeredServer(ctx: RequestContext, slug: string): Promise<McpTarget> {
-    const server = await findMcpServer(this.db, ctx.auth.workspaceId, slug);
-    if (!server?.enabled) throw new ApiError('mcp_server_not_found', `no enabled MCP server '${slug}' in this workspace`);
+  /** The enabled server with this slug (or id) in the caller's workspace, from the cached registry (404 otherwise). */
+  async registeredServer(ctx: RequestContext, slug: string): Promise<McpTarget> {
+    const server = await this.registry.find(ctx.auth, slug);
+    if (!server) throw new ApiError('mcp_server_not_found', `no enabled MCP server '${slug}' in this workspace`);
     return server;
   }
 
-  private async session(ctx: RequestContext, id: string | undefined, server: McpTarget, agentId: string) {
+  /** Every enabled server of the caller's workspace, by slug. */
+  registeredServers(ctx: RequestContext): Promise<McpTarget[]> {
+    return this.registry.list(ctx.auth);
+  }
+
+  private async session(ctx: RequestContext, id: string | undefined, server: McpTarget, agentId: string): Promise<HeldSession | null> {
     if (id === undefined) return null;
     const row = await findOpenSession(this.db, { workspaceId: ctx.auth.workspaceId, id, serverId: server.id, agentId });
     if (!row) throw new ApiError('session_not_found', `no open session '${id}' of this agent on '${server.slug}'`);
     return { id: row.id, expiresAt: new Date(row.expires_at) };
+  }
+
+  /**
+   * Decides an MCP operation on what runs (audited before anything is sent), and only when
+   * allowed runs `work` on the pooled upstream connection and audits its outcome. `value` is
+   * null when the decision did not allow it.
+   */
+  async governMcp<T>(
+    ctx: RequestContext,
+    server: McpTarget,
+    operation: McpOperation,
+    failure: ErrorCode,
+    work: (client: Client) => Promise<T>,
+    describe: (value: T) => Record<string, unknown>,
+    options: UseOptions = {},
+  ): Promise<{ decided: DecisionOutcome; value: T | null }> {
+    const facts = mcpFacts(server.slug, operation.tool, operation.arguments);
+    const decided = await this.decisions.decide(ctx, {
+      input: operation.input ?? { action: operation.action },
+      execution: facts,
+      fixedAction: operation.action,
+      approvalId: operation.approvalId,
+      findApproval: operation.findApproval,
+      source: operation.source ?? 'mcp',
+      viaProxy: true,
+    });
+    if (!decided.result.allowed) return { decided, value: null };
+    const held = await this.session(ctx, operation.sessionId, server, decided.agent.id);
+    const value = await this.act(ctx, decided, () => this.mcp.use(server, failure, held, work, options), describe);
+    return { decided, value };
   }
 
   async execute(ctx: RequestContext, body: ExecutionRequest): Promise<ExecutionResponse['data']> {
@@ -134,60 +212,72 @@ export class ExecutionService {
     return { allowed: true, decision, execution: { mode: 'mcp_proxy' as const, server: target.slug, tool: execution.tool, ...result } };
   }
 
-  async discoverTools(ctx: RequestContext, body: McpDiscoverRequest): Promise<McpDiscoverResponse['data']> {
-    const server = await this.registeredServer(ctx, body.server);
-    const decided = await this.decisions.decide(ctx, {
-      input: mcpInput(body.input, 'mcp.discover'),
-      execution: mcpFacts(server.slug),
-      fixedAction: 'mcp.discover',
-      source: 'mcp',
-      viaProxy: true,
-    });
-    if (!decided.result.allowed) return { allowed: false, result: decided.result.result, server: server.slug, tools: [] };
-    const held = await this.session(ctx, body.session_id, server, decided.agent.id);
-    const listed = await this.act(
+  /**
+   * The server's tools this agent may call: the listing is decided as `mcp.discover` (audited),
+   * then each tool as a call would be (decisions.allowedTools). Tools come as the upstream
+   * sent them.
+   */
+  async listTools(
+    ctx: RequestContext,
+    server: McpTarget,
+    { cursor, ...operation }: Omit<McpOperation, 'action'> & { cursor?: string } = {},
+  ): Promise<{ decided: DecisionOutcome; tools: Tool[] | null; nextCursor?: string }> {
+    const { decided, value } = await this.governMcp(
       ctx,
-      decided,
-      () => this.mcp.use(server, 'discovery_failed', held, (client) => client.listTools(undefined, { timeout: MCP_REQUEST_TIMEOUT_MS })),
+      server,
+      { ...operation, action: 'mcp.discover' },
+      'discovery_failed',
+      (client) => client.listTools(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
       (r) => ({ tools: r.tools.length }),
+      { idempotent: true },
     );
+    if (value === null) return { decided, tools: null };
     const allowed = await this.decisions.allowedTools(
       ctx,
       decided,
       server.slug,
-      listed.tools.map((tool) => tool.name),
+      value.tools.map((tool) => tool.name),
     );
-    const tools = listed.tools
-      .filter((tool) => allowed.has(tool.name))
-      .map((tool) => ({
-        name: tool.name,
-        description: tool.description ?? '',
-        inputSchema: tool.inputSchema as Record<string, unknown>,
-      }));
-    return { allowed: true, result: decided.result.result, server: server.slug, tools };
+    return { decided, tools: value.tools.filter((tool) => allowed.has(tool.name)), nextCursor: value.nextCursor };
+  }
+
+  async discoverTools(ctx: RequestContext, body: McpDiscoverRequest): Promise<McpDiscoverResponse['data']> {
+    const server = await this.registeredServer(ctx, body.server);
+    const { decided, tools } = await this.listTools(ctx, server, {
+      input: mcpInput(body.input, 'mcp.discover'),
+      sessionId: body.session_id,
+    });
+    if (tools === null) return { allowed: false, result: decided.result.result, server: server.slug, tools: [] };
+    return {
+      allowed: true,
+      result: decided.result.result,
+      server: server.slug,
+      // every field as the upstream sent it (the spec's McpTool allows the protocol's fields)
+      tools: tools.map((tool) => ({ ...tool, description: tool.description ?? '' })),
+    };
   }
 
   async callTool(ctx: RequestContext, body: McpCallRequest): Promise<McpCallResponse['data']> {
     const server = await this.registeredServer(ctx, body.server);
-    const facts = mcpFacts(server.slug, body.tool, body.arguments);
-    const decided = await this.decisions.decide(ctx, {
-      input: mcpInput(body.input, 'mcp.call'),
-      execution: facts,
-      fixedAction: 'mcp.call',
-      approvalId: body.approval_id,
-      source: 'mcp',
-      viaProxy: true,
-    });
-    const base = { server: server.slug, tool: body.tool, decision: decided.result };
-    if (!decided.result.allowed) return { allowed: false, ...base, execution: null };
-    const held = await this.session(ctx, body.session_id, server, decided.agent.id);
-    const execution = await this.act(
+    const args = body.arguments ?? {};
+    const { decided, value } = await this.governMcp(
       ctx,
-      decided,
-      () => this.mcp.use(server, 'call_failed', held, (client) => runTool(client, body.tool, facts.arguments ?? {})),
+      server,
+      {
+        action: 'mcp.call',
+        input: mcpInput(body.input, 'mcp.call'),
+        tool: body.tool,
+        arguments: args,
+        approvalId: body.approval_id,
+        sessionId: body.session_id,
+      },
+      'call_failed',
+      (client) => runTool(client, body.tool, args),
       (r) => ({ tool_error: r.isError }),
     );
-    return { allowed: true, ...base, execution };
+    const base = { server: server.slug, tool: body.tool, decision: decided.result };
+    if (value === null) return { allowed: false, ...base, execution: null };
+    return { allowed: true, ...base, execution: value };
   }
 
   async openSession(ctx: RequestContext, body: McpSessionRequest): Promise<McpSessionResponse['data']> {

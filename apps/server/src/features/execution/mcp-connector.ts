@@ -1,10 +1,22 @@
 /**
- * MCP client connections to registered servers, through the egress guard: the official SDK's
- * Client over Streamable HTTP, falling back to the older SSE transport (`transport: auto`) when
- * the server answers that it has no Streamable HTTP endpoint (see `connect`).
- * The URL always comes from the registry. Connections opened for a governed session are kept
- * for the session's life and reused by its calls; others are closed after one use.
+ * The one connection manager for upstream MCP servers, shared by the REST runtime
+ * (`/runtime/mcp/*`, `mcp_proxy`) and the MCP gateway (`/mcp`): the official SDK's Client over
+ * Streamable HTTP, falling back to the older SSE transport (`transport: auto`) when the server
+ * answers that it has no Streamable HTTP endpoint (see `connect`). Every request goes through
+ * the egress guard; the URL always comes from the registry.
+ *
+ * - One upstream session per workspace and server (per governed session for `/runtime/mcp/session`),
+ *   opened on first use and reused by every call after it, concurrent calls included: a call
+ *   pays no handshake.
+ * - An upstream session is terminated (HTTP DELETE, as the transport specification asks) when
+ *   it has been idle for `idleMs`, when its governed session expires, when the pool is full (the
+ *   least recently used goes), when the registry's URL or transport changes, and on shutdown.
+ * - A dead upstream session (the server restarted or forgot it: it answers 404, or 400 to a
+ *   session it does not know) is re-established transparently, once: the failed request never
+ *   ran, so it is sent again on the new session. A network failure is retried the same way
+ *   only for requests that change nothing (listing, reading).
  */
+import type { Readable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -13,30 +25,147 @@ import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget
 import { ApiError } from '../../shared/errors.ts';
 
 export const MCP_REQUEST_TIMEOUT_MS = 15_000;
+/** Default for how long an unused upstream session is kept (WARDEN_MCP_UPSTREAM_IDLE_MS). */
+export const DEFAULT_UPSTREAM_IDLE_MS = 300_000;
+/** Upstream sessions kept at most; beyond, the least recently used is terminated. */
+const MAX_POOLED = 1_000;
+/** How long a DELETE that terminates an upstream session may take. */
+const TERMINATE_TIMEOUT_MS = 2_000;
 
 /** What a server without Streamable HTTP answers the initialize POST (the `auto` transport then tries SSE). */
 const SSE_ONLY_STATUSES = new Set([400, 404, 405]);
 const speaksOnlySse = (error: unknown) => error instanceof StreamableHTTPError && SSE_ONLY_STATUSES.has(error.code ?? 0);
+/** What a server answers a request on a session it no longer has (404 per the specification; many SDK servers say 400). */
+const deadSession = (error: unknown) => error instanceof StreamableHTTPError && (error.code === 404 || error.code === 400);
+const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
+const networkFailure = (error: unknown): boolean => {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (NETWORK_CODES.has((e as { code?: string }).code ?? '')) return true;
+  }
+  return false;
+};
+
+/** Statuses whose answer has no body (a Response refuses one). */
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+
+/**
+ * fetch for the Streamable HTTP transport, through the egress guard (its URL check, and its
+ * dispatcher, which checks the addresses a name resolves to): undici's `request` under a
+ * Response of its answer. Redirects are not followed (the SDK may follow one within the same
+ * origin, as with any fetch). Cheaper per call than undici's WHATWG fetch
+ * (docs/decisions/0013-mcp-gateway.md).
+ */
+function guardedFetch(guard: EgressGuard): typeof fetch {
+  return async (input, init = {}) => {
+    const url = guard.checkUrl(input instanceof Request ? input.url : String(input));
+    const headers: Record<string, string> = {};
+    new Headers(init.headers).forEach((value, name) => {
+      headers[name] = value;
+    });
+    const answer = await guard.dispatcher.request({
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: (init.method ?? 'GET') as 'GET',
+      headers,
+      body: init.body as string | undefined,
+      signal: init.signal ?? undefined,
+    });
+    const responseHeaders = new Headers();
+    for (const [name, value] of Object.entries(answer.headers)) {
+      if (value === undefined) continue;
+      for (const one of Array.isArray(value) ? value : [value]) responseHeaders.append(name, one);
+    }
+    if (NULL_BODY.has(answer.statusCode)) {
+      answer.body.resume();
+      return new Response(null, { status: answer.statusCode, headers: responseHeaders });
+    }
+    return new Response(webStream(answer.body), { status: answer.statusCode, headers: responseHeaders });
+  };
+}
+
+/**
+ * A Node stream as a web ReadableStream, with backpressure. Not Readable.toWeb: on Node 20 it
+ * enqueues data that arrives after the reader cancelled, an uncaught exception.
+ */
+function webStream(body: Readable): ReadableStream<Uint8Array> {
+  let finished = false;
+  return new ReadableStream<Uint8Array>({
+    start(controller) {
+      body.on('data', (chunk: Buffer) => {
+        if (finished) return;
+        controller.enqueue(chunk);
+        if ((controller.desiredSize ?? 1) <= 0) body.pause();
+      });
+      body.once('end', () => {
+        if (finished) return;
+        finished = true;
+        controller.close();
+      });
+      body.once('error', (error) => {
+        if (finished) return;
+        finished = true;
+        controller.error(error);
+      });
+    },
+    pull() {
+      body.resume();
+    },
+    cancel() {
+      finished = true;
+      body.destroy();
+    },
+  });
+}
 
 export interface McpTarget {
   id: string;
+  workspace_id: string;
   slug: string;
   transport_url: string;
   transport: string;
 }
 
-interface Held {
-  client: Client;
+/** A governed session (`/runtime/mcp/session`): its calls share an upstream session of their own. */
+export interface HeldSession {
+  id: string;
+  expiresAt: Date;
+}
+
+export interface UseOptions {
+  /** True when sending the request twice changes nothing (a list or a read): network failures are retried too. */
+  idempotent?: boolean;
+}
+
+interface Pooled {
+  key: string;
+  client: Promise<Client>;
+  lastUsed: number;
+  /** For a governed session: when it expires. */
   expiresAt: number;
+  closed: boolean;
+  /** Calls running on it (an idle sweep leaves it alone meanwhile). */
+  inUse: number;
 }
 
 export class McpConnector {
-  private readonly sessions = new Map<string, Held>();
+  private readonly pool = new Map<string, Pooled>();
   private readonly sweeper: NodeJS.Timeout;
+  /** Terminations in flight, awaited on shutdown. */
+  private readonly closing = new Set<Promise<void>>();
+  private readonly fetch: typeof fetch;
 
-  constructor(private readonly guard: EgressGuard) {
-    this.sweeper = setInterval(() => this.sweep(), 60_000);
+  constructor(
+    private readonly guard: EgressGuard,
+    private readonly idleMs = DEFAULT_UPSTREAM_IDLE_MS,
+  ) {
+    this.sweeper = setInterval(() => this.sweep(), Math.min(30_000, Math.max(50, Math.floor(idleMs / 2))));
     this.sweeper.unref();
+    this.fetch = guardedFetch(guard);
+  }
+
+  /** Upstream sessions currently pooled (open or opening). */
+  get size(): number {
+    return this.pool.size;
   }
 
   /**
@@ -47,15 +176,20 @@ export class McpConnector {
    * same deadline. A timeout, a reset or any other failure is the server's answer: no
    * fallback, so a hanging server costs one timeout, not two.
    */
-  private async connect(target: McpTarget): Promise<Client> {
+  private async connect(target: McpTarget, onClose: () => void): Promise<Client> {
     const url = this.guard.checkUrl(target.transport_url);
-    const fetch = this.guard.fetch.bind(this.guard);
-    const client = () => new Client({ name: 'warden', version: '1.0.0' });
+    const client = () => {
+      const c = new Client({ name: 'warden', version: '1.0.0' });
+      // a failing background stream (the server-to-client GET) is not the caller's error
+      c.onerror = () => undefined;
+      return c;
+    };
     const deadline = performance.now() + MCP_REQUEST_TIMEOUT_MS;
     if (target.transport !== 'sse') {
       const streamable = client();
       try {
-        await streamable.connect(new StreamableHTTPClientTransport(url, { fetch }), { timeout: MCP_REQUEST_TIMEOUT_MS });
+        await streamable.connect(new StreamableHTTPClientTransport(url, { fetch: this.fetch }), { timeout: MCP_REQUEST_TIMEOUT_MS });
+        streamable.onclose = onClose;
         return streamable;
       } catch (error) {
         await streamable.close().catch(() => undefined);
@@ -69,11 +203,12 @@ export class McpConnector {
       // The SSE transport's start has no timeout of its own: bound it, and close the client on
       // failure so it does not keep reconnecting in the background.
       await Promise.race([
-        sse.connect(new SSEClientTransport(url, { fetch }), { timeout: remaining }),
+        sse.connect(new SSEClientTransport(url, { fetch: this.guard.fetch.bind(this.guard) }), { timeout: remaining }),
         new Promise((_, reject) => {
           timer = setTimeout(() => reject(new Error('no answer within the MCP timeout')), remaining);
         }),
       ]);
+      sse.onclose = onClose;
       return sse;
     } catch (error) {
       await sse.close().catch(() => undefined);
@@ -83,39 +218,114 @@ export class McpConnector {
     }
   }
 
+  private keyOf(target: McpTarget, session: HeldSession | null): string {
+    // the URL and transport are part of the key: a registry change opens a new upstream session
+    return session
+      ? `session\u0000${session.id}\u0000${target.transport}\u0000${target.transport_url}`
+      : `server\u0000${target.workspace_id}\u0000${target.id}\u0000${target.transport}\u0000${target.transport_url}`;
+  }
+
+  private acquire(target: McpTarget, session: HeldSession | null): Pooled {
+    const key = this.keyOf(target, session);
+    const now = Date.now();
+    const found = this.pool.get(key);
+    if (found && !found.closed) {
+      found.lastUsed = now;
+      // most recently used last, so eviction takes the first
+      this.pool.delete(key);
+      this.pool.set(key, found);
+      return found;
+    }
+    if (this.pool.size >= MAX_POOLED) {
+      const oldest = this.pool.values().next().value;
+      if (oldest) this.retire(oldest);
+    }
+    const entry: Pooled = {
+      key,
+      lastUsed: now,
+      expiresAt: session ? session.expiresAt.getTime() : Number.POSITIVE_INFINITY,
+      closed: false,
+      inUse: 0,
+      client: Promise.resolve(null as never),
+    };
+    entry.client = this.connect(target, () => {
+      // the transport closed under us: forget it, the next call opens a new session
+      if (this.pool.get(key) === entry) this.pool.delete(key);
+      entry.closed = true;
+    });
+    // a failed handshake is not pooled
+    entry.client.catch(() => {
+      if (this.pool.get(key) === entry) this.pool.delete(key);
+      entry.closed = true;
+    });
+    this.pool.set(key, entry);
+    return entry;
+  }
+
+  /** Terminates the upstream session (DELETE) and closes the client, in the background. */
+  private retire(entry: Pooled): void {
+    if (this.pool.get(entry.key) === entry) this.pool.delete(entry.key);
+    if (entry.closed) return;
+    entry.closed = true;
+    const done = entry.client
+      .then(async (client) => {
+        client.onclose = undefined;
+        const transport = client.transport;
+        if (transport instanceof StreamableHTTPClientTransport) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([
+            transport.terminateSession(),
+            new Promise((resolve) => {
+              timer = setTimeout(resolve, TERMINATE_TIMEOUT_MS);
+            }),
+          ])
+            .catch(() => undefined)
+            .finally(() => clearTimeout(timer));
+        }
+        await client.close();
+      })
+      .catch(() => undefined);
+    this.closing.add(done);
+    void done.finally(() => this.closing.delete(done));
+  }
+
   /**
-   * Runs `work` on a client for `target`: the session's held connection when `session` is
-   * given (opened on first use in this process), else a fresh one closed afterwards.
-   * Failures become ApiErrors: 403 execution_target_denied for the egress guard, else
+   * Runs `work` on the pooled client for `target` (for a governed `session`, that session's
+   * own). Failures become ApiErrors: 403 execution_target_denied for the egress guard, else
    * `failure` (502).
    */
   async use<T>(
     target: McpTarget,
     failure: ErrorCode,
-    session: { id: string; expiresAt: Date } | null,
+    session: HeldSession | null,
     work: (client: Client) => Promise<T>,
+    options: UseOptions = {},
   ): Promise<T> {
     try {
-      if (session) {
-        let held = this.sessions.get(session.id);
-        if (!held) {
-          held = { client: await this.connect(target), expiresAt: session.expiresAt.getTime() };
-          this.sessions.set(session.id, held);
-        }
+      for (let attempt = 0; ; attempt++) {
+        const entry = this.acquire(target, session);
+        // counted while the handshake runs too, so that the idle sweep does not end a session being opened
+        entry.inUse += 1;
+        let client: Client;
         try {
-          return await work(held.client);
+          client = await entry.client;
         } catch (error) {
-          // A broken connection is dropped; the next call of the session opens a new one.
-          this.sessions.delete(session.id);
-          await held.client.close().catch(() => undefined);
+          entry.inUse -= 1;
+          // a failed handshake is the server's answer: not retried
           throw error;
         }
-      }
-      const client = await this.connect(target);
-      try {
-        return await work(client);
-      } finally {
-        await client.close().catch(() => undefined);
+        try {
+          return await work(client);
+        } catch (error) {
+          const broken = deadSession(error) || networkFailure(error);
+          if (!broken) throw error;
+          this.retire(entry);
+          // once: a second failure is the server's answer
+          if (attempt > 0 || !(deadSession(error) || options.idempotent)) throw error;
+        } finally {
+          entry.inUse -= 1;
+          entry.lastUsed = Date.now();
+        }
       }
     } catch (error) {
       if (error instanceof ApiError) throw error;
@@ -127,17 +337,17 @@ export class McpConnector {
     }
   }
 
-  private sweep(now = Date.now()): void {
-    for (const [id, held] of this.sessions) {
-      if (held.expiresAt <= now) {
-        this.sessions.delete(id);
-        void held.client.close().catch(() => undefined);
-      }
+  /** Terminates idle upstream sessions and those of expired governed sessions. */
+  sweep(now = Date.now()): void {
+    for (const entry of [...this.pool.values()]) {
+      if (entry.expiresAt <= now || (entry.inUse === 0 && now - entry.lastUsed >= this.idleMs)) this.retire(entry);
     }
   }
 
+  /** Terminates every upstream session (shutdown). */
   async close(): Promise<void> {
     clearInterval(this.sweeper);
-    this.sweep(Number.POSITIVE_INFINITY);
+    for (const entry of [...this.pool.values()]) this.retire(entry);
+    await Promise.all([...this.closing]);
   }
 }

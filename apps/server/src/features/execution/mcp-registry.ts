@@ -1,0 +1,54 @@
+/**
+ * The registered MCP servers a workspace's calls may reach, cached per workspace by its MCP
+ * servers version (bumped by a trigger with every change to its servers, read with the
+ * caller's key: db/migrations/0019_mcp_gateway.sql). As with policies and agents: the servers
+ * are read after the version was, so a cached registry is never older than the version it is
+ * filed under, and a change is seen at the next request that carries the new version.
+ */
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import type { McpTarget } from './mcp-connector.ts';
+import { listEnabledServers } from './mcp-registry.repository.ts';
+
+const MAX_WORKSPACES = 10_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+interface Registry {
+  /** Enabled servers, by slug. */
+  servers: McpTarget[];
+  bySlug: Map<string, McpTarget>;
+  byId: Map<string, McpTarget>;
+}
+
+export class McpRegistry {
+  private readonly workspaces = new Map<string, { version: number; registry: Promise<Registry> }>();
+
+  constructor(private readonly db: Kysely<DB>) {}
+
+  private load(workspaceId: string, version: number): Promise<Registry> {
+    const cached = this.workspaces.get(workspaceId);
+    if (cached && cached.version === version) return cached.registry;
+    const registry = listEnabledServers(this.db, workspaceId).then((rows) => {
+      const servers = rows.map((row) => ({ ...row }));
+      return { servers, bySlug: new Map(servers.map((s) => [s.slug, s])), byId: new Map(servers.map((s) => [s.id, s])) };
+    });
+    registry.catch(() => {
+      if (this.workspaces.get(workspaceId)?.registry === registry) this.workspaces.delete(workspaceId);
+    });
+    this.workspaces.delete(workspaceId);
+    if (this.workspaces.size >= MAX_WORKSPACES) this.workspaces.delete(this.workspaces.keys().next().value as string);
+    this.workspaces.set(workspaceId, { version, registry });
+    return registry;
+  }
+
+  /** The enabled server with this id (a UUID) or else slug, if any. */
+  async find(auth: { workspaceId: string; mcpServersVersion: number }, idOrSlug: string): Promise<McpTarget | undefined> {
+    const registry = await this.load(auth.workspaceId, auth.mcpServersVersion);
+    return (UUID.test(idOrSlug) ? registry.byId : registry.bySlug).get(idOrSlug);
+  }
+
+  /** Every enabled server, by slug. */
+  async list(auth: { workspaceId: string; mcpServersVersion: number }): Promise<McpTarget[]> {
+    return (await this.load(auth.workspaceId, auth.mcpServersVersion)).servers;
+  }
+}

@@ -1,0 +1,100 @@
+/**
+ * The HTTP side of the MCP gateway (features/mcp-gateway): `/api/v1/mcp` and
+ * `/api/v1/mcp/{server}` speak MCP's Streamable HTTP transport (JSON-RPC), not the contract's
+ * JSON operations, so they have a pipeline of their own in front of the contract validator:
+ * identity (a workspace key, or an agent key as the bearer; both served from the KeyCache,
+ * an agent key's negative answer too) → rate limit → JSON body → input guard → the gateway. Refusals answer with a JSON-RPC error body, and a 401 with
+ * `WWW-Authenticate`, as MCP clients expect.
+ */
+import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import type { WorkspacesService } from '../features/identity/workspaces.service.ts';
+import type { McpGateway } from '../features/mcp-gateway/mcp-gateway.service.ts';
+import type { AuthContext, RequestContext } from '../shared/context.ts';
+import { hashSecret } from '../shared/crypto.ts';
+import { ApiError } from '../shared/errors.ts';
+import { keyIdentity } from './context.ts';
+import type { KeyCache } from './key-cache.ts';
+
+const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
+const SLUG = /^\/([a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)\/?$/;
+
+/**
+ * The gateway's `authenticate` (http/authenticate.ts): the bearer is a workspace key, else an
+ * agent's own key (its identity: the agent's workspace, runtime:execute only). Both answers
+ * come from the KeyCache when it has them, so a desktop client's agent key costs no lookup
+ * after its first request, and one that is nobody's costs none either.
+ */
+export function mcpAuthenticate(
+  findActiveKey: WorkspacesService['findActiveKey'],
+  gateway: McpGateway,
+  defaultRateLimit: number,
+  cache: KeyCache,
+): RequestHandler {
+  return async (req: Request, res: Response, next: NextFunction) => {
+    try {
+      const bearer = BEARER.exec(req.get('authorization') ?? '')?.[1];
+      if (bearer) {
+        const keyHash = hashSecret(bearer);
+        let agent: AuthContext | null | undefined;
+        req.auth = cache.get(keyHash);
+        if (!req.auth) agent = cache.getAgent(keyHash);
+        if (!req.auth && agent === undefined) {
+          const epoch = cache.begin();
+          const key = await findActiveKey(keyHash);
+          if (key) {
+            req.auth = keyIdentity(key, defaultRateLimit);
+            cache.set(keyHash, req.auth, epoch);
+          } else {
+            agent = (await gateway.agentBearer(keyHash, defaultRateLimit)) ?? null;
+            cache.setAgent(keyHash, agent, epoch);
+          }
+        }
+        if (agent) {
+          req.auth = agent;
+          res.locals.agentKey = bearer;
+        }
+      }
+      next();
+    } catch (error) {
+      req.authFailure = error;
+      next();
+    }
+  };
+}
+
+/** Serves the request with the gateway: POST only (the gateway keeps no session, so it offers no stream to GET and nothing to DELETE). */
+export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
+  return async (req: Request, res: Response) => {
+    if (req.method !== 'POST') {
+      throw new ApiError('method_not_allowed', 'The MCP gateway is stateless: send MCP messages with POST', { headers: { Allow: 'POST' } });
+    }
+    if (!req.auth) {
+      throw (
+        req.authFailure ??
+        new ApiError(
+          'unauthorized',
+          'Send a workspace key with runtime:execute as the bearer token and the agent key in X-Warden-Agent-Key, or the agent key as the bearer token',
+        )
+      );
+    }
+    const slug = req.path === '/' ? undefined : SLUG.exec(req.path)?.[1];
+    if (slug === undefined && req.path !== '/')
+      throw new ApiError('route_not_found', `No MCP endpoint at ${req.originalUrl.split('?')[0]}`);
+    const ctx: RequestContext = {
+      requestId: req.requestId,
+      auth: req.auth,
+      agentKey: (res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key'),
+    };
+    const caller = await gateway.caller(ctx);
+    await gateway.serve(caller, slug, req, res, req.body, `${req.protocol}://${req.get('host')}`);
+  };
+}
+
+/** Refusals as JSON-RPC errors; anything else goes on to the app's error mapper. */
+export const mcpGatewayErrors: ErrorRequestHandler = (error, _req, res, next) => {
+  if (!(error instanceof ApiError)) return next(error);
+  if (res.headersSent) return;
+  res.set(error.headers);
+  if (error.status === 401) res.set('WWW-Authenticate', 'Bearer realm="warden"');
+  res.status(error.status).json({ jsonrpc: '2.0', error: { code: -32000, message: error.message, data: { code: error.code } }, id: null });
+};
