@@ -4,7 +4,7 @@
  * on another through its types either.
  */
 const SRC = '^apps/server/src/';
-const ENTRY_POINTS = `${SRC}(main|cli/main|features/audit/sealer-thread\\.worker)\\.ts$`;
+const ENTRY_POINTS = `${SRC}(main|cli/main|features/audit/sealer-thread\\.worker|features/policies/simulate-runner\\.worker)\\.ts$`;
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {

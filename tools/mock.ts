@@ -2,8 +2,12 @@
  * `npm run mock`: a Prism mock server of the bundled spec (spec/dist/openapi.json).
  *
  * - Listens on 127.0.0.1, port 4010; `MOCK_PORT` overrides the port, `MOCK_HOST` the address.
- * - Static mode: answers with the examples written in the spec (no generated data), so the
- *   mock is deterministic. Extra arguments go to Prism: `npm run mock -- --errors`.
+ * - Static mode by default: answers with the examples written in the spec (no generated data),
+ *   so the mock is deterministic: a response's first named example, another with
+ *   `Prefer: example=<name>`. Extra arguments go to Prism: `npm run mock -- --errors`.
+ * - Dynamic mode, `npm run mock -- --dynamic`: answers data generated from the schemas (random
+ *   values that satisfy types, formats, patterns and limits), different on every call; one
+ *   request asks for it with `Prefer: dynamic=true` in static mode too.
  * - Prism ignores the servers' base path: mock paths start at the operation path
  *   (`http://127.0.0.1:4010/agents`, not `/api/v1/agents`).
  * - Choose a response with Prism's `Prefer` header: `Prefer: code=404` or `Prefer: example=name`.
@@ -36,7 +40,10 @@ if (!existsSync(prism)) {
   process.exit(2);
 }
 
-const args = ['mock', spec, '--host', host, '--port', port, '--dynamic', 'false', ...process.argv.slice(2)];
+const extra = process.argv.slice(2);
+// Static unless the caller asks for dynamic mode (`--dynamic`, `-d`, `--dynamic=true`).
+const dynamic = extra.some((arg) => /^(--dynamic|-d)(=.*)?$/.test(arg));
+const args = ['mock', spec, '--host', host, '--port', port, ...(dynamic ? [] : ['--dynamic', 'false']), ...extra];
 const child = spawn(prism, args, { stdio: 'inherit' });
 
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;

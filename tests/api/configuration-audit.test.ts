@@ -218,7 +218,7 @@ describe('changes through the admin commands (actor cli)', () => {
 });
 
 describe('changes through the dashboard API (actor dashboard:<session id>)', () => {
-  it('records webhook, settings and plan changes with the session id, never its token or a secret', async () => {
+  it('records webhook, settings and key changes with the session id, never its token or a secret', async () => {
     const ws = await freshWorkspace();
     const session = await dashboardLogin(server.origin, ws.key);
     const token = decodeURIComponent(session.cookie.slice('warden_session='.length));
@@ -239,7 +239,9 @@ describe('changes through the dashboard API (actor dashboard:<session id>)', () 
     expect(rotated.status).toBe(200);
     expect((await session.api('DELETE', `/webhooks/${endpoint.id}`)).status).toBe(200);
     expect((await session.api('PATCH', '/settings', { body: { default_decision: { staging: 'block' } } })).status).toBe(200);
-    expect((await session.api('PUT', '/billing', { body: { plan: 'business' } })).status).toBe(200);
+    const issued = await session.api('POST', '/keys', { body: { name: 'from the dashboard', permissions: ['audit:read'] } });
+    expect(issued.status).toBe(201);
+    expect((await session.api('DELETE', `/keys/${issued.body.data.key.id}`)).status).toBe(200);
 
     const update = await eventOf(ws, 'webhook_endpoint.updated', endpoint.id);
     expectConfigurationEvent(update, { action: 'webhook_endpoint.updated', resource: endpoint.id, user });
@@ -264,12 +266,19 @@ describe('changes through the dashboard API (actor dashboard:<session id>)', () 
       severity: 'medium',
     });
     expectConfigurationEvent(await eventOf(ws, 'settings.updated', ws.id), { action: 'settings.updated', resource: ws.id, user });
-    const plan = await eventOf(ws, 'billing.plan_changed', ws.id);
-    expectConfigurationEvent(plan, { action: 'billing.plan_changed', resource: ws.id, user });
-    expect(plan.context).toEqual({ plan: 'business', previous_plan: 'free' });
+    const keyId = issued.body.data.key.id;
+    const issuedEvent = await eventOf(ws, 'api_key.created', keyId);
+    expectConfigurationEvent(issuedEvent, { action: 'api_key.created', resource: keyId, user });
+    expect(issuedEvent.context).toEqual({ name: 'from the dashboard', permissions: ['audit:read'] });
+    expectConfigurationEvent(await eventOf(ws, 'api_key.revoked', keyId), {
+      action: 'api_key.revoked',
+      resource: keyId,
+      user,
+      severity: 'medium',
+    });
 
     const sealed = JSON.stringify(await allSealed(ws));
-    for (const secretValue of [secret, rotated.body.data.secret, token, session.csrf, ws.key]) {
+    for (const secretValue of [secret, rotated.body.data.secret, token, session.csrf, ws.key, issued.body.data.secret]) {
       expect(sealed).not.toContain(secretValue);
     }
   });

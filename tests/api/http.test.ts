@@ -168,7 +168,7 @@ describe('routing and body errors', () => {
     ['PUT', '/agents'],
     ['DELETE', '/agents'],
     ['POST', '/agents/00000000-0000-4000-8000-000000000000'],
-    ['DELETE', '/policies/00000000-0000-4000-8000-000000000000'],
+    ['DELETE', '/approvals/00000000-0000-4000-8000-000000000000'],
     ['PATCH', '/health'],
   ])('answers 405 method_not_allowed for %s %s', async (method, path) => {
     const res = await server.api(method, path, { body: method === 'DELETE' ? undefined : { name: 'x' }, unchecked: true });

@@ -1,239 +1,178 @@
 /**
- * One contract suite, driven through the SDK, against two targets:
- * - `mock`: a Prism mock of spec/dist/openapi.json (static: it answers the spec's examples);
- * - `server`: the real server on a fresh database (tests/support/server.ts).
- * `CONTRACT_TARGET=mock` or `CONTRACT_TARGET=server` picks one; unset, both run.
- *
- * It checks what the spec promises, not what the server stores: each answer's status is one
- * the operation declares, and its body validates against the declared schema (ajv). On the
- * mock, Prism's own `sl-violations` header must name no response problem either.
+ * The contract suite (tests/contract/support/contract-suite.ts, also `npm run contract`) against
+ * two targets, one test per operation of spec/dist/openapi.json:
+ * - `mock`: a Prism mock of the spec (static: it answers the spec's examples);
+ * - `server`: the real server on a fresh database (tests/support/server.ts; PostgreSQL with
+ *   DATABASE_URL), with loopback upstreams its egress guard allows.
+ * `CONTRACT_TARGET=mock` or `CONTRACT_TARGET=server` picks one; unset, both run. Then
+ * `npm run contract -- --target URL --key …` runs against that server as a user would, without
+ * upstreams (the path a server at a URL takes).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWarden, type Warden, WardenError } from '../../packages/sdk/src/index.ts';
 import { startTestServer, type TestServer } from '../support/server.ts';
-import { createSpecValidator, type Finding, loadSpec } from './support/spec-validator.ts';
+import { formatReport, runContractSuite, SCENARIOS, type SuiteReport, specOperations } from './support/contract-suite.ts';
+import { createSpecValidator, loadSpec } from './support/spec-validator.ts';
+import { ROOT, SPEC_FILE, type StartedTarget, startMockTarget, startUpstreams } from './support/targets.ts';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const SPEC_FILE = `${ROOT}spec/dist/openapi.json`;
 const spec = loadSpec(SPEC_FILE);
+const operations = specOperations(spec);
 const TARGETS = (process.env.CONTRACT_TARGET ?? 'mock,server').split(',').map((t) => t.trim());
 
-/**
- * Prism fills response headers that have no example with the placeholder `string` or 0; the
- * spec's `X-Response-Time` has a pattern (`^[0-9]+ms$`) that `string` breaks, so Prism
- * reports its own answer. That is a gap in the spec's header examples, not a server fault:
- * tolerated here by name so that any other violation still fails.
- */
-const KNOWN_PRISM_HEADER_VIOLATIONS = new Set(['x-response-time']);
-
-interface Target {
-  baseUrl: string;
-  apiKey: string;
-  close: () => Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const probe = createServer();
-  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
-  const { port } = probe.address() as { port: number };
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
-
-async function startPrism(): Promise<Target> {
-  const port = await freePort();
-  const child: ChildProcess = spawn(`${ROOT}node_modules/.bin/prism`, ['mock', SPEC_FILE, '-p', String(port), '-h', '127.0.0.1'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  child.stdout?.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on('data', (chunk) => {
-    output += chunk;
-  });
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`prism exited with ${child.exitCode}:\n${output}`);
-    try {
-      await fetch(`${baseUrl}/health`);
-      break;
-    } catch {
-      if (Date.now() > deadline) throw new Error(`prism did not listen within 60 s:\n${output}`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
+/** The problems of one operation in the report, as a person reads them. */
+function problemsOf(report: SuiteReport, operationId: string): string {
+  const op = report.operations.find((o) => o.operationId === operationId);
+  if (!op) return `${operationId} is not in the report`;
+  const lines = [...op.problems];
+  for (const call of op.calls) {
+    for (const problem of call.problems)
+      lines.push(`${call.method} ${call.path}${call.note ? ` (${call.note})` : ''} → ${call.status}: ${problem}`);
   }
-  return {
-    baseUrl,
-    apiKey: 'wk_contract_mock_key',
-    close: async () => {
-      if (child.exitCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
+  return lines.join('\n');
 }
 
-async function startServerTarget(): Promise<Target> {
-  const server: TestServer = await startTestServer();
-  return { baseUrl: server.url, apiKey: server.key, close: () => server.close() };
-}
+describe('the contract suite covers the spec', () => {
+  it('every operation of the spec has a case, and every case is of an operation of the spec', () => {
+    const covered = new Set(SCENARIOS.flatMap((s) => s.covers));
+    const ids = operations.map((o) => o.operationId);
+    expect(
+      ids.filter((id) => !covered.has(id)),
+      'operations without a case: add them to SCENARIOS',
+    ).toEqual([]);
+    expect([...covered].filter((id) => !ids.includes(id))).toEqual([]);
+  });
+});
 
-const targets: Record<string, () => Promise<Target>> = { mock: startPrism, server: startServerTarget };
+let server: TestServer | undefined;
 
-for (const [name, start] of Object.entries(targets)) {
-  describe.runIf(TARGETS.includes(name))(`contract against the ${name}`, () => {
-    let target: Target;
-    let warden: Warden;
-    let anonymous: Warden;
-    const findings: Finding[] = [];
-    const basePath = name === 'server' ? '/api/v1' : '';
-    const validator = createSpecValidator(spec, basePath);
-
-    /** fetch that checks every answer against the spec, then hands it on. */
-    const checkingFetch =
-      (strip: string[] = []): typeof fetch =>
-      async (input, init) => {
-        const request = new Request(input, init);
-        for (const header of strip) request.headers.delete(header);
-        const response = await fetch(request);
-        const text = await response.clone().text();
-        let body: unknown = text;
-        try {
-          body = text === '' ? '' : JSON.parse(text);
-        } catch {
-          // not JSON: checked as such
-        }
-        const { pathname } = new URL(request.url);
-        findings.push(...validator.check(request.method, pathname, response.status, response.headers.get('content-type'), body));
-        const violations = JSON.parse(response.headers.get('sl-violations') ?? '[]') as { location: string[]; message: string }[];
-        for (const v of violations) {
-          const [side, part, headerName] = v.location;
-          if (side !== 'response') continue;
-          if (part === 'header' && headerName && KNOWN_PRISM_HEADER_VIOLATIONS.has(headerName)) continue;
-          findings.push({ operation: `${request.method} ${pathname}`, status: response.status, problem: `prism: ${v.message}` });
-        }
-        return response;
-      };
-
-    /** Runs a call, then asserts that every answer it got is what the spec promises. */
-    async function conforming<T>(run: () => Promise<T>): Promise<T> {
-      const before = findings.length;
-      const result = await run();
-      expect(findings.slice(before)).toEqual([]);
-      return result;
+const starts: Record<string, () => Promise<StartedTarget>> = {
+  mock: () => startMockTarget(),
+  server: async () => {
+    const upstreams = await startUpstreams();
+    try {
+      server = await startTestServer({ egressAllowlist: ['127.0.0.1/32'], auditCheckpointIntervalMs: 200 });
+    } catch (error) {
+      await upstreams.close();
+      throw error;
     }
+    const started = server;
+    return {
+      name: 'server',
+      kind: 'server',
+      baseUrl: started.url,
+      key: started.key,
+      upstreams,
+      close: async () => {
+        await started.close();
+        await upstreams.close();
+      },
+    };
+  },
+};
 
+for (const [name, start] of Object.entries(starts)) {
+  describe.runIf(TARGETS.includes(name))(`contract against the ${name}`, () => {
+    let target: StartedTarget | undefined;
+    let report: SuiteReport;
     beforeAll(async () => {
       target = await start();
-      warden = createWarden({ apiKey: target.apiKey, baseUrl: target.baseUrl, maxRetries: 0, fetch: checkingFetch() });
-      // The same client with its key removed on the way out: a caller without a key.
-      anonymous = createWarden({ apiKey: target.apiKey, baseUrl: target.baseUrl, maxRetries: 0, fetch: checkingFetch(['authorization']) });
-    }, 120_000);
+      report = await runContractSuite(spec, target);
+      if (!report.passed) console.log(formatReport(report));
+    }, 300_000);
     afterAll(async () => {
-      await target?.close();
+      if (name !== 'server') await target?.close();
+    }, 30_000);
+
+    it('has no problem outside the operations', () => {
+      expect(report.problems).toEqual([]);
     });
 
-    it('health: 200 with the health report', async () => {
-      const health = await conforming(() => warden.health());
-      expect(['ok', 'degraded']).toContain(health.status);
+    it.each(operations.map((o) => [o.operationId, `${o.method} ${o.path}`]))('%s (%s) conforms', (operationId) => {
+      const op = report.operations.find((o) => o.operationId === operationId);
+      expect(op?.outcome, problemsOf(report, operationId)).toBe('passed');
     });
 
-    it('agents: list 200 (a page), create 201, get 200', async () => {
-      const page = await conforming(() => warden.agents.list({ limit: 5 }));
-      expect(Array.isArray(page.data)).toBe(true);
-      expect(typeof page.has_more).toBe('boolean');
-      const created = await conforming(() => warden.agents.create({ name: 'Contract Bot', slug: 'contract-bot', provider: 'anthropic' }));
-      expect(created.id).toEqual(expect.any(String));
-      const fetched = await conforming(() => warden.agents.get(created.id));
-      expect(typeof fetched.slug).toBe('string');
-    });
+    if (name === 'server') {
+      it('npm run contract -- --target URL --key KEY passes against the running server (exit 0, one line per operation)', async () => {
+        const running = server as TestServer;
+        const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+          const child = spawn(
+            process.execPath,
+            [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), join(ROOT, 'tools/contract.ts'), '--target', running.url, '--key', running.key],
+            { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+          );
+          let stdout = '';
+          let stderr = '';
+          child.stdout.on('data', (chunk) => {
+            stdout += chunk;
+          });
+          child.stderr.on('data', (chunk) => {
+            stderr += chunk;
+          });
+          const timer = setTimeout(() => child.kill('SIGKILL'), 240_000);
+          child.on('error', reject);
+          child.on('close', (code) => {
+            clearTimeout(timer);
+            resolve({ code, stdout, stderr });
+          });
+        });
+        expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0);
+        const lines = result.stdout.trim().split('\n');
+        expect(lines[0]).toBe(`contract suite: ${operations.length} operations of spec ${spec.info.version} against ${running.url}`);
+        for (const op of operations) expect(result.stdout).toMatch(new RegExp(`^ok {3}${op.operationId} `, 'm'));
+        expect(lines.at(-1)).toMatch(new RegExp(`^PASSED: ${operations.length} passed, 0 failed, 0 without a case `));
+      }, 300_000);
 
-    it('agents: create with a body the spec refuses is 400 invalid_request', async () => {
-      const error = await conforming(() => warden.agents.create({ name: 'No provider' } as never).catch((e: unknown) => e));
-      expect(error).toBeInstanceOf(WardenError);
-      expect(error).toMatchObject({ status: 400, code: 'invalid_request' });
-    });
-
-    it('policies: list 200', async () => {
-      const page = await conforming(() => warden.policies.list());
-      expect(Array.isArray(page.data)).toBe(true);
-    });
-
-    it('policy.evaluate: 200 with a decision', async () => {
-      const agent = await conforming(() => warden.agents.create({ name: 'Evaluated Bot', slug: 'evaluated-bot', provider: 'local' }));
-      const decision = await conforming(() => warden.policy.evaluate({ input: { action: 'orders.read', agent: agent.slug } }));
-      expect(typeof decision.allowed).toBe('boolean');
-      expect(['allow', 'block', 'require_approval']).toContain(decision.action);
-    });
-
-    it('compliance.status: 200', async () => {
-      const status = await conforming(() => warden.compliance.status());
-      expect(status.score).toBeGreaterThanOrEqual(0);
-    });
-
-    it('approvals: list 200', async () => {
-      const page = await conforming(() => warden.approvals.list());
-      expect(Array.isArray(page.data)).toBe(true);
-    });
-
-    it('audit: events 200, logs 200', async () => {
-      const events = await conforming(() => warden.audit.events({ limit: 10 }));
-      expect(Array.isArray(events.data)).toBe(true);
-      const logs = await conforming(() => warden.audit.logs({ limit: 10 }));
-      expect(Array.isArray(logs.data)).toBe(true);
-    });
-
-    it('mcpServers: list 200', async () => {
-      const page = await conforming(() => warden.mcpServers.list());
-      expect(Array.isArray(page.data)).toBe(true);
-    });
-
-    it('writes: policies create 201 / get / update, approvals create 201 / get, audit record 201 / verify, MCP servers create 201 / get / delete, agents update / delete', async () => {
-      const policy = await conforming(() =>
-        warden.policies.create({ name: 'contract-policy', rules: [{ match: { action: ['x.*'] }, effect: 'block' }] }),
-      );
-      await conforming(() => warden.policies.get(policy.id));
-      await conforming(() => warden.policies.update(policy.id, { description: 'contract' }));
-      const approval = await conforming(() => warden.approvals.create({ title: 'Contract approval' }));
-      await conforming(() => warden.approvals.get(approval.id));
-      await conforming(() => warden.audit.record({ action: 'contract.recorded', result: 'blocked' }));
-      expect(typeof (await conforming(() => warden.audit.verify())).valid).toBe('boolean');
-      const mcpServer = await conforming(() =>
-        warden.mcpServers.create({ name: 'Contract MCP', transport_url: 'https://mcp.example.com/mcp' }),
-      );
-      await conforming(() => warden.mcpServers.get(mcpServer.id));
-      expect(await conforming(() => warden.mcpServers.delete(mcpServer.id))).toMatchObject({ deleted: true });
-      const agent = await conforming(() => warden.agents.create({ name: 'Short Lived', slug: 'short-lived', provider: 'local' }));
-      await conforming(() => warden.agents.update(agent.id, { description: 'about to go' }));
-      expect(await conforming(() => warden.agents.delete(agent.id))).toMatchObject({ deleted: true });
-    });
-
-    it('an unknown agent: 404 not_found with the error body', async () => {
-      // Prism answers the first declared status unless asked for another one.
-      const headers = name === 'mock' ? { Prefer: 'code=404' } : undefined;
-      const error = await conforming(() => warden.agents.get('no-such-agent', { headers }).catch((e: unknown) => e));
-      expect(error).toBeInstanceOf(WardenError);
-      expect(error).toMatchObject({ status: 404, code: 'not_found' });
-    });
-
-    it('without a key: 401 unauthorized with the error body', async () => {
-      const error = await conforming(() => anonymous.agents.list().catch((e: unknown) => e));
-      expect(error).toBeInstanceOf(WardenError);
-      expect(error).toMatchObject({ status: 401, code: 'unauthorized', body: { error: { code: 'unauthorized' } } });
-      expect((error as WardenError).message).toEqual(expect.any(String));
-    });
-
-    it('without a key, health still answers 200', async () => {
-      expect((await conforming(() => anonymous.health())).status).toEqual(expect.any(String));
-    });
+      afterAll(async () => {
+        await target?.close();
+      }, 30_000);
+    }
   });
 }
+
+describe('npm run contract: usage', () => {
+  const contract = (args: string[]) =>
+    new Promise<{ code: number | null; stderr: string }>((resolve, reject) => {
+      const child = spawn(process.execPath, [join(ROOT, 'node_modules/tsx/dist/cli.mjs'), join(ROOT, 'tools/contract.ts'), ...args], {
+        cwd: ROOT,
+        env: { ...process.env, WARDEN_CONTRACT_KEY: '' },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (chunk) => {
+        stderr += chunk;
+      });
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stderr }));
+    });
+
+  it('exits 2 with the usage without --target, with an unknown target, and for a URL without --key', async () => {
+    const none = await contract([]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('contract: --target is required');
+    const unknown = await contract(['--target', 'staging']);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toContain("--target must be mock, local or an http(s) URL, got 'staging'");
+    const keyless = await contract(['--target', 'http://127.0.0.1:9/api/v1']);
+    expect(keyless.code).toBe(2);
+    expect(keyless.stderr).toContain('needs --key KEY');
+  }, 60_000);
+
+  it('exits 2 naming the target when nothing answers at the URL', async () => {
+    const result = await contract(['--target', 'http://127.0.0.1:9/api/v1', '--key', 'wk_x']);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain(
+      'contract: could not start the target http://127.0.0.1:9/api/v1: no answer from http://127.0.0.1:9/api/v1/health',
+    );
+  }, 60_000);
+});
+
+describe("the spec's examples", () => {
+  it('validate against their schemas (every example of a JSON response, named or not, and of a component schema)', () => {
+    expect(createSpecValidator(spec).exampleProblems()).toEqual([]);
+  });
+});
 
 describe('the spec validator itself', () => {
   const validator = createSpecValidator(spec, '/api/v1');

@@ -7,7 +7,7 @@
  * `Agent`, then the check must fail at the service that builds agents.
  */
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,6 +47,11 @@ function copyRepository(): string {
     }
     mkdirSync(join(modules, entry));
     for (const [name, path] of Object.entries(own)) symlinkSync(join(sandbox, path), join(modules, entry, name), 'dir');
+  }
+  // A workspace's own node_modules holds the versions it pins where the root's differ.
+  for (const path of Object.values(workspaces).flatMap(Object.values)) {
+    if (existsSync(join(ROOT, path, 'node_modules')))
+      symlinkSync(join(ROOT, path, 'node_modules'), join(sandbox, path, 'node_modules'), 'dir');
   }
   // Turbo hashes a git work tree's files as git sees them (the way a developer's checkout is).
   const git = (...args: string[]) =>

@@ -1,6 +1,6 @@
 /**
  * The dashboard API's approvals (deciding needs approvals:decide besides admin; reading audit,
- * agents and compliance their own permission), billing (a plan change fires billing.updated) and
+ * agents and compliance their own permission), billing (the operator's CLI or PUT /billing sets the plan; the page reads it) and
  * the served web app (/dashboard/). Shared helpers: ./support/dashboard.ts.
  */
 import { describe, expect, it } from 'vitest';
@@ -56,32 +56,41 @@ describe('approvals (/approvals)', () => {
 });
 
 describe('billing (/billing)', () => {
-  it('changing the plan fires billing.updated; setting the same plan again does not', async () => {
+  it('shows the plan the operator sets with the CLI (warden billing set-plan), which fires billing.updated', async () => {
     const ws = await freshWorkspace('admin');
     const session = await login(ws.key);
     const receiver = await startReceiver(thanks);
     const created = (await session.api('POST', '/webhooks', { body: { url: receiver.url, events: ['billing.updated'] } })).body.data;
 
     expect((await session.api('GET', '/billing')).body.data).toMatchObject({ plan: 'free', billing_status: expect.any(String) });
-    const changed = await session.api('PUT', '/billing', { body: { plan: 'team' } });
-    expect(changed.status).toBe(200);
-    expect(changed.body.data.plan).toBe('team');
+    await server.admin('billing.set-plan', { workspace: ws.slug, plan: 'team' });
     expect((await session.api('GET', '/billing')).body.data.plan).toBe('team');
     expect((await session.api('GET', '/session')).body.data.workspace.plan).toBe('team');
 
     const event = await until('billing.updated', () => receiver.received[0]);
     expect(event.payload).toMatchObject({ type: 'billing.updated', workspace_id: ws.id, data: { plan: 'team', previous_plan: 'free' } });
     expect(verify(event, created.secret)).toEqual(event.payload);
+  });
 
+  it('PUT /billing changes the plan and fires billing.updated; setting the same plan again does not', async () => {
+    const ws = await freshWorkspace('admin');
+    const session = await login(ws.key);
+    const receiver = await startReceiver(thanks);
+    await session.api('POST', '/webhooks', { body: { url: receiver.url, events: ['billing.updated'] } });
+
+    const changed = await session.api('PUT', '/billing', { body: { plan: 'team' } });
+    expect(changed.status).toBe(200);
+    expect(changed.body.data.plan).toBe('team');
     expect((await session.api('PUT', '/billing', { body: { plan: 'team' } })).status).toBe(200);
     expect((await session.api('PUT', '/billing', { body: { plan: 'enterprise' } })).status).toBe(200);
     const second = await until('the second billing.updated', () => receiver.received[1]);
+    expect(receiver.received[0]?.payload.data).toMatchObject({ plan: 'team', previous_plan: 'free' });
     expect(second.payload.data).toMatchObject({ plan: 'enterprise', previous_plan: 'team' });
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(receiver.received).toHaveLength(2);
   });
 
-  it('answers 400 invalid_request for an unknown plan', async () => {
+  it('PUT /billing answers 400 invalid_request for an unknown plan', async () => {
     const ws = await freshWorkspace('admin');
     const session = await login(ws.key);
     const res = await session.api('PUT', '/billing', { body: { plan: 'platinum' }, unchecked: true });

@@ -228,10 +228,13 @@ describe('tenant isolation', () => {
     const still = await sessionA.api('GET', `/webhooks/${id}`);
     expect(still.status).toBe(200);
     expect(still.body.data).toEqual(created.endpoint);
+    await until('A’s approval.requested', () => receiver.received.find((r) => r.payload?.type === 'approval.requested'));
     await new Promise((resolve) => setTimeout(resolve, 400));
-    // A's own audit log grows with A's configuration changes (the key created above): audit.* aside, only the test event came.
+    // A's own audit log grows with A's configuration changes (the key created above): audit.* aside,
+    // only A's own events came — the test event and the approval A asked for, none of B's doing.
     const notAudit = receiver.received.filter((r) => !String(r.payload?.type).startsWith('audit.'));
-    expect(notAudit).toHaveLength(1);
-    expect(verify(notAudit[0] as Received, created.secret).type).toBe('webhook.test');
+    expect(notAudit.map((r) => verify(r as Received, created.secret).type).sort()).toEqual(['approval.requested', 'webhook.test']);
+    const requested = notAudit.find((r) => r.payload.type === 'approval.requested');
+    expect(requested?.payload.data.approval.id).toBe(approval.body.data.id);
   });
 });

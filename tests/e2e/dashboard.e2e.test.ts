@@ -2,7 +2,7 @@
  * The dashboard end to end, in a real headless Chromium (Debian's `chromium`, driven by
  * playwright-core; no downloaded browser): log in, manage a webhook endpoint whose receiver is
  * a node:http server on 127.0.0.1 (let through the egress guard), see deliveries, decide
- * approvals, read audit, compliance and agents, change the plan. A screenshot of each page is
+ * approvals, read audit, compliance and agents, see the plan. A screenshot of each page is
  * kept under test-output/screenshots/ for a person to look at.
  *
  * Without /usr/bin/chromium the file is skipped, except under CI=true, where it fails.
@@ -442,13 +442,16 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
     await shot('agents');
   });
 
-  it('changes the billing plan, which fires billing.updated', async () => {
+  it('shows the billing plan read-only: plans are set by the operator with the CLI, which fires billing.updated', async () => {
     await open('billing');
     await expect.poll(() => byTestId('billing-plan').textContent()).toBe('Free');
-    await byTestId('billing-plan-select').selectOption('business');
-    await byTestId('billing-save').click();
+    expect(await byTestId('billing-plan-select').isDisabled()).toBe(true);
+    expect(await byTestId('billing-operator').textContent()).toMatch(/set by the operator/);
+    expect(await byTestId('billing-command').textContent()).toContain('npm run warden -- billing set-plan --workspace default');
+    await server.admin('billing.set-plan', { workspace: 'default', plan: 'business' });
+    await open('agents');
+    await open('billing');
     await expect.poll(() => byTestId('billing-plan').textContent()).toBe('Business');
-    expect(await byTestId('workspace-plan').textContent()).toBe('business');
     const event = await waitFor('billing.updated at the receiver', () =>
       receiver.received.find((r) => r.payload.type === 'billing.updated'),
     );

@@ -1,6 +1,8 @@
 /**
- * Retries: 429 and 503 are retried for idempotent methods, honouring Retry-After; POST and
- * PATCH are retried only when the request never reached the server; retries are bounded.
+ * Retries: 429 and 503 are retried for idempotent methods, honouring Retry-After; a POST carries
+ * a generated Idempotency-Key, the same on every attempt, and is retried like them (and on 409
+ * idempotency_key_in_progress); PATCH is retried only when the request never reached the server;
+ * retries are bounded.
  * A loopback stub scripts the answers; one test uses the real server's rate limit.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -14,7 +16,7 @@ type Script = (req: IncomingMessage, res: ServerResponse, n: number) => void;
 let stub: Server;
 let baseUrl: string;
 let script: Script;
-let hits: { method: string; url: string; at: number }[];
+let hits: { method: string; url: string; at: number; key: string | undefined }[];
 
 const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) =>
   res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
@@ -26,7 +28,8 @@ beforeAll(async () => {
   stub = createServer((req, res) => {
     req.resume();
     req.on('end', () => {
-      hits.push({ method: req.method ?? '', url: req.url ?? '', at: Date.now() });
+      const key = req.headers['idempotency-key'];
+      hits.push({ method: req.method ?? '', url: req.url ?? '', at: Date.now(), key: typeof key === 'string' ? key : undefined });
       script(req, res, hits.length);
     });
   });
@@ -93,32 +96,72 @@ describe('retries on 429 and 503', () => {
   });
 });
 
-describe('no retry of a non-idempotent call that reached the server', () => {
-  it('POST after a 503: one request, the 503 thrown', async () => {
-    script = (_req, res) => json(res, 503, unavailable, { 'Retry-After': '1' });
-    const warden = createWarden({ apiKey: 'wk_x', baseUrl, maxRetries: 5, retry: fast });
-    await expect(warden.audit.record({ action: 'x', result: 'blocked' })).rejects.toMatchObject({
-      status: 503,
-      code: 'audit_persist_failed',
-    });
-    expect(hits).toHaveLength(1);
+const created = { data: { id: 'e', event_timestamp: '2026-01-01T00:00:00.000Z', result: 'blocked', severity: 'low' } };
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
+describe('POST: retried under one generated Idempotency-Key', () => {
+  it('POST after a 503: retried with the same generated key, then succeeds', async () => {
+    script = (_req, res, n) => (n === 1 ? json(res, 503, unavailable, { 'Retry-After': '0' }) : json(res, 201, created));
+    const warden = createWarden({ apiKey: 'wk_x', baseUrl, retry: fast });
+    expect(await warden.audit.record({ action: 'x', result: 'blocked' })).toMatchObject({ id: 'e' });
+    expect(hits).toHaveLength(2);
+    expect(hits[0]?.key).toMatch(UUID);
+    expect(hits[1]?.key).toBe(hits[0]?.key);
   });
 
-  it('POST after a 429 and PATCH after a 503: one request each', async () => {
-    script = (_req, res) => json(res, 429, rateLimited, { 'Retry-After': '1' });
+  it('POST after the connection dropped mid-request: retried with the same key (the server replays if it was applied)', async () => {
+    script = (req, res, n) => (n === 1 ? req.socket.destroy() : json(res, 201, created));
     const warden = createWarden({ apiKey: 'wk_x', baseUrl, retry: fast });
-    await expect(warden.policy.evaluate({ input: { action: 'x' } })).rejects.toMatchObject({ status: 429 });
+    expect(await warden.audit.record({ action: 'x', result: 'blocked' })).toMatchObject({ id: 'e' });
+    expect(hits.map((h) => h.key)).toEqual([hits[0]?.key, hits[0]?.key]);
+  });
+
+  it('POST answered 409 idempotency_key_in_progress: waits and retries; 409 idempotency_key_reused is thrown at once', async () => {
+    const inProgress = { error: { code: 'idempotency_key_in_progress', message: 'still running' } };
+    script = (_req, res, n) => (n === 1 ? json(res, 409, inProgress, { 'Retry-After': '1' }) : json(res, 201, created));
+    const warden = createWarden({ apiKey: 'wk_x', baseUrl, retry: fast });
+    expect(await warden.audit.record({ action: 'x', result: 'blocked' })).toMatchObject({ id: 'e' });
+    expect(hits).toHaveLength(2);
+    script = (_req, res) => json(res, 409, { error: { code: 'idempotency_key_reused', message: 'other request' } });
+    await expect(warden.audit.record({ action: 'x', result: 'blocked' })).rejects.toMatchObject({
+      status: 409,
+      code: 'idempotency_key_reused',
+    });
+    expect(hits).toHaveLength(3);
+  });
+
+  it("keeps the caller's own Idempotency-Key; each call gets a new generated key; none without retries", async () => {
+    script = (_req, res) => json(res, 201, created);
+    const warden = createWarden({ apiKey: 'wk_x', baseUrl, retry: fast });
+    await warden.audit.record({ action: 'x', result: 'blocked' }, { headers: { 'Idempotency-Key': 'order-42-refund' } });
+    await warden.audit.record({ action: 'x', result: 'blocked' });
+    await warden.audit.record({ action: 'x', result: 'blocked' });
+    await warden.audit.record({ action: 'x', result: 'blocked' }, { maxRetries: 0 });
+    expect(hits[0]?.key).toBe('order-42-refund');
+    expect(hits[1]?.key).toMatch(UUID);
+    expect(hits[2]?.key).toMatch(UUID);
+    expect(hits[2]?.key).not.toBe(hits[1]?.key);
+    expect(hits[3]?.key).toBeUndefined();
+  });
+});
+
+describe('no retry of a non-idempotent call that reached the server', () => {
+  it('PATCH after a 503 or a 429: one request each, the answer thrown', async () => {
     script = (_req, res) => json(res, 503, unavailable);
+    const warden = createWarden({ apiKey: 'wk_x', baseUrl, maxRetries: 5, retry: fast });
     await expect(warden.approvals.decide('00000000-0000-4000-8000-000000000000', { status: 'approved' })).rejects.toMatchObject({
       status: 503,
     });
-    expect(hits.map((h) => h.method)).toEqual(['POST', 'PATCH']);
+    script = (_req, res) => json(res, 429, rateLimited, { 'Retry-After': '1' });
+    await expect(warden.policies.update('p', { enabled: false })).rejects.toMatchObject({ status: 429 });
+    expect(hits.map((h) => h.method)).toEqual(['PATCH', 'PATCH']);
+    expect(hits.every((h) => h.key === undefined)).toBe(true);
   });
 
-  it('POST after the connection dropped mid-request: not retried (it may have been applied)', async () => {
+  it('PATCH after the connection dropped mid-request: not retried (it may have been applied)', async () => {
     script = (req) => req.socket.destroy();
     const warden = createWarden({ apiKey: 'wk_x', baseUrl, retry: fast });
-    await expect(warden.agents.create({ name: 'x', provider: 'local' })).rejects.toMatchObject({ status: 0, code: 'network_error' });
+    await expect(warden.agents.update('a', { description: 'x' })).rejects.toMatchObject({ status: 0, code: 'network_error' });
     expect(hits).toHaveLength(1);
   });
 

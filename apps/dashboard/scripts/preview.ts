@@ -177,6 +177,7 @@ export async function startPreview(port = 0): Promise<{ server: Server; url: str
   const session = () => ({
     data: {
       workspace: { id: randomUUID(), slug: 'default', name: 'Acme Robotics', plan: data.plan },
+      key_id: '00000000-0000-4000-8000-000000000001',
       key_name: 'bootstrap',
       permissions: ['admin', 'approvals:decide', 'audit:read', 'agents:read', 'compliance:read'],
       csrf_token: csrf,
@@ -364,9 +365,33 @@ export async function startPreview(port = 0): Promise<{ server: Server; url: str
     if (api === '/settings' && m === 'PATCH') Object.assign(defaults, (await readBody(req)).default_decision);
     if (api === '/settings') return send(res, 200, { data: { default_decision: defaults } });
     if (api === '/billing' && m === 'GET') return send(res, 200, { data: { plan: data.plan, billing_status: 'active' } });
-    if (api === '/billing' && m === 'PUT') {
-      data.plan = (await readBody(req)).plan;
-      return send(res, 200, { data: { plan: data.plan, billing_status: 'active' } });
+    // Read-only stubs for the configuration pages (the real server tests them end to end).
+    if (api === '/keys' && m === 'GET') {
+      const key = { name: 'bootstrap', prefix: 'wk_prev', permissions: session().data.permissions, revoked_at: null };
+      return send(res, 200, page([{ id: session().data.key_id, created_at: iso(86_400_000), ...key }]));
+    }
+    if ((api === '/policies' || api === '/mcp-servers') && m === 'GET') return send(res, 200, page([]));
+    if (api === '/insights' && m === 'GET') {
+      const decisions = Array.from({ length: 8 }, (_, i) => ({
+        start: new Date(Date.now() - (7 - i) * 86_400_000).toISOString().slice(0, 10).concat('T00:00:00.000Z'),
+        allowed: 20 + ((i * 7) % 11),
+        blocked: (i * 3) % 7,
+        approval_required: i % 4,
+      }));
+      return send(res, 200, {
+        data: {
+          from: iso(7 * 86_400_000),
+          to: iso(0),
+          bucket: 'day',
+          decisions,
+          top_blocked_actions: [
+            { name: 'payments.refund', count: 9 },
+            { name: 'db.query', count: 4 },
+          ],
+          top_blocked_agents: [{ name: 'billing-bot', count: 11 }],
+          approvals_waiting: { count: 2, oldest_created_at: iso(5_400_000), under_1h: 1, from_1h_to_24h: 1, over_24h: 0 },
+        },
+      });
     }
     return error(res, 404, 'route_not_found', `No stub for ${m} ${api}`);
   });

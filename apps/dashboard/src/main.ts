@@ -10,7 +10,11 @@ import { approvalsPage } from './pages/approvals.ts';
 import { auditPage } from './pages/audit.ts';
 import { billingPage } from './pages/billing.ts';
 import { compliancePage } from './pages/compliance.ts';
+import { keysPage } from './pages/keys.ts';
 import { loginPage } from './pages/login.ts';
+import { mcpServersPage } from './pages/mcp-servers.ts';
+import { overviewPage } from './pages/overview.ts';
+import { policiesPage, policyEditorPage } from './pages/policies.ts';
 import { settingsPage } from './pages/settings.ts';
 import { webhookDetailPage, webhookNewPage, webhooksPage } from './pages/webhooks.ts';
 import type { Session, SessionData } from './types.ts';
@@ -24,11 +28,15 @@ interface Route {
 }
 
 const NAV: { hash: string; label: string; testid: string }[] = [
+  { hash: '#/overview', label: 'Overview', testid: 'nav-overview' },
   { hash: '#/webhooks', label: 'Webhooks', testid: 'nav-webhooks' },
   { hash: '#/approvals', label: 'Approvals', testid: 'nav-approvals' },
   { hash: '#/audit', label: 'Audit log', testid: 'nav-audit' },
-  { hash: '#/compliance', label: 'Compliance', testid: 'nav-compliance' },
+  { hash: '#/policies', label: 'Policies', testid: 'nav-policies' },
   { hash: '#/agents', label: 'Agents', testid: 'nav-agents' },
+  { hash: '#/mcp-servers', label: 'MCP servers', testid: 'nav-mcp-servers' },
+  { hash: '#/keys', label: 'API keys', testid: 'nav-keys' },
+  { hash: '#/compliance', label: 'Compliance', testid: 'nav-compliance' },
   { hash: '#/settings', label: 'Settings', testid: 'nav-settings' },
   { hash: '#/billing', label: 'Billing', testid: 'nav-billing' },
 ];
@@ -40,6 +48,12 @@ const ROUTES: Route[] = [
   { pattern: /^#\/approvals\/?$/, page: approvalsPage, nav: '#/approvals', title: 'Approvals' },
   { pattern: /^#\/audit\/?$/, page: auditPage, nav: '#/audit', title: 'Audit log' },
   { pattern: /^#\/compliance\/?$/, page: compliancePage, nav: '#/compliance', title: 'Compliance' },
+  { pattern: /^#\/overview\/?$/, page: overviewPage, nav: '#/overview', title: 'Overview' },
+  { pattern: /^#\/policies\/?$/, page: policiesPage, nav: '#/policies', title: 'Policies' },
+  { pattern: /^#\/policies\/new$/, page: policyEditorPage, nav: '#/policies', title: 'New policy' },
+  { pattern: /^#\/policies\/([0-9a-fA-F-]{36})$/, page: policyEditorPage, nav: '#/policies', title: 'Policy' },
+  { pattern: /^#\/mcp-servers\/?$/, page: mcpServersPage, nav: '#/mcp-servers', title: 'MCP servers' },
+  { pattern: /^#\/keys\/?$/, page: keysPage, nav: '#/keys', title: 'API keys' },
   { pattern: /^#\/agents\/?$/, page: agentsPage, nav: '#/agents', title: 'Agents' },
   { pattern: /^#\/settings\/?$/, page: settingsPage, nav: '#/settings', title: 'Settings' },
   { pattern: /^#\/billing\/?$/, page: billingPage, nav: '#/billing', title: 'Billing' },

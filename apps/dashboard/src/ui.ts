@@ -151,3 +151,97 @@ export function stat(label: string, value: string, testid: string, hint?: string
     hint ? h('div', { class: 'stat-hint' }, hint) : null,
   );
 }
+
+/** A secret shown once (an API key), with a copy button; the same test ids as the webhook secret. */
+export function oneTimeSecret(opts: { title: string; label: string; secret: string; note: Child; extra?: Child }): HTMLElement {
+  const titleId = uid('secret-title');
+  const input = h('input', {
+    id: uid('secret'),
+    type: 'text',
+    readonly: true,
+    value: opts.secret,
+    class: 'mono',
+    'data-testid': 'secret-value',
+    spellcheck: 'false',
+    autocomplete: 'off',
+  });
+  const copied = h('span', { class: 'muted', role: 'status', 'aria-live': 'polite', 'data-testid': 'secret-copied' });
+  const copy = button(
+    'Copy',
+    async () => {
+      input.select();
+      try {
+        await navigator.clipboard.writeText(opts.secret);
+        copied.textContent = 'Copied to the clipboard.';
+      } catch {
+        copied.textContent = 'Selected: press Ctrl+C (⌘C) to copy.';
+      }
+    },
+    { 'data-testid': 'secret-copy' },
+  );
+  return h(
+    'section',
+    { class: 'card secret-card', 'data-testid': 'secret-panel', 'aria-labelledby': titleId },
+    h('h2', { id: titleId }, opts.title),
+    h('p', null, opts.note),
+    h('div', { class: 'field' }, h('label', { for: input.id }, opts.label), h('div', { class: 'row nowrap' }, input, copy)),
+    h('div', null, copied),
+    opts.extra ? h('div', { class: 'row' }, opts.extra) : null,
+  );
+}
+
+/**
+ * An inline confirmation in place of `slot`'s content: `text`, then "yes" (danger) and Cancel.
+ * `testid` prefixes the buttons' ids: `<testid>-confirm`, `<testid>-cancel`.
+ */
+export function confirmInline(
+  slot: HTMLElement,
+  opts: { text: string; yes: string; testid: string; onYes: (btn: HTMLButtonElement) => Promise<void>; onCancel: () => void },
+): void {
+  const textId = uid('confirm');
+  const yes: HTMLButtonElement = button(opts.yes, () => void opts.onYes(yes), {
+    class: 'btn btn-danger btn-small',
+    'data-testid': `${opts.testid}-confirm`,
+  });
+  mount(
+    slot,
+    h(
+      'div',
+      { class: 'confirm', role: 'alertdialog', 'aria-labelledby': textId },
+      h('p', { id: textId }, opts.text),
+      h(
+        'div',
+        { class: 'row' },
+        yes,
+        button('Cancel', () => opts.onCancel(), { class: 'btn btn-small', 'data-testid': `${opts.testid}-cancel` }),
+      ),
+    ),
+  );
+  yes.focus();
+}
+
+/** A field's own error, under the control (role alert when it shows); `show(null)` clears it. */
+export interface FieldError {
+  el: HTMLElement;
+  show(text: string | null): void;
+}
+
+export function fieldError(control: HTMLElement, testid: string): FieldError {
+  const el = h('div', { class: 'field-error', 'data-testid': testid, id: uid('err') });
+  return {
+    el,
+    show(text) {
+      if (text) {
+        el.setAttribute('role', 'alert');
+        mount(el, text);
+        control.setAttribute('aria-invalid', 'true');
+        control.setAttribute('aria-errormessage', el.id);
+      } else {
+        el.removeAttribute('role');
+        el.replaceChildren();
+        control.removeAttribute('aria-invalid');
+        control.removeAttribute('aria-errormessage');
+      }
+    },
+  };
+}

@@ -16,16 +16,20 @@ import { dashboardAssets } from './http/dashboard-assets.ts';
 import { dashboardSession, sessionCookie } from './http/dashboard-session.ts';
 import { docsRouter } from './http/docs.ts';
 import { errorMapper } from './http/error-mapper.ts';
+import { idempotency } from './http/idempotency.ts';
 import { inputGuard } from './http/input-guard.ts';
 import { jsonBody } from './http/json-body.ts';
 import { sendJson } from './http/json-response.ts';
 import type { KeyCache } from './http/key-cache.ts';
+import { mcpAuthenticate, mcpGatewayErrors, mcpGatewayHandler } from './http/mcp-gateway.ts';
 import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter, type RouterOptions } from './http/router.ts';
 import { contractValidator } from './http/validator.ts';
 import type { Logger } from './logger.ts';
+import { createHttpObserver, type HttpObserver } from './observability/http.ts';
+import type { Probes } from './observability/probes.ts';
 import type { Services } from './services.ts';
 import { ApiError } from './shared/errors.ts';
 import { loadDashboardSpec, loadSpec, specText } from './spec.ts';
@@ -43,10 +47,14 @@ export interface AppDeps {
   rateLimitStore: RateLimitStore;
   /** Identities of recently used keys; the server keeps it in step with the database's notifications. */
   keys: KeyCache;
+  /** Request logs, request metrics and the in-flight count (observability/http.ts); built here unless given. */
+  observer?: HttpObserver;
+  /** GET /livez and /readyz (observability/probes.ts), when given. */
+  probes?: Probes;
 }
 
-/** Operations that can change what a key's identity carries: keys, workspace settings, policy and agent versions. */
-const CONFIGURATION_PERMISSIONS = new Set(['policies:write', 'agents:write', 'admin']);
+/** Operations that can change what a key's identity carries: keys, workspace settings, policy, agent and MCP server versions. */
+const CONFIGURATION_PERMISSIONS = new Set(['policies:write', 'agents:write', 'mcp_servers:write', 'admin']);
 
 /** Everything but the listed public paths needs an identity; refusing before validation tells an anonymous caller nothing about the API. */
 const requireIdentity =
@@ -76,21 +84,11 @@ export function createApp(deps: AppDeps): Express {
   app.response.json = sendJson;
 
   app.use(requestContext(app));
-  if (config.logRequests) {
-    // One line per answered request: method, path, status, duration, request id (no bodies, no headers).
-    app.use((req, res, next) => {
-      const started = performance.now();
-      res.on('finish', () =>
-        logger.info('request', {
-          method: req.method,
-          path: req.path,
-          status: res.statusCode,
-          ms: Math.round(performance.now() - started),
-          requestId: req.requestId,
-        }),
-      );
-      next();
-    });
+  // One line per answered request (no bodies, no headers), request metrics, the in-flight count.
+  app.use((deps.observer ?? createHttpObserver({ logger, logRequests: config.logRequests, v1BasePath: BASE_PATH })).middleware);
+  if (deps.probes) {
+    app.get('/livez', deps.probes.live);
+    app.get('/readyz', deps.probes.ready);
   }
   app.get(`${BASE_PATH}/openapi.json`, (_req, res) => {
     res.type('application/json').send(specText);
@@ -99,7 +97,10 @@ export function createApp(deps: AppDeps): Express {
   // any origin may call; no cookies are involved in v1.
   app.options(`${BASE_PATH}/*splat`, (_req, res) => {
     res.setHeader('Access-Control-Allow-Methods', 'GET, POST, PATCH, DELETE');
-    res.setHeader('Access-Control-Allow-Headers', 'Authorization, Content-Type, X-Warden-Agent-Key, X-Request-Id');
+    res.setHeader(
+      'Access-Control-Allow-Headers',
+      'Authorization, Content-Type, X-Warden-Agent-Key, X-Request-Id, Idempotency-Key, Mcp-Protocol-Version, Mcp-Session-Id',
+    );
     res.setHeader('Access-Control-Max-Age', '600');
     res.status(204).end();
   });
@@ -107,6 +108,19 @@ export function createApp(deps: AppDeps): Express {
   // Each API is one pipeline: identity and rate limit come before the body parser, so that
   // every answer (a malformed body's 400 and a large body's 413 too) carries the rate-limit
   // headers; the contract validator matches the operation the router then dispatches on.
+  // The MCP gateway speaks JSON-RPC over MCP's Streamable HTTP, not the contract's operations:
+  // its own pipeline, in front of the contract validator (http/mcp-gateway.ts).
+  app.use(
+    `${BASE_PATH}/mcp`,
+    pipeline([
+      mcpAuthenticate(services.workspaces.findActiveKey, services.mcpGateway, config.rateLimitPerMinute, keys),
+      limit,
+      readJson,
+      inputGuard,
+      mcpGatewayHandler(services.mcpGateway),
+    ]),
+    mcpGatewayErrors,
+  );
   app.use(
     BASE_PATH,
     pipeline([
@@ -116,6 +130,7 @@ export function createApp(deps: AppDeps): Express {
       readJson,
       inputGuard,
       ...contractValidator(loadSpec(), BASE_PATH, config.validateResponses),
+      idempotency(services.idempotency, logger),
       createRouter(operations, createHandlers(services), routerOptions),
     ]),
   );

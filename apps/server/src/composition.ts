@@ -18,16 +18,21 @@ import { SealerThread } from './features/audit/sealer-thread.ts';
 import { AuditSealer, inlineRounds } from './features/audit/tree.ts';
 import { billingService } from './features/billing/billing.service.ts';
 import { complianceService } from './features/compliance/compliance.service.ts';
+import { dashboardService } from './features/dashboard/dashboard.service.ts';
 import { DecisionService } from './features/decisions/decisions.ts';
 import { ExecutionService } from './features/execution/execution.service.ts';
 import { McpConnector } from './features/execution/mcp-connector.ts';
+import { McpRegistry } from './features/execution/mcp-registry.ts';
 import { healthService } from './features/health/health.service.ts';
+import { idempotencyService } from './features/idempotency/idempotency.service.ts';
 import { AgentDirectory } from './features/identity/agent-identity.ts';
 import { LOGIN_WINDOW_S, LoginGuard, MAX_FAILED_LOGINS, sessionsService } from './features/identity/sessions.service.ts';
 import { workspacesService } from './features/identity/workspaces.service.ts';
+import { McpGateway } from './features/mcp-gateway/mcp-gateway.service.ts';
 import { mcpServersService } from './features/mcp-servers/mcp-servers.service.ts';
 import { policiesService } from './features/policies/policies.service.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
+import { inlineReplays, ReplayThread, Simulations } from './features/policies/simulate-runner.ts';
 import { settingsService } from './features/settings/settings.service.ts';
 import { DeliveryWorker, parseSchedule } from './features/webhooks/delivery-worker.ts';
 import { createSecretBox, loadMasterKey } from './features/webhooks/secrets.ts';
@@ -35,6 +40,7 @@ import { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { KeyCache } from './http/key-cache.ts';
 import { createStoreLimiter, type RateLimitStore } from './http/rate-limit.ts';
 import type { Logger } from './logger.ts';
+import { NO_TELEMETRY, type Telemetry } from './observability/telemetry.ts';
 import type { Services } from './services.ts';
 
 /** Everything the server runs, built on one database. */
@@ -47,9 +53,13 @@ export interface Composition {
   /** Background work the server starts and stops. */
   sealer: AuditSealer;
   delivery: DeliveryWorker;
+  /** The group-commit writer (readiness asks whether it commits). */
+  auditWriter: AuditWriter;
   /** Outbound connections, closed when the server stops. */
   mcp: McpConnector;
   egress: EgressGuard;
+  /** What-if replays (their thread is closed when the server stops). */
+  simulations: Simulations;
 }
 
 export function compose({
@@ -57,11 +67,14 @@ export function compose({
   database,
   logger,
   redis,
+  telemetry = NO_TELEMETRY,
 }: {
   config: Config;
   database: Database;
   logger: Logger;
   redis?: Redis;
+  /** Where services report what they do (metrics.ts when WARDEN_METRICS_PORT is set). */
+  telemetry?: Telemetry;
 }): Composition {
   const { db } = database;
   const inline = inlineRounds(db, logger);
@@ -69,35 +82,43 @@ export function compose({
   const signer = loadAuditSigner(config);
   const checkpointer = new Checkpointer(db, signer, logger, config.auditCheckpointIntervalMs, Checkpointer.fileFor(config));
   const sealer = new AuditSealer(db, rounds, config.auditSealIntervalMs, () => checkpointer.run());
-  const auditWriter = new AuditWriter(database);
+  const auditWriter = new AuditWriter(database, undefined, telemetry);
   const audit = auditService(db, auditWriter, signer);
   const egress = createEgressGuard(config.egressAllowlist);
-  const mcp = new McpConnector(egress);
+  const mcp = new McpConnector(egress, config.mcpUpstreamIdleMs);
   const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));
   const webhooks = new WebhookService(db, box, egress);
   const delivery = new DeliveryWorker(db, box, egress, logger, {
     scheduleMs: parseSchedule(config.webhookRetrySchedule),
     timeoutMs: config.webhookTimeoutMs,
     pollMs: config.webhookPollMs,
+    telemetry,
   });
   const rateLimitStore: RateLimitStore = { redis, pool: database.pool };
   const loginGuard = new LoginGuard(createStoreLimiter(MAX_FAILED_LOGINS, rateLimitStore, LOGIN_WINDOW_S, 'login'));
-  const decisions = new DecisionService(db, new PolicyCache(db), new AgentDirectory(db), auditWriter);
+  const agentDirectory = new AgentDirectory(db);
+  const decisions = new DecisionService(db, new PolicyCache(db), agentDirectory, auditWriter, telemetry);
+  const execution = new ExecutionService(db, decisions, mcp, egress, new McpRegistry(db));
+  const inlineReplay = inlineReplays(db);
+  const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
   const services: Services = {
     health: healthService(db),
     workspaces: workspacesService(db),
     sessions: sessionsService(db, loginGuard),
     agents: agentsService(db),
-    policies: policiesService(db),
+    policies: policiesService(db, simulations),
     mcpServers: mcpServersService(db),
-    approvals: approvalsService(db),
+    approvals: approvalsService(db, telemetry),
     audit,
     compliance: complianceService(db, (workspaceId) => audit.verify(workspaceId)),
     settings: settingsService(db),
     decisions,
-    execution: new ExecutionService(db, decisions, mcp, egress),
+    execution,
+    mcpGateway: new McpGateway(db, execution, agentDirectory, { approvalWaitMs: config.mcpApprovalWaitMs }),
     webhooks,
     billing: billingService(db),
+    dashboard: dashboardService(db, egress),
+    idempotency: idempotencyService(db),
   };
-  return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, mcp, egress };
+  return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, auditWriter, mcp, egress, simulations };
 }

@@ -7,11 +7,14 @@ import type { ApprovalsService } from './features/approvals/approvals.service.ts
 import type { AuditService } from './features/audit/audit.service.ts';
 import type { BillingService } from './features/billing/billing.service.ts';
 import type { ComplianceService } from './features/compliance/compliance.service.ts';
+import type { DashboardService } from './features/dashboard/dashboard.service.ts';
 import type { DecisionService } from './features/decisions/decisions.ts';
 import type { ExecutionService } from './features/execution/execution.service.ts';
 import type { HealthService } from './features/health/health.service.ts';
+import type { IdempotencyService } from './features/idempotency/idempotency.service.ts';
 import type { SessionsService } from './features/identity/sessions.service.ts';
 import type { WorkspacesService } from './features/identity/workspaces.service.ts';
+import type { McpGateway } from './features/mcp-gateway/mcp-gateway.service.ts';
 import type { McpServersService } from './features/mcp-servers/mcp-servers.service.ts';
 import type { PoliciesService } from './features/policies/policies.service.ts';
 import type { SettingsService } from './features/settings/settings.service.ts';
@@ -32,6 +35,12 @@ export interface Services {
   settings: SettingsService;
   decisions: DecisionService;
   execution: ExecutionService;
+  /** Warden as an MCP server (the /mcp endpoints). */
+  mcpGateway: McpGateway;
   webhooks: WebhookService;
   billing: BillingService;
+  /** What only the dashboard needs: the charts' figures, the MCP URL check. */
+  dashboard: DashboardService;
+  /** Idempotency-Key of the v1 POSTs (http/idempotency.ts). */
+  idempotency: IdempotencyService;
 }

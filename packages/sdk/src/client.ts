@@ -139,6 +139,15 @@ export function createWarden(options: WardenOptions) {
     get: async (id: string, opts?: RequestOptions): Promise<T.Policy> => (await unwrap(op.getPolicy({ ...call(opts), path: { id } }))).data,
     update: async (id: string, body: T.UpdatePolicyData['body'], opts?: RequestOptions): Promise<T.Policy> =>
       (await unwrap(op.updatePolicy({ ...call(opts), path: { id }, body }))).data,
+    /**
+     * What-if replay: the workspace's recent recorded decisions decided again by a draft policy
+     * set (nothing is saved); answers the counts and the changed decisions grouped by rule.
+     */
+    simulate: async (body: T.SimulatePoliciesData['body'], opts?: RequestOptions): Promise<T.PolicySimulation> =>
+      (await unwrap(op.simulatePolicies({ ...call(opts), body }))).data,
+    /** By id or name; the next decision already ignores it. */
+    delete: async (id: string, opts?: RequestOptions): Promise<T.Deleted['data']> =>
+      (await unwrap(op.deletePolicy({ ...call(opts), path: { id } }))).data,
   };
 
   const approvals = {

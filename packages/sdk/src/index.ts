@@ -25,5 +25,5 @@ export type * from './generated/types.gen.js';
 export type { Page } from './pagination.js';
 export { paginate } from './pagination.js';
 export type { RetryOptions } from './retry.js';
-export type { VerifyWebhookOptions, WebhookEvent, WebhookHeaders } from './webhooks.js';
+export type { VerifyWebhookOptions, WebhookEvent, WebhookEventOf, WebhookEventType, WebhookHeaders } from './webhooks.js';
 export { verifyWebhook, WebhookVerificationError } from './webhooks.js';

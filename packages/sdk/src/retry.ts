@@ -2,11 +2,14 @@
  * The transport under the generated client: one fetch per attempt, each bounded by a timeout,
  * retried on 429/503 and network failures when that is safe.
  *
- * "Safe" means the retry cannot apply an action twice. The Warden API has no Idempotency-Key
- * support, so only idempotent methods (GET, HEAD, PUT, DELETE, OPTIONS) are retried after
- * the request may have reached the server. POST and PATCH are retried only when the
- * connection was never established (refused, DNS failure, unreachable host), which a browser
- * cannot tell apart from other failures: there, they are never retried.
+ * "Safe" means the retry cannot apply an action twice. Idempotent methods (GET, HEAD, PUT,
+ * DELETE, OPTIONS) are retried as they are. A POST gets an `Idempotency-Key` (a random UUID,
+ * unless the caller sent one), the same on every attempt, so the server answers a retry of an
+ * applied POST with the first answer instead of running it again: POSTs are retried like GETs,
+ * and also on 409 `idempotency_key_in_progress` (the first attempt is still running). PATCH,
+ * which the server does not deduplicate, is retried only when the connection was never
+ * established (refused, DNS failure, unreachable host), which a browser cannot tell apart from
+ * other failures: there, it is never retried.
  */
 import { parseRetryAfter, WardenError } from './errors.js';
 
@@ -39,6 +42,8 @@ export const DEFAULT_RETRY: Required<RetryOptions> = {
 };
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'PUT', 'DELETE', 'OPTIONS']);
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+const IN_PROGRESS = 'idempotency_key_in_progress';
 const RETRIED_STATUSES = new Set([429, 503]);
 /** Failures that happen before any byte of the request reached the server. */
 const NOT_CONNECTED = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'UND_ERR_CONNECT_TIMEOUT']);
@@ -80,8 +85,29 @@ function sleep(ms: number, signal: AbortSignal | null): Promise<void> {
 
 const TIMEOUT = Symbol('timeout');
 
+/** A random UUID v4; `crypto.randomUUID` is missing outside secure browser contexts. */
+export function randomKey(): string {
+  if (typeof crypto.randomUUID === 'function') return crypto.randomUUID();
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = ((b[6] ?? 0) & 0x0f) | 0x40;
+  b[8] = ((b[8] ?? 0) & 0x3f) | 0x80;
+  const hex = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** Whether a buffered 409 says that the first request under its Idempotency-Key still runs. */
+async function stillInProgress(response: Response): Promise<boolean> {
+  if (response.status !== 409) return false;
+  try {
+    const body = (await response.clone().json()) as { error?: { code?: unknown } };
+    return body?.error?.code === IN_PROGRESS;
+  } catch {
+    return false;
+  }
+}
+
 /** One attempt: the caller's signal and the timeout both abort it; the whole body is read. */
-async function attempt(request: Request, body: ArrayBuffer | undefined, settings: TransportSettings): Promise<Response> {
+async function attempt(request: Request, headers: Headers, body: ArrayBuffer | undefined, settings: TransportSettings): Promise<Response> {
   const controller = new AbortController();
   const callerSignal = request.signal;
   const onCallerAbort = () => controller.abort(callerSignal.reason);
@@ -91,7 +117,7 @@ async function attempt(request: Request, body: ArrayBuffer | undefined, settings
   try {
     const response = await settings.fetch(request.url, {
       method: request.method,
-      headers: request.headers,
+      headers,
       body,
       redirect: request.redirect,
       signal: controller.signal,
@@ -139,16 +165,26 @@ export function createTransport(settings: TransportSettings): typeof fetch {
   return async (input: RequestInfo | URL, init?: RequestInit): Promise<Response> => {
     const request = input instanceof Request && init === undefined ? input : new Request(input, init);
     const body = request.body === null ? undefined : await request.arrayBuffer();
-    const idempotent = IDEMPOTENT.has(request.method.toUpperCase());
+    const method = request.method.toUpperCase();
+    const headers = new Headers(request.headers);
+    // One key for every attempt of this call: a retry is then the same request to the server.
+    if (method === 'POST' && settings.maxRetries > 0 && !headers.has(IDEMPOTENCY_KEY_HEADER))
+      headers.set(IDEMPOTENCY_KEY_HEADER, randomKey());
+    const keyed = method === 'POST' && headers.has(IDEMPOTENCY_KEY_HEADER);
+    const idempotent = IDEMPOTENT.has(method) || keyed;
     for (let retry = 0; ; retry++) {
       const canRetry = retry < settings.maxRetries;
       let response: Response;
       try {
-        response = await attempt(request, body, settings);
+        response = await attempt(request, headers, body, settings);
       } catch (error) {
         const retryable =
           error instanceof WardenError && (idempotent || (error.code === 'network_error' && neverReachedServer(error.cause)));
         if (!canRetry || !retryable) throw error;
+        await sleep(backoffDelay(retry, settings), request.signal);
+        continue;
+      }
+      if (canRetry && keyed && (await stillInProgress(response))) {
         await sleep(backoffDelay(retry, settings), request.signal);
         continue;
       }

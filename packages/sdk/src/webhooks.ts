@@ -3,16 +3,21 @@
  * runs unchanged in Node 20+, browsers, Deno, Bun and edge runtimes.
  */
 
-/** The body of every Warden webhook delivery. */
-export interface WebhookEvent<TData = Record<string, unknown>> {
-  /** Event id; the same as the `webhook-id` header, stable across redeliveries (deduplicate on it). */
-  id: string;
-  /** e.g. `agent.created`, `policy.updated`, `approval.decided`, `billing.updated`. */
-  type: string;
-  created_at: string;
-  workspace_id: string;
-  data: TData;
-}
+import type { WebhookEvent as ContractWebhookEvent } from './generated/types.gen.js';
+
+/**
+ * The body of every Warden webhook delivery, `{id, type, created_at, workspace_id, data}`: a
+ * union discriminated by `type` (`agent.created`, `policy.updated`, `audit.created`,
+ * `audit.checkpoint`, `approval.requested`, `approval.completed`, `billing.updated`,
+ * `webhook.test`), generated from the spec's `webhooks`. Switch on `type` to get `data`
+ * typed; ignore types you do not know, since new ones may be added. `id` equals the
+ * `webhook-id` header and is stable across redeliveries (deduplicate on it).
+ */
+export type WebhookEvent = ContractWebhookEvent;
+/** Every event type a delivery may carry. */
+export type WebhookEventType = WebhookEvent['type'];
+/** The event of one type, e.g. `WebhookEventOf<'approval.requested'>`. */
+export type WebhookEventOf<K extends WebhookEventType> = Extract<WebhookEvent, { type: K }>;
 
 export interface VerifyWebhookOptions {
   /**
@@ -61,7 +66,8 @@ function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
 }
 
 /**
- * Verifies a webhook delivery and returns its parsed body.
+ * Verifies a webhook delivery and returns its parsed body, typed as the {@link WebhookEvent}
+ * union (narrow it by `type`). The body is checked for authenticity, not against the schema.
  *
  * @param payload the raw request body, exactly as received (do not parse and re-serialise it).
  * @param headers the request headers (a `Headers`, or a plain object such as Node's `req.headers`).

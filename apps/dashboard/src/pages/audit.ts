@@ -1,7 +1,7 @@
 /** Audit log: filters, cursor pagination and the hash chain's verification status. */
 import { api, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { h, mount } from '../dom.ts';
+import { type Child, h, mount } from '../dom.ts';
 import type { AuditEvent, AuditEventPage, AuditResult, AuditVerification, Severity } from '../types.ts';
 import { badge, busy, button, dash, field, loading, notice, pageHeader, severity, type Tone, table, time } from '../ui.ts';
 
@@ -18,6 +18,61 @@ function select(name: string, testid: string, options: [string, string][]): HTML
     { name, 'data-testid': testid },
     h('option', { value: '' }, 'Any'),
     options.map(([value, label]) => h('option', { value }, label)),
+  );
+}
+
+const json = (value: unknown, testid: string) => h('pre', { class: 'json mono', 'data-testid': testid }, JSON.stringify(value, null, 2));
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** What ran (or would have): method and URL, or MCP server and tool; secrets are redacted by the server. */
+function execution(run: Record<string, unknown>): HTMLElement {
+  const text =
+    run.mode === 'http_proxy'
+      ? `${String(run.method)} ${String(run.url)}`
+      : `${String(run.server)} \u2192 ${run.tool === null || run.tool === undefined ? '(discovery)' : String(run.tool)}`;
+  const digest = run.body_sha256 ?? run.arguments_sha256;
+  return h(
+    'div',
+    { 'data-testid': 'audit-execution' },
+    h('span', { class: 'mono' }, text),
+    digest
+      ? h(
+          'div',
+          { class: 'muted small mono', title: 'The audit keeps only the hash of the body or arguments' },
+          `sha256 ${String(digest).slice(0, 16)}…`,
+        )
+      : null,
+  );
+}
+
+/**
+ * A row's details: the declared context (e.g. the amount), what ran, the deciding rule and the
+ * outcome. Values under secret-looking names arrive redacted from the server.
+ */
+function details(e: AuditEvent): Child {
+  const c = e.context;
+  const declared = isObject(c.input) ? c.input : null;
+  const known = new Set(['rule', 'input', 'monitored', 'execution', 'outcome', 'duration_ms', 'decision_event_id']);
+  const rest = Object.fromEntries(Object.entries(c).filter(([k]) => !known.has(k)));
+  const items: [string, Child][] = [];
+  if (declared && Object.keys(declared).length) items.push(['Context', json(declared, 'audit-context')]);
+  else if (Object.keys(rest).length) items.push([e.source === 'configuration' ? 'Change' : 'Context', json(rest, 'audit-context')]);
+  if (isObject(c.execution)) items.push([c.outcome === undefined ? 'Execution' : 'Ran', execution(c.execution)]);
+  if (typeof c.rule === 'string') items.push(['Rule', h('span', { class: 'mono' }, c.rule)]);
+  if (c.outcome !== undefined) items.push(['Outcome', json(c.outcome, 'audit-outcome')]);
+  if (typeof c.duration_ms === 'number') items.push(['Took', `${c.duration_ms} ms`]);
+  if (isObject(c.monitored) || Array.isArray(c.monitored)) items.push(['Monitor policies', json(c.monitored, 'audit-monitored')]);
+  if (e.approval_id) items.push(['Approval', h('span', { class: 'mono' }, e.approval_id)]);
+  if (items.length === 0) return h('span', { class: 'muted' }, '—');
+  return h(
+    'details',
+    { class: 'audit-details', 'data-testid': 'audit-details' },
+    h('summary', null, declared && typeof declared.amount !== 'undefined' ? `Details (amount ${String(declared.amount)})` : 'Details'),
+    h(
+      'dl',
+      { class: 'facts' },
+      items.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]),
+    ),
   );
 }
 
@@ -150,7 +205,8 @@ export async function auditPage(ctx: PageContext): Promise<void> {
                   e.message ? h('div', { class: 'muted small' }, e.message) : null,
                 ),
             },
-            { header: 'Source', cell: (e) => e.source },
+            { header: 'Source', cell: (e) => h('div', null, e.source, e.user ? h('div', { class: 'muted small mono' }, e.user) : null) },
+            { header: 'Details', cell: details },
           ],
           page.data,
           { testid: 'audit-table', rowTestid: 'audit-row', rowId: (e) => e.id, empty: 'No audit events match these filters.' },

@@ -1,9 +1,9 @@
-/** Billing: the current plan, and changing it (which fires billing.updated). */
+/** Billing: the current plan, read-only. Plans are set by the operator with the CLI; they carry no limit the server enforces yet. */
 import { api } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { h, mount } from '../dom.ts';
-import type { Billing, Plan, PlanChange } from '../types.ts';
-import { busy, cap, field, notice, pageHeader, stat } from '../ui.ts';
+import type { Billing, Plan } from '../types.ts';
+import { cap, field, notice, pageHeader, stat } from '../ui.ts';
 
 const PLANS: { value: Plan; label: string }[] = [
   { value: 'free', label: 'Free' },
@@ -17,10 +17,10 @@ export async function billingPage(ctx: PageContext): Promise<void> {
   const current = h('div', { class: 'stats' });
   const select = h(
     'select',
-    { name: 'plan', 'data-testid': 'billing-plan-select' },
+    { name: 'plan', 'data-testid': 'billing-plan-select', disabled: true, 'aria-describedby': 'plan-operator' },
     PLANS.map((p) => h('option', { value: p.value }, p.label)),
   );
-  const save = h('button', { type: 'submit', class: 'btn btn-primary', 'data-testid': 'billing-save' }, 'Change plan');
+  const command = (slug: string) => `npm run warden -- billing set-plan --workspace ${slug} --plan <free|team|business|enterprise>`;
 
   const show = (b: Billing['data']) => {
     const label = PLANS.find((p) => p.value === b.plan)?.label ?? b.plan;
@@ -28,33 +28,23 @@ export async function billingPage(ctx: PageContext): Promise<void> {
     select.value = b.plan;
   };
 
-  const form = h(
-    'form',
-    {
-      class: 'card form',
-      'aria-labelledby': 'plan-title',
-      onsubmit: async (event: Event) => {
-        event.preventDefault();
-        status.clear();
-        const body: PlanChange = { plan: select.value as Plan };
-        try {
-          const b = (await busy(save, () => api<Billing>('PUT', '/billing', body))).data;
-          if (!ctx.alive()) return;
-          show(b);
-          ctx.updateSession({ workspace: { ...ctx.session.workspace, plan: b.plan } });
-          status.ok(`Plan is now ${b.plan}. Webhook endpoints subscribed to billing.updated are notified of changes.`);
-        } catch (err) {
-          status.error(err);
-        }
-      },
-    },
-    h('h2', { id: 'plan-title' }, 'Change plan'),
+  const card = h(
+    'section',
+    { class: 'card form', 'aria-labelledby': 'plan-title' },
+    h('h2', { id: 'plan-title' }, 'Plan'),
     field('Plan', select),
+    h(
+      'p',
+      { id: 'plan-operator', 'data-testid': 'billing-operator' },
+      h('strong', null, 'Plans are set by the operator, not from the dashboard. '),
+      'A plan carries no limit the server enforces today (rate limits, agents and retention are the same on every plan), so the dashboard does not offer to change it. The operator sets it with:',
+    ),
+    h('pre', { class: 'json mono', 'data-testid': 'billing-command' }, command(ctx.session.workspace.slug)),
+    h('p', { class: 'muted' }, 'A change fires billing.updated to the webhook endpoints that subscribe to it.'),
     status.el,
-    save,
   );
 
-  mount(ctx.root, pageHeader('Billing'), current, form);
+  mount(ctx.root, pageHeader('Billing'), current, card);
   try {
     const b = (await api<Billing>('GET', '/billing')).data;
     if (ctx.alive()) show(b);

@@ -22,6 +22,7 @@ const EVENT_TYPES: { value: WebhookEventType; label: string }[] = [
   { value: 'agent.created', label: 'agent.created' },
   { value: 'policy.updated', label: 'policy.updated' },
   { value: 'audit.created', label: 'audit.created' },
+  { value: 'approval.requested', label: 'approval.requested' },
   { value: 'approval.completed', label: 'approval.completed' },
   { value: 'billing.updated', label: 'billing.updated' },
 ];

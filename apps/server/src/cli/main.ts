@@ -12,6 +12,9 @@
  *   warden billing set-plan --workspace S --plan P [--json]
  *   warden audit export --workspace S [--out FILE] [--json]
  *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--json]
+ * `--json` prints one JSON document on stdout and nothing else (messages go to stderr); npm's own
+ * `--json` (before `--`) counts too. Run through npm, use `npm run -s warden -- …` (or `npx warden
+ * …`): plain `npm run` prints its banner on stdout first.
  * With DATABASE_URL it talks to PostgreSQL directly. On the embedded database it goes
  * through the running server's admin channel when a server holds the data directory, and
  * opens the directory itself otherwise. `audit export` reads the log a page per request (so
@@ -66,7 +69,9 @@ const USAGE = `usage:
       verifies an export without the database against its checkpoints and those held outside
       (the server's checkpoint file, a webhook body, a GET /audit/checkpoint answer, a note);
       KEY is the log's verifier key (GET /audit/signing-key verifier_key), or a file holding it;
-      exit 0: valid, 1: a problem (each printed with its first bad index), 2: usage error`;
+      exit 0: valid, 1: a problem (each printed with its first bad index), 2: usage error
+--json prints one JSON document on stdout; through npm, run \`npm run -s warden -- …\` (or \`npx warden …\`)
+so that npm's banner does not come first`;
 
 /** Bad arguments: exit 2. */
 class UsageError extends Error {}
@@ -135,9 +140,53 @@ function printHuman(command: AdminCommand, result: unknown): void {
     case 'migrate':
       console.log((r.applied as string[]).length ? `applied: ${(r.applied as string[]).join(', ')}` : 'up to date');
       break;
+    case 'keys.list':
+      printTable(result as Record<string, unknown>[], ['id', 'prefix', 'name', 'created_at', 'revoked_at', 'permissions'], 'no keys');
+      break;
+    case 'webhooks.list':
+      printTable(result as Record<string, unknown>[], ['id', 'url', 'events', 'paused', 'disabled', 'created_at'], 'no webhook endpoints');
+      break;
+    case 'webhooks.pause':
+    case 'webhooks.resume':
+      console.log(`webhook ${r.id} ${r.paused ? 'paused' : 'active'}`);
+      break;
+    case 'webhooks.delete':
+      console.log(`webhook ${r.id} deleted`);
+      break;
     default:
       console.log(JSON.stringify(result, null, 2));
   }
+}
+
+/** Rows as aligned columns for a person (`--json` prints the rows as JSON); lists become a,b. */
+function printTable(rows: Record<string, unknown>[], columns: string[], empty: string): void {
+  if (rows.length === 0) {
+    console.log(empty);
+    return;
+  }
+  const cell = (value: unknown) => (Array.isArray(value) ? value.join(',') : value === null || value === undefined ? '-' : String(value));
+  const table = [columns.map((c) => c.toUpperCase()), ...rows.map((row) => columns.map((c) => cell(row[c])))];
+  const widths = columns.map((_, i) => Math.max(...table.map((line) => (line[i] as string).length)));
+  for (const line of table)
+    console.log(
+      line
+        .map((text, i) => (i === line.length - 1 ? text : text.padEnd(widths[i] as number)))
+        .join('  ')
+        .trimEnd(),
+    );
+}
+
+/**
+ * `npm run warden -- … --json` prints npm's `> warden …` banner on stdout before the JSON; npm
+ * leaves it out with `--silent` and moves it to stderr with its own `--json` (given before `--`,
+ * which npm keeps and passes on as npm_config_json). Says so on stderr when the banner went to stdout.
+ */
+function warnAboutNpmBanner(what: string): void {
+  const env = process.env;
+  if (env.npm_lifecycle_event !== 'warden' || env.npm_config_loglevel === 'silent' || env.npm_config_json === 'true') return;
+  console.error(
+    `warden: npm printed its banner on stdout before the ${what}; for the ${what} alone run \`npm run -s warden -- …\` or \`npx warden …\``,
+  );
 }
 
 // ---- audit export -------------------------------------------------------------------------------
@@ -356,6 +405,10 @@ function parse(argv: string[]) {
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parse(argv);
   const [group, verb, id] = positionals;
+  // npm's own --json (`npm run warden --json -- …`, or after the command without `--`) asks for JSON too.
+  if (process.env.npm_config_json === 'true') values.json = true;
+  if (values.json) warnAboutNpmBanner('JSON');
+  else if (group === 'audit' && verb === 'export' && !values.out) warnAboutNpmBanner('export');
   const command = verb && group !== 'migrate' ? `${group}.${verb}` : (group ?? '');
   if (values.help) {
     console.error(USAGE);

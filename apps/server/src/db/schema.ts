@@ -16,6 +16,7 @@ export interface WorkspacesTable {
   billing_status: Generated<string>;
   policy_version: Generated<number>;
   agents_version: Generated<number>;
+  mcp_servers_version: Generated<number>;
   created_at: Timestamp;
 }
 
@@ -253,6 +254,18 @@ export interface SchemaMigrationsTable {
   applied_at: Timestamp;
 }
 
+export interface IdempotencyKeysTable {
+  workspace_id: string;
+  api_key_id: string;
+  idempotency_key: string;
+  request_hash: string;
+  status: number | null;
+  response_body: string | null;
+  locked_until: Date;
+  created_at: Generated<Date>;
+  expires_at: Date;
+}
+
 export interface DB {
   workspaces: WorkspacesTable;
   workspace_settings: WorkspaceSettingsTable;
@@ -273,5 +286,6 @@ export interface DB {
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   dashboard_sessions: DashboardSessionsTable;
+  idempotency_keys: IdempotencyKeysTable;
   schema_migrations: SchemaMigrationsTable;
 }

@@ -7,7 +7,7 @@ import type { Express, NextFunction, Request, RequestHandler, Response } from 'e
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EXPOSED_HEADERS =
-  'X-Request-Id, X-Response-Time, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy';
+  'X-Request-Id, X-Response-Time, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, RateLimit, RateLimit-Policy, Idempotent-Replayed';
 
 /** Installs the stamp on the app's response prototype (once, not a closure per request) and returns the middleware. */
 export function requestContext(app: Express): RequestHandler {

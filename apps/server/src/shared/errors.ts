@@ -37,6 +37,8 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   method_not_allowed: 405,
   conflict: 409,
   approval_already_decided: 409,
+  idempotency_key_reused: 409,
+  idempotency_key_in_progress: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

@@ -1,7 +1,8 @@
 /**
- * Approvals: pending → approved | rejected | expired. Deciding is final (a second decision is
- * 409 approval_already_decided); rejecting needs a note; who decided and when is recorded and
- * `approval.completed` fires in the same transaction.
+ * Approvals: pending → approved | rejected | expired. Creating one fires `approval.requested`
+ * in its transaction. Deciding is final (a second decision is 409 approval_already_decided);
+ * rejecting needs a note; who decided and when is recorded and `approval.completed` fires in
+ * the same transaction.
  */
 import { randomUUID } from 'node:crypto';
 import type { Approval, ApprovalCreate, ApprovalDecision, EvaluationInput, HttpExecution, McpExecution } from '@warden/contract';
@@ -9,6 +10,7 @@ import type { Kysely } from 'kysely';
 import { iso, isoOrNull, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
+import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import { stableJson } from '../../shared/canonical-json.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { type AgentRow, findAgentBySlugOrName } from '../agents/agents.repository.ts';
@@ -83,7 +85,10 @@ export interface NewApproval {
   };
 }
 
-/** Inserts a pending approval (in the caller's transaction, e.g. with its audit event). */
+/**
+ * Inserts a pending approval and its `approval.requested` event (in the caller's transaction,
+ * e.g. with its audit event), so every way of asking for an approval notifies alike.
+ */
 export async function insertPendingApproval(trx: Kysely<DB>, workspaceId: string, input: NewApproval): Promise<Approval> {
   const row = await repo.insertApproval(trx, {
     workspace_id: workspaceId,
@@ -108,7 +113,9 @@ export async function insertPendingApproval(trx: Kysely<DB>, workspaceId: string
     requested_by: input.requestedBy,
     expires_at: new Date(Date.now() + (input.ttlSeconds ?? DEFAULT_APPROVAL_TTL_SECONDS) * 1000),
   });
-  return toApproval(row);
+  const approval = toApproval(row);
+  await recordEvent(trx, workspaceId, 'approval.requested', { approval });
+  return approval;
 }
 
 export async function createApproval(db: Kysely<DB>, workspaceId: string, input: ApprovalCreate, requestedBy: string): Promise<Approval> {
@@ -121,20 +128,22 @@ export async function createApproval(db: Kysely<DB>, workspaceId: string, input:
   if (input.policy !== undefined && !(await findPolicy(db, workspaceId, input.policy))) throw notFound('policy', input.policy);
   checkContextSize(input.context, 'context');
   const pinned = input.input ? await pinnedAct(db, workspaceId, input, agent) : null;
-  return insertPendingApproval(db, workspaceId, {
-    title: input.title,
-    description: input.description,
-    priority: input.priority,
-    type: input.type,
-    agent,
-    policy: input.policy,
-    action: pinned?.input.action ?? input.action,
-    resource: pinned ? (pinned.input.resource ?? null) : input.resource,
-    context: pinned?.input.context ?? input.context,
-    requestedBy,
-    ttlSeconds: input.expires_in_seconds,
-    act: pinned?.act,
-  });
+  return inTransaction(db, (trx) =>
+    insertPendingApproval(trx, workspaceId, {
+      title: input.title,
+      description: input.description,
+      priority: input.priority,
+      type: input.type,
+      agent,
+      policy: input.policy,
+      action: pinned?.input.action ?? input.action,
+      resource: pinned ? (pinned.input.resource ?? null) : input.resource,
+      context: pinned?.input.context ?? input.context,
+      requestedBy,
+      ttlSeconds: input.expires_in_seconds,
+      act: pinned?.act,
+    }),
+  );
 }
 
 /**
@@ -203,13 +212,20 @@ export async function decideApproval(
   });
 }
 
-export function approvalsService(db: Kysely<DB>) {
+export function approvalsService(db: Kysely<DB>, telemetry: Telemetry = NO_TELEMETRY) {
   return {
     list: (workspaceId: string, query: PageRequest & { status?: string; agent?: string }) => listApprovals(db, workspaceId, query),
     get: (workspaceId: string, id: string) => getApproval(db, workspaceId, id),
-    create: (workspaceId: string, input: ApprovalCreate, requestedBy: string) => createApproval(db, workspaceId, input, requestedBy),
-    decide: (workspaceId: string, id: string, input: ApprovalDecision, decidedBy: string) =>
-      decideApproval(db, workspaceId, id, input, decidedBy),
+    create: async (workspaceId: string, input: ApprovalCreate, requestedBy: string) => {
+      const approval = await createApproval(db, workspaceId, input, requestedBy);
+      telemetry.approvalCreated();
+      return approval;
+    },
+    decide: async (workspaceId: string, id: string, input: ApprovalDecision, decidedBy: string) => {
+      const approval = await decideApproval(db, workspaceId, id, input, decidedBy);
+      telemetry.approvalDecided(input.status, (Date.now() - new Date(approval.created_at).getTime()) / 1000);
+      return approval;
+    },
   };
 }
 

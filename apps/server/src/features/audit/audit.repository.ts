@@ -75,9 +75,22 @@ export const unsealedEventsQuery = (db: Kysely<DB>, workspaceId: string, limit: 
 
 export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number) => unsealedEventsQuery(db, workspaceId, limit).execute();
 
-/** Workspaces with events waiting for their seal. */
-export const workspacesWithUnsealed = async (db: Kysely<DB>) =>
-  (await db.selectFrom('audit_unsealed').select('workspace_id').distinct().execute()).map((row) => row.workspace_id);
+/**
+ * Workspaces with events waiting for their seal: a skip scan of the queue's primary key, one
+ * probe per workspace. A DISTINCT read the whole queue on every sealing round, so sealing a
+ * backlog was quadratic.
+ */
+export async function workspacesWithUnsealed(db: Kysely<DB>): Promise<string[]> {
+  const { rows } = await db.executeQuery<{ workspace_id: string }>(
+    CompiledQuery.raw(
+      'WITH RECURSIVE w AS ((SELECT workspace_id FROM audit_unsealed ORDER BY workspace_id LIMIT 1) UNION ALL ' +
+        'SELECT (SELECT u.workspace_id FROM audit_unsealed u WHERE u.workspace_id > w.workspace_id ORDER BY u.workspace_id LIMIT 1) ' +
+        'FROM w WHERE w.workspace_id IS NOT NULL) ' +
+        'SELECT workspace_id FROM w WHERE workspace_id IS NOT NULL',
+    ),
+  );
+  return rows.map((row) => row.workspace_id);
+}
 
 /** Events queued for their seal. */
 export const countQueued = async (db: Kysely<DB>, workspaceId: string) =>
@@ -182,7 +195,10 @@ const NODES_INPUT = 'json_to_recordset($3::json) AS n(level smallint, node_index
 /**
  * Records a sealed batch in ONE statement (one round trip while the tree head is locked): the
  * leaves (one JSON parameter, as the audit rows are written), the subtrees they complete, the
- * events taken off the sealing queue, and the new tree head.
+ * events taken off the sealing queue, and the new tree head. The queue rows are found by a range
+ * of the queue's primary key (the batch's timestamps, widened by a millisecond each way so a
+ * timestamp finer than JavaScript's still falls in it), then by id: by workspace and id alone,
+ * each batch read the workspace's whole queue, so sealing a backlog was quadratic.
  */
 export async function recordSeals(db: Kysely<DB>, workspaceId: string, seals: Seal[], nodes: StoredNode[], head: TreeHead): Promise<void> {
   if (seals.length === 0) return;
@@ -192,7 +208,10 @@ export async function recordSeals(db: Kysely<DB>, workspaceId: string, seals: Se
         'sealed AS (INSERT INTO audit_seals (workspace_id, sequence, event_id, event_timestamp, hash) ' +
         'SELECT $1::uuid, sequence, event_id, event_timestamp, hash FROM batch), ' +
         `nodes AS (INSERT INTO audit_tree_nodes (workspace_id, level, node_index, hash) SELECT $1::uuid, level, node_index, hash FROM ${NODES_INPUT}), ` +
-        'dequeued AS (DELETE FROM audit_unsealed WHERE workspace_id = $1::uuid AND event_id IN (SELECT event_id FROM batch)) ' +
+        'dequeued AS (DELETE FROM audit_unsealed WHERE workspace_id = $1::uuid ' +
+        "AND event_timestamp >= (SELECT min(event_timestamp) FROM batch) - interval '1 millisecond' " +
+        "AND event_timestamp < (SELECT max(event_timestamp) FROM batch) + interval '1 millisecond' " +
+        'AND event_id IN (SELECT event_id FROM batch)) ' +
         'UPDATE audit_tree_heads SET tree_size = $4, root_hash = $5 WHERE workspace_id = $1::uuid',
       [workspaceId, JSON.stringify(seals), JSON.stringify(nodes), head.size, head.root],
     ),

@@ -1,23 +1,18 @@
-/** The dashboard API: sessions, webhooks and billing of its own, the rest through the v1 services. */
+/** The dashboard API: sessions, webhooks and billing of its own, the rest through the v1 services (configuration pages: dashboard-admin.handlers.ts). */
 import type { Services } from '../../services.ts';
 import { actorOf, type RequestContext, type SessionCookie } from '../../shared/context.ts';
 import type { DashboardHandlers } from '../../shared/handler-types.ts';
+import { dashboardAdminHandlers } from './dashboard-admin.handlers.ts';
+import { withRedactedContext } from './redact.ts';
 
 /** The dashboard's router gives every request its session cookie (RouterOptions.session). */
 const cookie = (ctx: RequestContext) => ctx.session as SessionCookie;
 
-export function createDashboardHandlers({
-  sessions,
-  webhooks,
-  approvals,
-  audit,
-  compliance,
-  agents,
-  settings,
-  billing,
-}: Services): DashboardHandlers {
+export function createDashboardHandlers(services: Services): DashboardHandlers {
+  const { sessions, webhooks, approvals, audit, compliance, agents, settings, billing } = services;
   const workspaceOf = (ctx: RequestContext) => ctx.auth.workspaceId;
   return {
+    ...dashboardAdminHandlers(services),
     getSession: async ({ ctx }) => ({
       status: 200,
       body: { data: await sessions.describe(ctx.auth.workspaceId, ctx.auth.keyId, cookie(ctx).csrf) },
@@ -61,12 +56,18 @@ export function createDashboardHandlers({
       status: 202,
       body: { data: await webhooks.replay(workspaceOf(ctx), path.id, path.deliveryId) },
     }),
-    listDashboardApprovals: async ({ query, ctx }) => ({ status: 200, body: await approvals.list(workspaceOf(ctx), query ?? {}) }),
+    listDashboardApprovals: async ({ query, ctx }) => {
+      const page = await approvals.list(workspaceOf(ctx), query ?? {});
+      return { status: 200, body: { ...page, data: page.data.map(withRedactedContext) } };
+    },
     decideDashboardApproval: async ({ path, body, ctx }) => ({
       status: 200,
       body: { data: await approvals.decide(workspaceOf(ctx), path.id, body, `${ctx.auth.keyName} (dashboard)`) },
     }),
-    listDashboardAuditLogs: async ({ query, ctx }) => ({ status: 200, body: await audit.list(workspaceOf(ctx), query ?? {}) }),
+    listDashboardAuditLogs: async ({ query, ctx }) => {
+      const page = await audit.list(workspaceOf(ctx), query ?? {});
+      return { status: 200, body: { ...page, data: page.data.map(withRedactedContext) } };
+    },
     verifyDashboardAuditChain: async ({ ctx }) => ({ status: 200, body: { data: await audit.verify(workspaceOf(ctx)) } }),
     getDashboardCompliance: async ({ ctx }) => ({ status: 200, body: { data: await compliance.compute(workspaceOf(ctx)) } }),
     listDashboardAgents: async ({ query, ctx }) => ({ status: 200, body: await agents.list(workspaceOf(ctx), query ?? {}) }),

@@ -18,6 +18,7 @@ export type EventType =
   | 'policy.updated'
   | 'audit.created'
   | 'audit.checkpoint'
+  | 'approval.requested'
   | 'approval.completed'
   | 'billing.updated'
   | 'webhook.test';

@@ -51,6 +51,7 @@ export const findLiveSession = (db: Kysely<DB>, tokenHash: string) =>
       'w.rate_limit_per_minute',
       'w.policy_version',
       'w.agents_version',
+      'w.mcp_servers_version',
     ])
     .where('s.token_hash', '=', tokenHash)
     .where('s.expires_at', '>', sql<Date>`now()`)

@@ -93,6 +93,7 @@ export async function describeSession(db: Kysely<DB>, workspaceId: string, keyId
   const row = await repo.findSessionDescription(db, workspaceId, keyId, csrf);
   return {
     workspace: { id: row.id, slug: row.slug, name: row.name, plan: row.plan },
+    key_id: keyId,
     key_name: row.key_name,
     permissions: row.permissions as Permission[],
     csrf_token: csrf,

@@ -20,6 +20,7 @@ export const findActiveKeyByHash = (db: Kysely<DB>, keyHash: string) =>
       'workspaces.rate_limit_per_minute',
       'workspaces.policy_version',
       'workspaces.agents_version',
+      'workspaces.mcp_servers_version',
     ])
     .where('api_keys.key_hash', '=', keyHash)
     .where('api_keys.revoked_at', 'is', null)
@@ -30,11 +31,13 @@ export const insertApiKey = (
   row: { workspace_id: string; id: string; name: string; prefix: string; key_hash: string; permissions: string[] },
 ) => db.insertInto('api_keys').values(row).returningAll().executeTakeFirstOrThrow();
 
-export const revokeApiKey = (db: Kysely<DB>, id: string) =>
+/** Without `workspaceId` (the CLI), a key of any workspace; with it (the dashboard), only that workspace's. */
+export const revokeApiKey = (db: Kysely<DB>, id: string, workspaceId?: string) =>
   db
     .updateTable('api_keys')
     .set({ revoked_at: new Date() })
     .where('id', '=', id)
+    .$if(workspaceId !== undefined, (q) => q.where('workspace_id', '=', workspaceId as string))
     .where('revoked_at', 'is', null)
     .returning(['id', 'workspace_id', 'name'])
     .executeTakeFirst();
@@ -50,3 +53,15 @@ export const listApiKeys = (db: Kysely<DB>, workspaceId: string) =>
 /** Any key with this hash, revoked or not. */
 export const findKeyByHash = (db: Kysely<DB>, keyHash: string) =>
   db.selectFrom('api_keys').select(['id']).where('key_hash', '=', keyHash).executeTakeFirst();
+
+export const findWorkspaceById = (db: Kysely<DB>, id: string) =>
+  db.selectFrom('workspaces').selectAll().where('id', '=', id).executeTakeFirst();
+
+const API_KEY_COLUMNS = ['id', 'name', 'prefix', 'permissions', 'created_at', 'revoked_at'] as const;
+
+/** A workspace's keys, for paginate (the dashboard's listing). */
+export const apiKeysQuery = (db: Kysely<DB>, workspaceId: string) =>
+  db.selectFrom('api_keys').select(API_KEY_COLUMNS).where('workspace_id', '=', workspaceId);
+
+export const findApiKey = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db.selectFrom('api_keys').select(API_KEY_COLUMNS).where('workspace_id', '=', workspaceId).where('id', '=', id).executeTakeFirst();

@@ -5,10 +5,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Permission } from '@warden/contract';
 import type { Kysely } from 'kysely';
+import { iso, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Actor } from '../../shared/context.ts';
 import { hashSecret } from '../../shared/crypto.ts';
+import { ApiError, notFound } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import * as repo from './workspaces.repository.ts';
 
@@ -104,8 +106,15 @@ export async function createApiKey(
 /** Revokes a key and, in the same transaction, writes its `api_key.revoked` audit event (severity medium). */
 export async function revokeApiKey(db: Kysely<DB>, id: string, actor: Actor) {
   if (!/^[0-9a-f-]{36}$/i.test(id)) throw new AdminError(`no active key with id '${id}'`);
-  const revoked = await inTransaction(db, async (trx) => {
-    const row = await repo.revokeApiKey(trx, id);
+  const revoked = await revokeKeyRow(db, id, actor);
+  if (!revoked) throw new AdminError(`no active key with id '${id}'`);
+  return { id, revoked: true };
+}
+
+/** Revokes the active key `id` (of `workspaceId` when given) with its audit event; undefined when there is none. */
+async function revokeKeyRow(db: Kysely<DB>, id: string, actor: Actor, workspaceId?: string) {
+  return inTransaction(db, async (trx) => {
+    const row = await repo.revokeApiKey(trx, id, workspaceId);
     if (row) {
       await recordChange(trx, row.workspace_id, actor, {
         action: 'api_key.revoked',
@@ -116,8 +125,6 @@ export async function revokeApiKey(db: Kysely<DB>, id: string, actor: Actor) {
     }
     return row;
   });
-  if (!revoked) throw new AdminError(`no active key with id '${id}'`);
-  return { id, revoked: true };
 }
 
 export async function listApiKeys(db: Kysely<DB>, workspace: string) {
@@ -145,6 +152,65 @@ export async function ensureBootstrapKey(db: Kysely<DB>, key: string) {
   await createApiKey(db, { workspace: workspace.slug, permissions: [...ALL_PERMISSIONS], name: 'bootstrap', key }, null);
 }
 
+type ApiKeyRow = NonNullable<Awaited<ReturnType<typeof repo.findApiKey>>>;
+
+const toApiKey = (row: ApiKeyRow) => ({
+  id: row.id,
+  name: row.name,
+  prefix: row.prefix,
+  permissions: row.permissions as Permission[],
+  created_at: iso(row.created_at),
+  revoked_at: row.revoked_at ? iso(row.revoked_at) : null,
+});
+
+/*
+ * The dashboard's keys: scoped to the session's workspace by id, errors as ApiError. Issuing
+ * follows the CLI's rules (parsePermissions) and grants only what the granting key holds, so
+ * no permission (approvals:decide above all) is reached through a key that lacks it.
+ */
+
+export const listWorkspaceKeys = (db: Kysely<DB>, workspaceId: string, page: PageRequest) =>
+  paginate(repo.apiKeysQuery(db, workspaceId), 'created_at', page, toApiKey);
+
+export async function issueWorkspaceKey(
+  db: Kysely<DB>,
+  workspaceId: string,
+  input: { name: string; permissions: readonly string[] },
+  granter: ReadonlySet<Permission>,
+  actor: Actor,
+) {
+  let permissions: Permission[];
+  try {
+    permissions = parsePermissions(input.permissions.join(','));
+  } catch (error) {
+    if (error instanceof AdminError) throw new ApiError('invalid_request', `permissions: ${error.message}`);
+    throw error;
+  }
+  const lacking = permissions.filter((p) => !granter.has(p));
+  if (lacking.length > 0) {
+    throw new ApiError('insufficient_permission', `This key lacks ${lacking.join(', ')}, so it cannot grant it to another key`);
+  }
+  const workspace = await repo.findWorkspaceById(db, workspaceId);
+  if (!workspace) throw notFound('workspace', workspaceId);
+  const created = await createApiKey(db, { workspace: workspace.slug, permissions, name: input.name }, actor);
+  const row = await repo.findApiKey(db, workspaceId, created.id);
+  if (!row) throw notFound('API key', created.id);
+  return { key: toApiKey(row), secret: created.key };
+}
+
+export async function revokeWorkspaceKey(db: Kysely<DB>, workspaceId: string, id: string, actor: Actor, ownKeyId: string) {
+  if (id === ownKeyId) {
+    throw new ApiError(
+      'conflict',
+      'this session signed in with this key: sign in with another key to revoke it, or run warden keys revoke',
+    );
+  }
+  if (!(await revokeKeyRow(db, id, actor, workspaceId))) throw notFound('active API key', id);
+  const row = await repo.findApiKey(db, workspaceId, id);
+  if (!row) throw notFound('API key', id);
+  return toApiKey(row);
+}
+
 /** Workspaces and keys as the composition root hands them out (to the HTTP layer and the admin commands). */
 export function workspacesService(db: Kysely<DB>) {
   return {
@@ -157,6 +223,11 @@ export function workspacesService(db: Kysely<DB>) {
     revokeApiKey: (id: string, actor: Actor) => revokeApiKey(db, id, actor),
     listApiKeys: (workspace: string) => listApiKeys(db, workspace),
     ensureBootstrapKey: (key: string) => ensureBootstrapKey(db, key),
+    listKeys: (workspaceId: string, page: PageRequest) => listWorkspaceKeys(db, workspaceId, page),
+    issueKey: (workspaceId: string, input: Parameters<typeof issueWorkspaceKey>[2], granter: ReadonlySet<Permission>, actor: Actor) =>
+      issueWorkspaceKey(db, workspaceId, input, granter, actor),
+    revokeKey: (workspaceId: string, id: string, actor: Actor, ownKeyId: string) =>
+      revokeWorkspaceKey(db, workspaceId, id, actor, ownKeyId),
   };
 }
 

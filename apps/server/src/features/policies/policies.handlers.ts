@@ -14,4 +14,9 @@ export const policyHandlers = ({ policies }: Services) =>
       status: 200,
       body: { data: await policies.update(ctx.auth.workspaceId, path.id, body, actorOf(ctx)) },
     }),
+    simulatePolicies: async ({ body, ctx }) => ({ status: 200, body: { data: await policies.simulate(ctx.auth.workspaceId, body) } }),
+    deletePolicy: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await policies.remove(ctx.auth.workspaceId, path.id, actorOf(ctx)) },
+    }),
   }) satisfies Partial<Handlers>;

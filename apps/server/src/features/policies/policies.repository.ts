@@ -34,6 +34,9 @@ export const updatePolicy = (db: Kysely<DB>, workspaceId: string, id: string, ch
     .returningAll()
     .executeTakeFirst();
 
+export const deletePolicy = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db.deleteFrom('policies').where('workspace_id', '=', workspaceId).where('id', '=', id).returningAll().executeTakeFirst();
+
 /**
  * Locks the workspace's row, first thing in a transaction that writes a policy: the trigger
  * that bumps its policy version takes that lock anyway, and taking it before the policy's row

@@ -1,6 +1,6 @@
 /** Policies: stored with their rules; every change bumps `version` and fires `policy.updated`. */
 import { randomUUID } from 'node:crypto';
-import type { Policy, PolicyCreate, PolicyRule, PolicyUpdate } from '@warden/contract';
+import type { Policy, PolicyCreate, PolicyRule, PolicySimulationRequest, PolicyUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
@@ -9,10 +9,10 @@ import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { recordEvent } from '../events/outbox.repository.ts';
-import { checkConditionLimits } from './cel.ts';
-import { checkConditions } from './engine.ts';
-import { checkPolicyLimits, checkWorkspaceLimits, type RuleTotals, ruleTotals } from './limits.ts';
+import { checkWorkspaceLimits, type RuleTotals, ruleTotals } from './limits.ts';
 import * as repo from './policies.repository.ts';
+import { checkLimits, checkRules } from './rule-checks.ts';
+import type { Simulations } from './simulate-runner.ts';
 
 export function toPolicy(row: repo.PolicyRow): Policy {
   return {
@@ -29,30 +29,7 @@ export function toPolicy(row: repo.PolicyRow): Policy {
   };
 }
 
-/** CEL conditions are compiled when a policy is saved, so a broken one never reaches evaluation. */
-export function checkRules(rules: PolicyRule[]): void {
-  const failure = checkConditions(rules);
-  if (failure) {
-    const at = failure.position === null ? '' : ` at position ${failure.position}`;
-    throw new ApiError('invalid_policy', `rules[${failure.index}].condition: ${failure.message}${at}`);
-  }
-}
-
 const nameTaken = (name: string) => new ApiError('conflict', `a policy named '${name}' already exists`);
-
-/** The limits one policy's rules must keep by themselves (limits.ts): 400 `invalid_policy` naming the rule and the limit. */
-function checkLimits(rules: readonly PolicyRule[]): void {
-  const broken = checkPolicyLimits(rules);
-  if (broken) throw new ApiError('invalid_policy', broken);
-  for (const [index, rule] of rules.entries()) {
-    if (rule.condition === undefined) continue;
-    const failure = checkConditionLimits(rule.condition);
-    if (!failure) continue;
-    const name = rule.id ? `rules[${index}] ('${rule.id}')` : `rules[${index}]`;
-    const at = failure.position === null ? '' : ` at position ${failure.position}`;
-    throw new ApiError('invalid_policy', `${name}.condition: ${failure.message}${at}`);
-  }
-}
 
 /** The workspace limits (rules, globs, glob characters of all its policies, enabled or not), under repo.lockWorkspace. */
 async function checkWorkspaceTotals(trx: Kysely<DB>, workspaceId: string, rules: readonly PolicyRule[], exceptPolicy?: string) {
@@ -150,13 +127,43 @@ export async function updatePolicy(
   }
 }
 
-export function policiesService(db: Kysely<DB>) {
+/**
+ * The delete's trigger bumps the workspace's policy version in the same transaction, so every
+ * process stops deciding with the policy at its next request, as after a PATCH.
+ */
+export async function deletePolicy(
+  db: Kysely<DB>,
+  workspaceId: string,
+  idOrName: string,
+  actor: Actor,
+): Promise<{ id: string; deleted: true }> {
+  const existing = await repo.findPolicy(db, workspaceId, idOrName);
+  if (!existing) throw notFound('policy', idOrName);
+  await inTransaction(db, async (trx) => {
+    await repo.lockWorkspace(trx, workspaceId);
+    await recordChange(trx, workspaceId, actor, {
+      action: 'policy.deleted',
+      resource: existing.id,
+      severity: 'medium',
+      context: { name: existing.name, rules: (existing.rules as PolicyRule[]).length },
+    });
+    const row = await repo.deletePolicy(trx, workspaceId, existing.id);
+    if (!row) throw notFound('policy', idOrName);
+    await recordEvent(trx, workspaceId, 'policy.updated', { policy: toPolicy(row), change: 'deleted' });
+  });
+  return { id: existing.id, deleted: true };
+}
+
+/** `simulations`: where what-if replays run (simulate-runner.ts; built by the composition root). */
+export function policiesService(db: Kysely<DB>, simulations: Simulations) {
   return {
     list: (workspaceId: string, query: PageRequest & { enabled?: boolean }) => listPolicies(db, workspaceId, query),
     get: (workspaceId: string, idOrName: string) => getPolicy(db, workspaceId, idOrName),
     create: (workspaceId: string, input: PolicyCreate, actor: Actor) => createPolicy(db, workspaceId, input, actor),
     update: (workspaceId: string, idOrName: string, input: PolicyUpdate, actor: Actor) =>
       updatePolicy(db, workspaceId, idOrName, input, actor),
+    remove: (workspaceId: string, idOrName: string, actor: Actor) => deletePolicy(db, workspaceId, idOrName, actor),
+    simulate: (workspaceId: string, request: PolicySimulationRequest) => simulations.simulate(workspaceId, request),
   };
 }
 

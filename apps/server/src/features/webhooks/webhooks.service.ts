@@ -21,6 +21,7 @@ export const SUBSCRIBABLE_EVENTS: readonly EventType[] = [
   'policy.updated',
   'audit.created',
   'audit.checkpoint',
+  'approval.requested',
   'approval.completed',
   'billing.updated',
 ];

@@ -1,0 +1,205 @@
+/**
+ * What `npm start` (`tsx apps/server/src/main.ts`) tells a person at start, as child processes
+ * on temporary embedded data directories: without WARDEN_BOOTSTRAP_KEY, one line with the exact
+ * command that makes a key (and that command works); with the data directory held by another
+ * server, or the port taken, one line with the fix, exit 1 and no stack trace.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { START_CAP_MS, waitForServer } from '../support/child-ready.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
+const SERVER = join(ROOT, 'apps/server/src/main.ts');
+const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => (address && typeof address === 'object' ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/** The environment of a child: the embedded database in `dataDir` on `port`, nothing inherited that would change that. */
+function childEnv(dataDir: string, port: number): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1' };
+  for (const name of ['DATABASE_URL', 'WARDEN_BOOTSTRAP_KEY', 'WARDEN_LOG_LEVEL', 'WARDEN_WORKERS', 'npm_lifecycle_event'])
+    delete env[name];
+  return env;
+}
+
+function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-(child.pid as number), signal);
+  } catch {
+    // already gone
+  }
+}
+
+interface Exited {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a child (node + tsx + script) to its end, killing it after `timeoutMs`. */
+function runToEnd(script: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Exited> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [TSX, script, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const timer = setTimeout(() => signalGroup(child, 'SIGKILL'), timeoutMs);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+interface Served {
+  child: ChildProcess;
+  port: number;
+  baseUrl: string;
+  log: () => string;
+}
+
+async function startServer(dataDir: string, port: number, onSpawn: (served: Served) => void): Promise<Served> {
+  let log = '';
+  const child = spawn(process.execPath, [TSX, SERVER], {
+    cwd: ROOT,
+    env: childEnv(dataDir, port),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  child.stdout?.on('data', (chunk) => {
+    log += chunk;
+  });
+  child.stderr?.on('data', (chunk) => {
+    log += chunk;
+  });
+  const baseUrl = `http://127.0.0.1:${port}/api/v1`;
+  const served = { child, port, baseUrl, log: () => log };
+  onSpawn(served);
+  await waitForServer(child, { healthUrl: `${baseUrl}/health`, output: () => log });
+  return served;
+}
+
+async function stop(child: ChildProcess | undefined): Promise<void> {
+  if (child?.pid === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  signalGroup(child, 'SIGTERM');
+  const timer = setTimeout(() => signalGroup(child, 'SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+/** The lines a failed start wrote, without Node's own warnings. */
+const linesOf = (stderr: string) =>
+  stderr
+    .trim()
+    .split('\n')
+    .filter((line) => line !== '' && !line.includes('ExperimentalWarning') && !line.startsWith('(Use `node --trace-warnings'));
+
+describe('npm start without WARDEN_BOOTSTRAP_KEY, then a second start on the same directory or port', () => {
+  const dirs: string[] = [];
+  const tempDir = () => {
+    const dir = mkdtempSync(join(tmpdir(), 'warden-start-'));
+    dirs.push(dir);
+    return join(dir, 'data');
+  };
+  let dataDir: string;
+  let served: Served | undefined;
+  let spawned: Served | undefined;
+  beforeAll(async () => {
+    dataDir = tempDir();
+    served = await startServer(dataDir, await freePort(), (s) => {
+      spawned = s;
+    });
+  }, START_CAP_MS + 10_000);
+  afterAll(async () => {
+    await stop(spawned?.child);
+    for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  }, 20_000);
+
+  it('prints one line with the exact command that makes a key, and that command makes a key the server accepts', async () => {
+    const server = served as Served;
+    // The hint follows the "listening" line: wait for it (bounded).
+    for (let i = 0; i < 100 && !server.log().includes('no API key yet'); i++) await new Promise((r) => setTimeout(r, 100));
+    const hints = server
+      .log()
+      .split('\n')
+      .filter((line) => line.includes('no API key yet'));
+    expect(hints, server.log()).toHaveLength(1);
+    expect(JSON.parse(hints[0] as string)).toMatchObject({
+      level: 'info',
+      message:
+        `no API key yet: create one in another terminal with: WARDEN_DATA_DIR=${dataDir} npm run warden -- workspaces create --slug default` +
+        ` && WARDEN_DATA_DIR=${dataDir} npm run warden -- keys create --workspace default --permissions '*'`,
+    });
+
+    // The two commands of the hint, as the CLI runs them (through the server's admin channel).
+    const env = childEnv(dataDir, server.port);
+    const workspace = await runToEnd(CLI, ['workspaces', 'create', '--slug', 'default'], env, 60_000);
+    expect(workspace.code, workspace.stderr).toBe(0);
+    const created = await runToEnd(CLI, ['keys', 'create', '--workspace', 'default', '--permissions', '*', '--json'], env, 60_000);
+    expect(created.code, created.stderr).toBe(0);
+    const { key } = JSON.parse(created.stdout) as { key: string };
+    const agents = await fetch(`${server.baseUrl}/agents`, { headers: { authorization: `Bearer ${key}` } });
+    expect(agents.status).toBe(200);
+  }, 150_000);
+
+  it(
+    'a second server on the same data directory exits 1 with one line naming the holder and the fix, without a stack',
+    async () => {
+      const run = await runToEnd(SERVER, [], childEnv(dataDir, await freePort()), START_CAP_MS);
+      expect(run.code).toBe(1);
+      const lines = linesOf(run.stderr);
+      expect(lines, run.stderr).toHaveLength(1);
+      // The holder is the server's node process (tsx runs it as a child of its own).
+      const holder = /in use by process (\d+) /.exec(lines[0] as string)?.[1];
+      expect(holder).toMatch(/^\d+$/);
+      expect(lines[0]).toBe(
+        `warden: the data directory ${dataDir} is in use by process ${holder} (another Warden server?): stop that process, or give this server a directory of its own, e.g. WARDEN_DATA_DIR=${dataDir}-2 npm start`,
+      );
+      expect(() => process.kill(Number(holder), 0)).not.toThrow();
+      expect(run.stderr).not.toMatch(/\n\s+at /);
+      // The first server still serves.
+      expect((await fetch(`${(served as Served).baseUrl}/health`)).status).toBe(200);
+    },
+    START_CAP_MS + 10_000,
+  );
+
+  it(
+    'a second server on the same port exits 1 with one line naming the port and the fix, before opening its data directory',
+    async () => {
+      const otherDir = tempDir();
+      const port = (served as Served).port;
+      const run = await runToEnd(SERVER, [], childEnv(otherDir, port), START_CAP_MS);
+      expect(run.code).toBe(1);
+      const lines = linesOf(run.stderr);
+      expect(lines, run.stderr).toHaveLength(1);
+      expect(lines[0]).toBe(
+        `warden: port ${port} on 127.0.0.1 is already in use: stop what listens there, or start on another port, e.g. PORT=${port + 1} npm start`,
+      );
+      expect(run.stderr).not.toMatch(/\n\s+at /);
+      expect(existsSync(otherDir)).toBe(false);
+    },
+    START_CAP_MS + 10_000,
+  );
+});
