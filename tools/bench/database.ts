@@ -9,10 +9,12 @@ export interface BenchDatabase {
   drop(): Promise<void>;
 }
 
-export async function createBenchDatabase(baseUrl: string): Promise<BenchDatabase> {
+/** `wanted`: the database name (lower-case letters, digits, underscores); default `warden_bench_<time>_<pid>`. */
+export async function createBenchDatabase(baseUrl: string, wanted?: string): Promise<BenchDatabase> {
   const now = new Date();
   const stamp = now.toISOString().replace(/[-:T]/g, '').replace(/\..*$/, '');
-  const name = `warden_bench_${stamp}_${process.pid}`;
+  const name = wanted ?? `warden_bench_${stamp}_${process.pid}`;
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(name)) throw new Error(`not a database name for the benchmark: ${name}`);
   const admin = new pg.Client({ connectionString: baseUrl });
   try {
     await admin.connect();

@@ -30,10 +30,12 @@ import { join } from 'node:path';
 import { type BenchConfig, loadBenchConfig, UsageError } from './config.ts';
 import { type BenchDatabase, createBenchDatabase, redact, serverFacts } from './database.ts';
 import type { EvaluatorFigures } from './evaluator.ts';
+import { benchMcpGateway, formatMcpBench, type McpBenchFigures } from './mcp-gateway.ts';
 import { forkBench, killAllNow, memoryMb, nextMessage, ROOT, refuseNewChildren, stopAll, stopChild } from './procs.ts';
 import { formatProfile, type ProfileSummary, summariseProfile } from './profile.ts';
 import { formatEvaluator, formatTables, median, summarise } from './report.ts';
 import { type Measured, type RunOptions, runLoad, type Scenario } from './runner.ts';
+import { formatSimulate, type SimulateFigures, simulateBenchmark, simulateTargets } from './simulate.ts';
 import { B1_APP_NAME, startBaseline, startMcpUpstream, startWarden, WARDEN_APP_NAME, type WardenTarget } from './targets.ts';
 import { AGENT_KEY, EVALUATE_BODY, MCP_CALL_BODY, seedWarden } from './workload.ts';
 import { type InProcessFigures, seedShape, WORST_SHAPES } from './worst-case.ts';
@@ -172,6 +174,7 @@ interface Environment {
   db: BenchDatabase;
   warden: WardenTarget;
   mcpUrl: string;
+  mcpPid: number;
   sessionId: string;
   dataDir: string;
 }
@@ -202,7 +205,7 @@ async function prepare(config: BenchConfig, options: { nodeFlags?: string[]; lab
   );
   const seeded = await seedWarden(warden.baseUrl, warden.key, mcp.url, POLICIES);
   log(`seeded: ${POLICIES} policies × 10 rules, 100 agents, MCP server 'tools', session ${seeded.sessionId}`);
-  return { db, warden, mcpUrl: mcp.url, sessionId: seeded.sessionId, dataDir };
+  return { db, warden, mcpUrl: mcp.url, mcpPid: mcp.pid, sessionId: seeded.sessionId, dataDir };
 }
 
 const jsonHeaders = (key: string) => ({
@@ -228,6 +231,8 @@ async function benchmark(config: BenchConfig): Promise<void> {
 
   log(`evaluator micro-benchmark (${config.evaluatorDecisions} decisions per set)…`);
   const evaluator = config.worstOnly ? [] : await evaluatorBenchmark(config.evaluatorDecisions);
+  // the what-if replay on a Warden of its own, before the others start (not in the A/B modes)
+  const simulate = config.quick || config.worstOnly || config.openRate ? null : await simulatePhase(config);
 
   const env = await prepare(config, { label: 'warden' });
   const postgres = await serverFacts(env.db.pool);
@@ -332,6 +337,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     }
   }
   const worst: WorstFigures = { inProcess: [], http: [], attack: null, healthAlone: null, healthUnderAttack: null };
+  let mcp = null as McpBenchFigures | null;
 
   // 0. prime each server once (JIT, caches, pools), unmeasured, so round 1 is not a cold start
   const primeSeconds = Math.min(5, config.seconds);
@@ -377,6 +383,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
       const rate = closed && closed.load.rps > 0 ? Math.max(5, Math.round(closed.load.rps / 2)) : undefined;
       if (rate) await run(key, 'open', 1, rate);
     }
+    mcp = await mcpBenchmark(config, env);
 
     await worstDecisions();
   }
@@ -489,6 +496,9 @@ async function benchmark(config: BenchConfig): Promise<void> {
     worst_decision_http_p50_ms: worst.http.length ? Math.max(...worst.http.map((f) => f.p50)) : null,
     health_p99_ms_alone: worst.healthAlone,
     health_p99_ms_under_worst_decisions: worst.healthUnderAttack,
+    simulate_median_ms: simulate?.realistic.medianMs ?? null,
+    simulate_heavy_median_ms: simulate?.heavy.medianMs ?? null,
+    simulate_health_p99_ms: simulate ? Math.max(simulate.realistic.health.p99, simulate.heavy.health.p99) : null,
   };
   const targets = {
     's_over_b1 >= 0.5': headline.s_over_b1_rps !== null && headline.s_over_b1_rps >= 0.5,
@@ -501,6 +511,8 @@ async function benchmark(config: BenchConfig): Promise<void> {
       headline.worst_decision_p99_ms !== null && headline.worst_decision_p99_ms <= 5,
     'GET /health p99 <= 20 ms while one client loops the worst decision':
       headline.health_p99_ms_under_worst_decisions !== null && headline.health_p99_ms_under_worst_decisions <= 20,
+    ...mcp?.targets,
+    ...(simulate ? simulateTargets(simulate) : {}),
   };
 
   const result = {
@@ -538,6 +550,8 @@ async function benchmark(config: BenchConfig): Promise<void> {
     targets,
     evaluator,
     worst,
+    mcp,
+    simulate,
     summaries,
     wardenPeakRssMbOverall: Number.isFinite(wardenHwm) ? Number(wardenHwm.toFixed(1)) : null,
     runs: runs.map((m) => ({ ...m, load: { ...m.load } })),
@@ -604,6 +618,8 @@ async function benchmark(config: BenchConfig): Promise<void> {
       `  GET /health at ${HEALTH_RATE}/s: p99 ${worst.healthAlone} ms alone, ${worst.healthUnderAttack} ms while one client loops '${worst.attack}' (target ≤ 20 ms)`,
     );
   }
+  if (mcp) out.push(...formatMcpBench(mcp));
+  if (simulate) out.push(formatSimulate(simulate));
   out.push('Targets:');
   for (const [name, ok] of Object.entries(targets)) out.push(`  ${ok ? 'PASS' : 'FAIL'}  ${name}`);
   if (failures.length) {
@@ -615,6 +631,72 @@ async function benchmark(config: BenchConfig): Promise<void> {
   writeFileSync(join(OUT_DIR, 'latest.json'), `${JSON.stringify(result, null, 2)}\n`);
   process.stdout.write(`${out.join('\n')}\n${json}\n`);
   if (failures.length) process.exitCode = 1;
+}
+
+// ---------------------------------------------------------------- the MCP gateway (issue 23)
+
+function mcpBenchmark(config: BenchConfig, env: Environment): Promise<McpBenchFigures | null> {
+  return benchMcpGateway({
+    baseUrl: env.warden.baseUrl,
+    key: env.warden.key,
+    wardenPids: env.warden.pids,
+    upstreamUrl: env.mcpUrl,
+    upstreamPid: env.mcpPid,
+    pool: env.db.pool,
+    connections: config.connections,
+    warmupSeconds: config.warmupSeconds,
+    seconds: config.seconds,
+    rounds: config.rounds,
+    log,
+  }).catch((error: Error) => {
+    if (aborted) throw error;
+    log(`MCP benchmark FAILED: ${error.message}`);
+    return null;
+  });
+}
+
+/** `npm run bench -- --only=mcp`: the MCP scenario alone, on a Warden of its own. */
+async function mcpOnly(config: BenchConfig): Promise<void> {
+  const env = await prepare(config, { label: 'warden-mcp' });
+  const figures = await mcpBenchmark(config, env);
+  // SIGINT, waited for: a server under BENCH_NODE_FLAGS=--cpu-prof writes its profile as it exits
+  await env.warden.stop('SIGINT');
+  await cleanup();
+  if (!figures) {
+    process.exitCode = 1;
+    return;
+  }
+  writeFileSync(join(OUT_DIR, 'mcp-latest.json'), `${JSON.stringify({ code: codeInfo(), ...figures }, null, 2)}\n`);
+  process.stdout.write(
+    `${formatMcpBench(figures).join('\n')}\n${JSON.stringify({ benchmark: 'warden-mcp', code: codeInfo(), ...figures })}\n`,
+  );
+}
+
+// ---------------------------------------------------------------- the what-if replay (issue 25)
+
+function simulatePhase(config: BenchConfig): Promise<SimulateFigures | null> {
+  log('what-if replay (POST /policies/simulate) on a Warden of its own…');
+  return simulateBenchmark(config, (step) => cleanups.push(step), log).catch((error: Error) => {
+    if (aborted) throw error;
+    log(`what-if replay benchmark FAILED: ${error.message}`);
+    return null;
+  });
+}
+
+/** `npm run bench -- --only=simulate`: the what-if replay alone. */
+async function simulateOnly(config: BenchConfig): Promise<void> {
+  const machine = machineInfo();
+  const figures = await simulatePhase(config);
+  await cleanup();
+  if (!figures) {
+    process.exitCode = 1;
+    return;
+  }
+  const targets = simulateTargets(figures);
+  const result = { benchmark: 'warden-simulate', code: codeInfo(), machine, ...figures, targets };
+  writeFileSync(join(OUT_DIR, 'simulate-latest.json'), `${JSON.stringify(result, null, 2)}\n`);
+  const lines = [formatSimulate(figures), 'Targets:', ...Object.entries(targets).map(([name, ok]) => `  ${ok ? 'PASS' : 'FAIL'}  ${name}`)];
+  process.stdout.write(`${lines.join('\n')}\n${JSON.stringify(result)}\n`);
 }
 
 // ---------------------------------------------------------------- profile mode
@@ -691,12 +773,20 @@ async function main(): Promise<void> {
     process.stderr.write(`${(error as Error).message}\n`);
     process.exit(error instanceof UsageError ? 2 : 1);
   }
+  const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length) ?? process.env.BENCH_ONLY;
+  if (only !== undefined && only !== 'mcp' && only !== 'simulate') {
+    process.stderr.write(`--only: unknown scenario '${only}' (known: mcp, simulate)\n`);
+    process.exit(2);
+  }
   if (!existsSync('/proc/self/stat')) {
     process.stderr.write('npm run bench reads /proc for CPU time and memory: it runs on Linux only\n');
     process.exit(2);
   }
   try {
+    mkdirSync(OUT_DIR, { recursive: true });
     if (config.profile) await profile(config);
+    else if (only === 'mcp') await mcpOnly(config);
+    else if (only === 'simulate') await simulateOnly(config);
     else await benchmark(config);
   } catch (error) {
     log(`failed: ${(error as Error).stack ?? error}`);
