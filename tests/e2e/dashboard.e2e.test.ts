@@ -7,7 +7,7 @@
  *
  * Without /usr/bin/chromium the file is skipped, except under CI=true, where it fails.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -264,6 +264,17 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
     await shot('webhook-detail');
   });
 
+  it('shows the payload of a delivery, as the receiver got it', async () => {
+    const got = receiver.received.find((r) => r.payload.type === 'agent.created');
+    await deliveryRow('agent.created').first().getByTestId('delivery-view-payload').click();
+    await byTestId('delivery-payload').waitFor();
+    expect(await page.getByRole('heading', { name: 'Payload of agent.created' }).count()).toBe(1);
+    expect(JSON.parse((await byTestId('delivery-payload-json').textContent()) ?? '')).toEqual(got?.payload);
+    await shot('webhook-payload');
+    await byTestId('delivery-payload-close').click();
+    await expect.poll(() => byTestId('delivery-payload').count()).toBe(0);
+  });
+
   it('pauses, resumes and rotates the secret of the endpoint', async () => {
     await byTestId('webhook-pause').click();
     await expect.poll(() => byTestId('webhook-status').textContent()).toBe('Paused');
@@ -416,6 +427,33 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
     await byTestId('audit-clear').click();
     await expect.poll(() => byTestId('audit-row').count()).toBe(25);
     await shot('audit');
+  });
+
+  it('searches the audit log, narrows it by date and downloads what it shows as CSV', async () => {
+    for (const resource of ['needle/1', 'Needle/2']) {
+      expect((await server.api('POST', '/audit', { body: { action: 'e2e.search', resource, result: 'blocked' } })).status).toBe(201);
+    }
+    await open('audit');
+    await byTestId('audit-filter-search').fill('NEEDLE');
+    await byTestId('audit-apply').click();
+    await expect.poll(() => byTestId('audit-row').count()).toBe(2);
+
+    const tomorrow = new Date(Date.now() + 24 * 3600 * 1000);
+    const local = new Date(tomorrow.getTime() - tomorrow.getTimezoneOffset() * 60_000).toISOString().slice(0, 16);
+    await byTestId('audit-filter-from').fill(local);
+    await byTestId('audit-apply').click();
+    await expect.poll(() => byTestId('audit-row').count()).toBe(0);
+    await byTestId('audit-filter-from').fill('');
+    await byTestId('audit-apply').click();
+    await expect.poll(() => byTestId('audit-row').count()).toBe(2);
+    await shot('audit-search');
+
+    const [download] = await Promise.all([page.waitForEvent('download'), byTestId('audit-export-csv').click()]);
+    expect(download.suggestedFilename()).toMatch(/^warden-audit-\d{4}-\d{2}-\d{2}\.csv$/);
+    const csv = readFileSync((await download.path()) as string, 'utf8');
+    const lines = csv.trimEnd().split('\r\n');
+    expect(lines[0]).toMatch(/^id,event_timestamp,sequence,hash,source,agent,action,resource,/);
+    expect(lines.slice(1).map((line) => line.split(',')[7])).toEqual(['Needle/2', 'needle/1']);
   });
 
   it('shows the compliance score and each control', async () => {

@@ -56,6 +56,7 @@ export type {
   SettingsUpdate,
   Severity,
   WebhookDelivery,
+  WebhookDeliveryDetailResponse,
   WebhookDeliveryPage,
   WebhookDeliveryResponse,
   WebhookEndpoint,

@@ -83,7 +83,7 @@ export function compose({
   const checkpointer = new Checkpointer(db, signer, logger, config.auditCheckpointIntervalMs, Checkpointer.fileFor(config));
   const sealer = new AuditSealer(db, rounds, config.auditSealIntervalMs, () => checkpointer.run());
   const auditWriter = new AuditWriter(database, undefined, telemetry);
-  const audit = auditService(db, auditWriter, signer);
+  const audit = auditService(db, auditWriter, signer, { searchScanRows: config.auditSearchScanRows });
   const egress = createEgressGuard(config.egressAllowlist);
   const mcp = new McpConnector(egress, config.mcpUpstreamIdleMs);
   const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));

@@ -34,6 +34,8 @@ export interface Config {
   auditCheckpointFile: string | undefined;
   /** WARDEN_AUDIT_LOG_NAME: the first part of each log's origin, `<name>/audit/<workspace id>` (default `warden`). */
   auditLogName: string;
+  /** WARDEN_AUDIT_SEARCH_SCAN_ROWS: how many events one page of an audit search may read (default 20000). */
+  auditSearchScanRows: number;
   /** On PostgreSQL, seal in a worker thread of its own (WARDEN_AUDIT_SEALER_THREAD, default true; see sealer-thread.ts). */
   auditSealerThread: boolean;
   /** WARDEN_MASTER_KEY: base64 of 32 bytes that encrypts stored secrets (see secrets.ts). */
@@ -106,6 +108,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     auditSigningKey: env.WARDEN_AUDIT_SIGNING_KEY || undefined,
     auditCheckpointFile: env.WARDEN_AUDIT_CHECKPOINT_FILE || undefined,
     auditLogName: env.WARDEN_AUDIT_LOG_NAME || 'warden',
+    auditSearchScanRows: integer(env, 'WARDEN_AUDIT_SEARCH_SCAN_ROWS', 20_000),
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer(env, 'WARDEN_WEBHOOK_POLL_MS', 1000),

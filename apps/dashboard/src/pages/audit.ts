@@ -1,5 +1,5 @@
 /** Audit log: filters, cursor pagination and the hash chain's verification status. */
-import { api, withQuery } from '../api.ts';
+import { API_BASE, api, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { type Child, h, mount } from '../dom.ts';
 import type { AuditEvent, AuditEventPage, AuditResult, AuditVerification, Severity } from '../types.ts';
@@ -96,6 +96,16 @@ export async function auditPage(ctx: PageContext): Promise<void> {
     autocomplete: 'off',
     placeholder: 'exact action',
   });
+  const search = h('input', {
+    type: 'search',
+    name: 'q',
+    'data-testid': 'audit-filter-search',
+    autocomplete: 'off',
+    maxlength: '200',
+    placeholder: 'agent, action, resource, message…',
+  });
+  const from = h('input', { type: 'datetime-local', name: 'from', 'data-testid': 'audit-filter-from' });
+  const to = h('input', { type: 'datetime-local', name: 'to', 'data-testid': 'audit-filter-to' });
   const result = select(
     'result',
     'audit-filter-result',
@@ -149,20 +159,40 @@ export async function auditPage(ctx: PageContext): Promise<void> {
     mount(verifySlot, h('h2', null, 'Chain verification'), n.el);
   };
 
+  /** The filters as the API takes them; a datetime-local value is the browser's local time. */
+  const filterQuery = () => ({
+    q: search.value.trim(),
+    agent: agent.value.trim(),
+    action: action.value.trim(),
+    result: result.value,
+    severity: severityFilter.value,
+    from: from.value ? new Date(from.value).toISOString() : '',
+    to: to.value ? new Date(to.value).toISOString() : '',
+  });
+  const exportLinks = h('div', { class: 'row export-links' });
+  const renderExportLinks = () =>
+    mount(
+      exportLinks,
+      h('span', { class: 'muted small' }, 'Export these events:'),
+      ...(['csv', 'ndjson'] as const).map((format) =>
+        h(
+          'a',
+          {
+            class: 'btn btn-small',
+            href: `${API_BASE}${withQuery('/audit-logs/export', { format, ...filterQuery() })}`,
+            download: '',
+            'data-testid': `audit-export-${format}`,
+          },
+          format === 'csv' ? 'CSV' : 'NDJSON',
+        ),
+      ),
+    );
+
   const load = async () => {
     status.clear();
+    renderExportLinks();
     try {
-      const page = await api<AuditEventPage>(
-        'GET',
-        withQuery('/audit-logs', {
-          limit: 25,
-          cursor: cursors[pageIndex],
-          agent: agent.value.trim(),
-          action: action.value.trim(),
-          result: result.value,
-          severity: severityFilter.value,
-        }),
-      );
+      const page = await api<AuditEventPage>('GET', withQuery('/audit-logs', { limit: 25, cursor: cursors[pageIndex], ...filterQuery() }));
       if (!ctx.alive()) return;
       cursors = cursors.slice(0, pageIndex + 1);
       if (page.has_more && page.next_cursor) cursors.push(page.next_cursor);
@@ -228,7 +258,11 @@ export async function auditPage(ctx: PageContext): Promise<void> {
         },
         { 'data-testid': 'audit-next', disabled: !(page.has_more && page.next_cursor) },
       );
-      mount(pager, prev, h('span', { class: 'muted', 'data-testid': 'audit-page' }, `Page ${pageIndex + 1}`), next);
+      const searchNote =
+        search.value.trim() && page.has_more && page.data.length < 25
+          ? h('span', { class: 'muted small', 'data-testid': 'audit-search-more' }, 'Searched part of the log: the next page searches on.')
+          : null;
+      mount(pager, prev, h('span', { class: 'muted', 'data-testid': 'audit-page' }, `Page ${pageIndex + 1}`), next, searchNote);
     } catch (err) {
       if (ctx.alive()) status.error(err);
     }
@@ -246,6 +280,9 @@ export async function auditPage(ctx: PageContext): Promise<void> {
         void load();
       },
     },
+    field('Search', search),
+    field('From', from),
+    field('To', to),
     field('Agent', agent),
     field('Action', action),
     field('Result', result),
@@ -257,8 +294,7 @@ export async function auditPage(ctx: PageContext): Promise<void> {
       button(
         'Clear',
         () => {
-          agent.value = '';
-          action.value = '';
+          for (const input of [search, from, to, agent, action]) input.value = '';
           result.value = '';
           severityFilter.value = '';
           cursors = [null];
@@ -280,6 +316,7 @@ export async function auditPage(ctx: PageContext): Promise<void> {
     ),
     verifySlot,
     filters,
+    exportLinks,
     status.el,
     listSlot,
     pager,

@@ -1,10 +1,11 @@
-/** Webhook endpoints: list, create (secret shown once), pause/resume, rotate, delete, deliveries, replay, test. */
+/** Webhook endpoints: list, create (secret shown once), pause/resume, rotate, delete, deliveries (with their payloads), replay, test. */
 import { api, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { type Child, h, mount, uid } from '../dom.ts';
 import type {
   RotateSecret,
   WebhookDelivery,
+  WebhookDeliveryDetailResponse,
   WebhookDeliveryPage,
   WebhookDeliveryResponse,
   WebhookEndpoint,
@@ -297,6 +298,7 @@ export async function webhookDetailPage(ctx: PageContext): Promise<void> {
   const secretSlot = h('div');
   const deliveries = h('div', null, loading());
   const deliveriesStatus = notice('deliveries-notice');
+  const payloadSlot = h('div');
   const more = h('div', { class: 'pager' });
   let rows: WebhookDelivery[] = [];
   let cursor: string | null = null;
@@ -534,8 +536,13 @@ export async function webhookDetailPage(ctx: PageContext): Promise<void> {
               ),
           },
           {
-            header: 'Replay',
+            header: 'Actions',
             cell: (d) => {
+              const view: HTMLButtonElement = button('Payload', () => void busy(view, () => showPayload(d)), {
+                class: 'btn btn-small',
+                'data-testid': 'delivery-view-payload',
+                'aria-label': `Show the payload of the ${d.event_type} delivery from ${d.created_at}`,
+              });
               const replay: HTMLButtonElement = button(
                 'Replay',
                 async () => {
@@ -556,7 +563,7 @@ export async function webhookDetailPage(ctx: PageContext): Promise<void> {
                   'aria-label': `Replay ${d.event_type} delivery from ${d.created_at}`,
                 },
               );
-              return replay;
+              return h('div', { class: 'row' }, view, replay);
             },
           },
         ],
@@ -569,6 +576,37 @@ export async function webhookDetailPage(ctx: PageContext): Promise<void> {
         },
       ),
     );
+  };
+
+  /** The payload viewer: the body Warden POSTs for a delivery, secret-looking values redacted by the server. */
+  const showPayload = async (d: WebhookDelivery) => {
+    deliveriesStatus.clear();
+    try {
+      const { payload } = (await api<WebhookDeliveryDetailResponse>('GET', `${path}/deliveries/${d.id}`)).data;
+      if (!ctx.alive()) return;
+      mount(
+        payloadSlot,
+        h(
+          'div',
+          { class: 'card payload', 'data-testid': 'delivery-payload', role: 'region', 'aria-labelledby': 'payload-title' },
+          h(
+            'div',
+            { class: 'section-header' },
+            h('h3', { id: 'payload-title' }, `Payload of ${payload.type}`),
+            button('Close', () => mount(payloadSlot), { class: 'btn btn-small', 'data-testid': 'delivery-payload-close' }),
+          ),
+          h(
+            'p',
+            { class: 'muted small' },
+            `webhook-id ${payload.id} · the body of every attempt and replay; values under secret-looking names are shown as [redacted].`,
+          ),
+          h('pre', { class: 'json', 'data-testid': 'delivery-payload-json', tabindex: '0' }, JSON.stringify(payload, null, 2)),
+        ),
+      );
+      payloadSlot.scrollIntoView({ block: 'nearest' });
+    } catch (err) {
+      deliveriesStatus.error(err);
+    }
   };
 
   const loadDeliveries = async (append: boolean) => {
@@ -610,6 +648,7 @@ export async function webhookDetailPage(ctx: PageContext): Promise<void> {
       deliveriesStatus.el,
       deliveries,
       more,
+      payloadSlot,
     ),
     rotateForm,
   );

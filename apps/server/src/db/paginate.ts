@@ -3,7 +3,7 @@
  * cursor is opaque to clients (base64url of the last item's timestamp and id), stable under
  * concurrent inserts, and costs one index range scan whatever the page number.
  */
-import { type SelectQueryBuilder, sql } from 'kysely';
+import { type Expression, type Kysely, type SelectQueryBuilder, type SqlBool, sql } from 'kysely';
 import { ApiError } from '../shared/errors.ts';
 
 export interface PageRequest {
@@ -45,6 +45,18 @@ function decodeCursor(cursor: string): { at: string; id: string } {
 
 const encodeCursor = (at: Date, id: string) => Buffer.from(JSON.stringify([at.toISOString(), id])).toString('base64url');
 
+/** `query` narrowed to the rows after `cursor` (none: from the newest). */
+// biome-ignore lint/suspicious/noExplicitAny: the query's tables vary; the row type is what matters.
+function after<Q extends SelectQueryBuilder<any, any, any>>(query: Q, column: string, cursor: string | undefined): Q {
+  if (!cursor) return query;
+  const { at, id } = decodeCursor(cursor);
+  return query.where(sql<boolean>`(${sql.ref(column)}, ${sql.ref('id')}) < (${at}::timestamptz, ${id}::uuid)`) as Q;
+}
+
+/** The cursor that continues after `row` ('audit_events.event_timestamp' is read as `event_timestamp`). */
+const cursorAt = (row: { id: string }, column: string) =>
+  encodeCursor(new Date((row as Record<string, unknown>)[column.slice(column.lastIndexOf('.') + 1)] as Date), row.id);
+
 /**
  * Runs `query` (already filtered and scoped to one workspace) one page at a time.
  * `column` is the timestamp column (qualified if the query joins) that, with `id`, orders the rows.
@@ -57,24 +69,66 @@ export async function paginate<Row extends { id: string }, T>(
   toItem: (row: Row) => T,
 ): Promise<Page<T>> {
   const limit = request.limit ?? 20;
-  let q = query;
-  if (request.cursor) {
-    const { at, id } = decodeCursor(request.cursor);
-    q = q.where(sql<boolean>`(${sql.ref(column)}, ${sql.ref('id')}) < (${at}::timestamptz, ${id}::uuid)`);
-  }
-  const rows = await q
+  const rows = await after(query, column, request.cursor)
     .orderBy(sql.ref(column), 'desc')
     .orderBy(sql.ref('id'), 'desc')
     .limit(limit + 1)
     .execute();
   const hasMore = rows.length > limit;
   const items = hasMore ? rows.slice(0, limit) : rows;
-  const last = items.at(-1) as (Row & Record<string, unknown>) | undefined;
-  const key = column.slice(column.lastIndexOf('.') + 1); // 'audit_events.event_timestamp' → 'event_timestamp'
+  const last = items.at(-1);
+  return { data: items.map(toItem), has_more: hasMore, next_cursor: hasMore && last ? cursorAt(last, column) : null };
+}
+
+/** What a bounded search looks for, and how many rows one page may read to find it. */
+export interface Search {
+  matches: Expression<SqlBool>;
+  scanRows: number;
+}
+
+/**
+ * A page of the rows of `query` that `search.matches`, reading at most `search.scanRows` rows
+ * (newest first, from the cursor): a condition no index serves costs the same on any history.
+ * When the rows read run out before the page is full, the page is answered as it is (even
+ * empty) with `has_more` and a cursor at the last row read, so the next page searches on
+ * from there. The same cursors as `paginate`.
+ */
+export async function paginateSearch<Row extends { id: string }, T>(
+  db: Kysely<unknown>,
+  // biome-ignore lint/suspicious/noExplicitAny: the query's tables vary; the row type is what matters.
+  query: SelectQueryBuilder<any, any, Row>,
+  column: string,
+  request: PageRequest,
+  toItem: (row: Row) => T,
+  search: Search,
+): Promise<Page<T>> {
+  const limit = request.limit ?? 20;
+  const read = after(query, column, request.cursor)
+    .select([
+      sql<boolean>`coalesce(${search.matches}, false)`.as('search_match'),
+      sql<string>`row_number() over (order by ${sql.ref(column)} desc, ${sql.ref('id')} desc)`.as('search_read'),
+    ])
+    .orderBy(sql.ref(column), 'desc')
+    .orderBy(sql.ref('id'), 'desc')
+    .limit(search.scanRows);
+  // Streams: the outer LIMIT stops the scan at the page's last match or at the last row it may read.
+  const rows = (await db
+    .selectFrom(read.as('scanned'))
+    .selectAll()
+    .where(sql<boolean>`search_match or search_read = ${search.scanRows}`)
+    .orderBy(sql.ref('search_read'))
+    .limit(limit + 2)
+    .execute()) as unknown as (Row & { search_match: boolean; search_read: string | number })[];
+  const matched = rows.filter((row) => row.search_match);
+  if (matched.length > limit) {
+    const items = matched.slice(0, limit);
+    return { data: items.map(toItem), has_more: true, next_cursor: cursorAt(items[limit - 1] as Row, column) };
+  }
+  const lastRead = rows.find((row) => Number(row.search_read) === search.scanRows);
   return {
-    data: items.map(toItem),
-    has_more: hasMore,
-    next_cursor: hasMore && last ? encodeCursor(new Date(last[key] as Date), last.id) : null,
+    data: matched.map(toItem),
+    has_more: lastRead !== undefined,
+    next_cursor: lastRead ? cursorAt(lastRead, column) : null,
   };
 }
 

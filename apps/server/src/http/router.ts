@@ -7,7 +7,7 @@ import type { OperationRow } from '@warden/contract';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import { ANONYMOUS, type AuthContext, type RequestContext, type SessionCookie } from '../shared/context.ts';
 import { ApiError } from '../shared/errors.ts';
-import type { InputOf, OperationTypes } from '../shared/handler-types.ts';
+import { type InputOf, type OperationTypes, StreamedBody } from '../shared/handler-types.ts';
 import { identityRefusal } from './context.ts';
 
 type AnyHandler = (input: InputOf<OperationTypes>) => Promise<{ status: unknown; body: unknown }>;
@@ -51,9 +51,48 @@ export function createRouter(
       if (options.session) ctx.session = options.session(req, res);
       const reply = await handler({ body: req.body, path: openapi?.pathParams ?? {}, query: req.query, ctx });
       options.onSuccess?.(row, auth);
-      res.status(Number(reply.status)).json(reply.body);
+      if (reply.body instanceof StreamedBody) await sendStreamed(req, res, Number(reply.status), reply.body);
+      else res.status(Number(reply.status)).json(reply.body);
     } catch (error) {
       next(error);
     }
   };
+}
+
+/**
+ * Writes a streamed body: its first chunk is awaited before the status goes out (an error until
+ * then is answered as one), later chunks as the socket drains. It stops when the client goes
+ * away; a failure midway destroys the response, so the client sees an unfinished body rather
+ * than a complete-looking one (chunked encoding never terminated).
+ */
+async function sendStreamed(req: Request, res: Response, status: number, body: StreamedBody): Promise<void> {
+  const chunks = body.chunks[Symbol.asyncIterator]();
+  let next = await chunks.next();
+  res.status(status).set({ ...body.headers, 'content-type': body.contentType });
+  const gone = () => res.destroyed || req.destroyed;
+  try {
+    while (!next.done && !gone()) {
+      if (!res.write(next.value)) await drainedOrClosed(res);
+      next = await chunks.next();
+    }
+    res.end();
+  } catch (error) {
+    res.destroy();
+    throw error; // logged by the error mapper, which answers nothing once headers are out
+  } finally {
+    if (!next.done) await chunks.return?.();
+  }
+}
+
+/** Resolves when `res` can take more, or is closed; leaves no listener behind. */
+function drainedOrClosed(res: Response): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }

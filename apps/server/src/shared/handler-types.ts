@@ -17,9 +17,25 @@ export interface OperationTypes {
 /** Statuses other than the default error response that the spec gives a body of their own (e.g. health's 503). */
 type DeclaredErrors<T extends OperationTypes> = Omit<T['errors'], 'default'>;
 
+/**
+ * A body written as it is produced, for a response that the spec gives as a string of a
+ * non-JSON media type (an export). The router pulls the first chunk before it sends the
+ * status, so what fails early is still answered as an error.
+ */
+export class StreamedBody {
+  constructor(
+    readonly contentType: string,
+    readonly chunks: AsyncIterable<string>,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {}
+}
+
+/** A response body as a handler may give it: a string body may also be streamed. */
+type BodyOf<B> = B extends string ? B | StreamedBody : B;
+
 /** What a handler returns: a declared status with its body. Errors are thrown as ApiError. */
 export type ReplyOf<T extends OperationTypes> =
-  | { [S in keyof T['responses']]: { status: S; body: T['responses'][S] } }[keyof T['responses']]
+  | { [S in keyof T['responses']]: { status: S; body: BodyOf<T['responses'][S]> } }[keyof T['responses']]
   | { [S in keyof DeclaredErrors<T>]: { status: S; body: DeclaredErrors<T>[S] } }[keyof DeclaredErrors<T>];
 
 export interface InputOf<T extends OperationTypes> {

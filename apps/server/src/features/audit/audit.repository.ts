@@ -29,6 +29,22 @@ export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: A
   return q;
 }
 
+/** The columns a search looks in: what an event says of who did what, never its context. */
+const SEARCHED_COLUMNS = ['agent', 'action', 'resource', 'tool', 'policy', 'message', 'user_name'] as const;
+
+/**
+ * Events whose searched columns contain `text`, case-insensitively and literally (`%`, `_` and
+ * `\` match themselves). The context is not searched: the dashboard redacts values in it, and a
+ * search would let a reader test guesses of them.
+ */
+export function auditSearchCondition(text: string) {
+  const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  return sql<boolean>`(${sql.join(
+    SEARCHED_COLUMNS.map((column) => sql`${sql.ref(`e.${column}`)} ILIKE ${pattern}`),
+    sql` OR `,
+  )})`;
+}
+
 export type AuditEventWithSeal = Awaited<ReturnType<ReturnType<typeof auditEventsQuery>['executeTakeFirstOrThrow']>>;
 
 /**

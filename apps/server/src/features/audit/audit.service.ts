@@ -6,12 +6,19 @@
  */
 import type { AuditEvent, AuditEventCreate, AuditEventSummary } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { iso, type PageRequest, paginate } from '../../db/paginate.ts';
+import { iso, type PageRequest, paginate, paginateSearch } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { timeOrderedUuid } from '../../shared/ids.ts';
-import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery, findCheckpoint, insertAuditRows } from './audit.repository.ts';
+import {
+  type AuditEventWithSeal,
+  type AuditFilters,
+  auditEventsQuery,
+  auditSearchCondition,
+  findCheckpoint,
+  insertAuditRows,
+} from './audit.repository.ts';
 import { type AuditRecord, auditRows, toAuditEvent } from './audit-event.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { type AuditSigner, checkpointView, signingKeyOf } from './checkpointer.ts';
@@ -66,6 +73,20 @@ const toSummary = (row: AuditEventWithSeal): AuditEventSummary => ({
 export const listAuditLogs = (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditFilters) =>
   paginate(auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toAuditEvent);
 
+/** What a search (`q`) may add to the filters, and how many events one page of it may read. */
+export interface AuditSearch extends AuditFilters {
+  q?: string;
+}
+
+/** Events as listAuditLogs, narrowed by a search that reads at most `scanRows` events a page (paginateSearch). */
+const searchAuditLogs = (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditSearch, scanRows: number) =>
+  query.q
+    ? paginateSearch(db as Kysely<unknown>, auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toAuditEvent, {
+        matches: auditSearchCondition(query.q),
+        scanRows,
+      })
+    : listAuditLogs(db, workspaceId, query);
+
 export const listEventSummaries = (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditFilters) =>
   paginate(auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toSummary);
 
@@ -104,14 +125,31 @@ async function recordManualEvent(writer: AuditWriter, workspaceId: string, input
   return { id: event.id, event_timestamp: event.event_timestamp, result: event.result, severity: event.severity };
 }
 
-export function auditService(db: Kysely<DB>, writer: AuditWriter, signer: AuditSigner) {
+/** Events read per statement by an export. */
+const EXPORT_PAGE = 500;
+
+export interface AuditServiceOptions {
+  /** How many events one page of a search may read (WARDEN_AUDIT_SEARCH_SCAN_ROWS). */
+  searchScanRows: number;
+}
+
+export function auditService(db: Kysely<DB>, writer: AuditWriter, signer: AuditSigner, options: AuditServiceOptions) {
   return {
     /** Records an event through the group commit (sealed in the statement that records it). */
     record: (workspaceId: string, record: AuditRecord) => writer.write(workspaceId, record),
     /** POST /audit (see recordManualEvent). */
     recordManual: (workspaceId: string, input: AuditEventCreate, requestId: string) =>
       recordManualEvent(writer, workspaceId, input, requestId),
-    list: (workspaceId: string, query: PageRequest & AuditFilters) => listAuditLogs(db, workspaceId, query),
+    list: (workspaceId: string, query: PageRequest & AuditSearch) => searchAuditLogs(db, workspaceId, query, options.searchScanRows),
+    /** Every event the filters and search select, newest first, a page at a time (exports). */
+    async *all(workspaceId: string, query: AuditSearch): AsyncGenerator<AuditEvent[]> {
+      let cursor: string | undefined;
+      do {
+        const page = await searchAuditLogs(db, workspaceId, { ...query, limit: EXPORT_PAGE, cursor }, options.searchScanRows);
+        if (page.data.length > 0) yield page.data;
+        cursor = page.next_cursor ?? undefined;
+      } while (cursor);
+    },
     listSummaries: (workspaceId: string, query: PageRequest & AuditFilters) => listEventSummaries(db, workspaceId, query),
     verify: (workspaceId: string, full = false) => verifyTree(db, signer, workspaceId, full),
     checkpoint: async (workspaceId: string, size?: number) => {

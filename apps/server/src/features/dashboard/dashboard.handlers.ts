@@ -1,7 +1,8 @@
 /** The dashboard API: sessions, webhooks and billing of its own, the rest through the v1 services (configuration pages: dashboard-admin.handlers.ts). */
 import type { Services } from '../../services.ts';
 import { actorOf, type RequestContext, type SessionCookie } from '../../shared/context.ts';
-import type { DashboardHandlers } from '../../shared/handler-types.ts';
+import { type DashboardHandlers, StreamedBody } from '../../shared/handler-types.ts';
+import { EXPORT_CONTENT_TYPES, exportChunks } from './audit-export.ts';
 import { dashboardAdminHandlers } from './dashboard-admin.handlers.ts';
 import { withRedactedContext } from './redact.ts';
 
@@ -52,6 +53,10 @@ export function createDashboardHandlers(services: Services): DashboardHandlers {
       status: 200,
       body: await webhooks.deliveries(workspaceOf(ctx), path.id, query ?? {}),
     }),
+    getWebhookDelivery: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await webhooks.delivery(workspaceOf(ctx), path.id, path.deliveryId) },
+    }),
     replayWebhookDelivery: async ({ path, ctx }) => ({
       status: 202,
       body: { data: await webhooks.replay(workspaceOf(ctx), path.id, path.deliveryId) },
@@ -67,6 +72,17 @@ export function createDashboardHandlers(services: Services): DashboardHandlers {
     listDashboardAuditLogs: async ({ query, ctx }) => {
       const page = await audit.list(workspaceOf(ctx), query ?? {});
       return { status: 200, body: { ...page, data: page.data.map(withRedactedContext) } };
+    },
+    exportDashboardAuditLogs: async ({ query, ctx }) => {
+      const { format, ...filters } = query;
+      const pages = audit.all(workspaceOf(ctx), filters);
+      const filename = `warden-audit-${new Date().toISOString().slice(0, 10)}.${format}`;
+      return {
+        status: 200,
+        body: new StreamedBody(EXPORT_CONTENT_TYPES[format], exportChunks(format, pages), {
+          'content-disposition': `attachment; filename="${filename}"`,
+        }),
+      };
     },
     verifyDashboardAuditChain: async ({ ctx }) => ({ status: 200, body: { data: await audit.verify(workspaceOf(ctx)) } }),
     getDashboardCompliance: async ({ ctx }) => ({ status: 200, body: { data: await compliance.compute(workspaceOf(ctx)) } }),

@@ -182,7 +182,9 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
   if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1));
   const out: Record<string, unknown> = {};
   for (const [key, member] of Object.entries(value)) {
-    out[key] = SECRET_NAME.test(key) && typeof member !== 'object' ? REDACTED : redactSecrets(member, depth + 1);
+    // A boolean or null says whether there is a secret, never what it is (`has_api_key: false`).
+    const secretValue = typeof member === 'string' || typeof member === 'number' || typeof member === 'bigint';
+    out[key] = SECRET_NAME.test(key) && secretValue ? REDACTED : redactSecrets(member, depth + 1);
   }
   return out;
 }

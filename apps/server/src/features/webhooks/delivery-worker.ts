@@ -27,6 +27,7 @@ import { describeNetworkError, type EgressGuard } from '../../egress/guard.ts';
 import type { Logger } from '../../logger.ts';
 import { NO_TELEMETRY, type Telemetry, type WebhookOutcome } from '../../observability/telemetry.ts';
 import { findEvent, lockUndispatchedEvents, markDispatched } from '../events/outbox.repository.ts';
+import { webhookPayload } from '../events/payload.ts';
 import type { SecretBox } from './secrets.ts';
 import {
   activeEndpoints,
@@ -231,13 +232,7 @@ export class DeliveryWorker {
       await this.finish(delivery, { status: 'skipped', last_error: endpoint.paused ? 'endpoint paused' : 'endpoint disabled' });
       return;
     }
-    const body = JSON.stringify({
-      id: event.id,
-      type: event.type,
-      created_at: new Date(event.created_at).toISOString(),
-      workspace_id: event.workspace_id,
-      data: event.data,
-    });
+    const body = JSON.stringify(webhookPayload(event));
     const timestamp = new Date();
     const secrets = [this.box.open(endpoint.secret_encrypted)];
     if (

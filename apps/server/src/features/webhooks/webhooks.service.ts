@@ -12,7 +12,9 @@ import type { EgressGuard } from '../../egress/guard.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
-import { type EventType, insertDispatchedEvent } from '../events/outbox.repository.ts';
+import { redactSecrets } from '../decisions/act.ts';
+import { type EventType, findEvent, insertDispatchedEvent } from '../events/outbox.repository.ts';
+import { webhookPayload } from '../events/payload.ts';
 import { generateWebhookSecret, type SecretBox } from './secrets.ts';
 import * as repo from './webhooks.repository.ts';
 
@@ -181,6 +183,16 @@ export class WebhookService {
   async deliveries(workspaceId: string, endpointId: string, page: PageRequest) {
     await this.get(workspaceId, endpointId);
     return paginate(repo.deliveriesQuery(this.db, workspaceId, endpointId), 'created_at', page, toDelivery);
+  }
+
+  /** One delivery of the endpoint, with the body it POSTs (secret-looking values redacted, as the dashboard shows contexts). */
+  async delivery(workspaceId: string, endpointId: string, deliveryId: string) {
+    const row = await repo.findDelivery(this.db, workspaceId, deliveryId);
+    if (!row || row.endpoint_id !== endpointId) throw notFound('delivery', deliveryId);
+    const event = await findEvent(this.db, workspaceId, row.event_id);
+    if (!event) throw notFound('delivery', deliveryId);
+    const payload = webhookPayload(event);
+    return { delivery: toDelivery(row), payload: { ...payload, data: redactSecrets(payload.data) as Record<string, unknown> } };
   }
 
   /** Sends a delivery's event again (same webhook-id), as a new delivery. */

@@ -33,6 +33,9 @@ import type {
   ListWebhookDeliveriesData,
   ListWebhookDeliveriesErrors,
   ListWebhookDeliveriesResponses,
+  GetWebhookDeliveryData,
+  GetWebhookDeliveryErrors,
+  GetWebhookDeliveryResponses,
   ReplayWebhookDeliveryData,
   ReplayWebhookDeliveryErrors,
   ReplayWebhookDeliveryResponses,
@@ -45,6 +48,9 @@ import type {
   ListDashboardAuditLogsData,
   ListDashboardAuditLogsErrors,
   ListDashboardAuditLogsResponses,
+  ExportDashboardAuditLogsData,
+  ExportDashboardAuditLogsErrors,
+  ExportDashboardAuditLogsResponses,
   VerifyDashboardAuditChainData,
   VerifyDashboardAuditChainErrors,
   VerifyDashboardAuditChainResponses,
@@ -126,10 +132,12 @@ export interface DashboardOperations {
   rotateWebhookSecret: { data: RotateWebhookSecretData; responses: RotateWebhookSecretResponses; errors: RotateWebhookSecretErrors };
   sendWebhookTest: { data: SendWebhookTestData; responses: SendWebhookTestResponses; errors: SendWebhookTestErrors };
   listWebhookDeliveries: { data: ListWebhookDeliveriesData; responses: ListWebhookDeliveriesResponses; errors: ListWebhookDeliveriesErrors };
+  getWebhookDelivery: { data: GetWebhookDeliveryData; responses: GetWebhookDeliveryResponses; errors: GetWebhookDeliveryErrors };
   replayWebhookDelivery: { data: ReplayWebhookDeliveryData; responses: ReplayWebhookDeliveryResponses; errors: ReplayWebhookDeliveryErrors };
   listDashboardApprovals: { data: ListDashboardApprovalsData; responses: ListDashboardApprovalsResponses; errors: ListDashboardApprovalsErrors };
   decideDashboardApproval: { data: DecideDashboardApprovalData; responses: DecideDashboardApprovalResponses; errors: DecideDashboardApprovalErrors };
   listDashboardAuditLogs: { data: ListDashboardAuditLogsData; responses: ListDashboardAuditLogsResponses; errors: ListDashboardAuditLogsErrors };
+  exportDashboardAuditLogs: { data: ExportDashboardAuditLogsData; responses: ExportDashboardAuditLogsResponses; errors: ExportDashboardAuditLogsErrors };
   verifyDashboardAuditChain: { data: VerifyDashboardAuditChainData; responses: VerifyDashboardAuditChainResponses; errors: VerifyDashboardAuditChainErrors };
   getDashboardCompliance: { data: GetDashboardComplianceData; responses: GetDashboardComplianceResponses; errors: GetDashboardComplianceErrors };
   listDashboardAgents: { data: ListDashboardAgentsData; responses: ListDashboardAgentsResponses; errors: ListDashboardAgentsErrors };
@@ -181,10 +189,12 @@ export const dashboardOperations: readonly OperationRow[] = [
   { operationId: 'rotateWebhookSecret', method: 'post', path: '/webhooks/{id}/rotate-secret', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'sendWebhookTest', method: 'post', path: '/webhooks/{id}/test', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'listWebhookDeliveries', method: 'get', path: '/webhooks/{id}/deliveries', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
+  { operationId: 'getWebhookDelivery', method: 'get', path: '/webhooks/{id}/deliveries/{deliveryId}', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'replayWebhookDelivery', method: 'post', path: '/webhooks/{id}/deliveries/{deliveryId}/replay', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'listDashboardApprovals', method: 'get', path: '/approvals', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'decideDashboardApproval', method: 'patch', path: '/approvals/{id}', authenticated: true, agentKey: false, permission: "approvals:decide", validationErrorCodes: {} },
   { operationId: 'listDashboardAuditLogs', method: 'get', path: '/audit-logs', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'exportDashboardAuditLogs', method: 'get', path: '/audit-logs/export', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'verifyDashboardAuditChain', method: 'get', path: '/audit/verify', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getDashboardCompliance', method: 'get', path: '/compliance', authenticated: true, agentKey: false, permission: "compliance:read", validationErrorCodes: {} },
   { operationId: 'listDashboardAgents', method: 'get', path: '/agents', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },

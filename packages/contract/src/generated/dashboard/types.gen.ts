@@ -1603,6 +1603,32 @@ export type WebhookDeliveryResponse = {
     data: WebhookDelivery;
 };
 
+export type WebhookDeliveryDetailResponse = {
+    data: {
+        delivery: WebhookDelivery;
+        payload: WebhookPayload;
+    };
+};
+
+/**
+ * The body Warden POSTs (Standard Webhooks), secret-looking values in `data` redacted.
+ */
+export type WebhookPayload = {
+    /**
+     * The event's id, sent as `webhook-id`.
+     */
+    id: Uuid;
+    type: string;
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    /**
+     * The event's own data (see the v1 spec's `webhooks` section for each type).
+     */
+    data: {
+        [key: string]: unknown;
+    };
+};
+
 export type WebhookDeliveryPage = {
     data: Array<WebhookDelivery>;
     has_more: boolean;
@@ -2425,6 +2451,62 @@ export type ListWebhookDeliveriesResponses = {
 
 export type ListWebhookDeliveriesResponse = ListWebhookDeliveriesResponses[keyof ListWebhookDeliveriesResponses];
 
+export type GetWebhookDeliveryData = {
+    body?: never;
+    path: {
+        id: Uuid;
+        deliveryId: Uuid;
+    };
+    query?: never;
+    url: '/webhooks/{id}/deliveries/{deliveryId}';
+};
+
+export type GetWebhookDeliveryErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetWebhookDeliveryError = GetWebhookDeliveryErrors[keyof GetWebhookDeliveryErrors];
+
+export type GetWebhookDeliveryResponses = {
+    /**
+     * The delivery and its payload.
+     */
+    200: WebhookDeliveryDetailResponse;
+};
+
+export type GetWebhookDeliveryResponse = GetWebhookDeliveryResponses[keyof GetWebhookDeliveryResponses];
+
 export type ReplayWebhookDeliveryData = {
     body?: never;
     path: {
@@ -2633,6 +2715,14 @@ export type ListDashboardAuditLogsData = {
          * Only events before this instant.
          */
         to?: Timestamp;
+        /**
+         * Only events whose agent, action, resource, tool, policy, message or user contains this
+         * text, case-insensitively (`%` and `_` are plain characters). The context is not
+         * searched: values in it are redacted from the reader. A search reads a bounded number of
+         * events per page (see `listDashboardAuditLogs`).
+         *
+         */
+        q?: string;
     };
     url: '/audit-logs';
 };
@@ -2678,6 +2768,86 @@ export type ListDashboardAuditLogsResponses = {
 };
 
 export type ListDashboardAuditLogsResponse = ListDashboardAuditLogsResponses[keyof ListDashboardAuditLogsResponses];
+
+export type ExportDashboardAuditLogsData = {
+    body?: never;
+    path?: never;
+    query: {
+        /**
+         * `csv` or `ndjson`.
+         */
+        format: 'csv' | 'ndjson';
+        /**
+         * Only items of this agent (slug).
+         */
+        agent?: string;
+        /**
+         * Only events with this action (exact match).
+         */
+        action?: string;
+        result?: AuditResult;
+        severity?: Severity;
+        /**
+         * Only events at or after this instant.
+         */
+        from?: Timestamp;
+        /**
+         * Only events before this instant.
+         */
+        to?: Timestamp;
+        /**
+         * Only events whose agent, action, resource, tool, policy, message or user contains this
+         * text, case-insensitively (`%` and `_` are plain characters). The context is not
+         * searched: values in it are redacted from the reader. A search reads a bounded number of
+         * events per page (see `listDashboardAuditLogs`).
+         *
+         */
+        q?: string;
+    };
+    url: '/audit-logs/export';
+};
+
+export type ExportDashboardAuditLogsErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ExportDashboardAuditLogsError = ExportDashboardAuditLogsErrors[keyof ExportDashboardAuditLogsErrors];
+
+export type ExportDashboardAuditLogsResponses = {
+    /**
+     * The events, streamed.
+     */
+    200: string;
+};
+
+export type ExportDashboardAuditLogsResponse = ExportDashboardAuditLogsResponses[keyof ExportDashboardAuditLogsResponses];
 
 export type VerifyDashboardAuditChainData = {
     body?: never;
