@@ -1,35 +1,11 @@
 /**
  * CEL conditions of policy rules: compiled once when a policy is saved or loaded, evaluated per decision.
  *
- * Library: @marcbachmann/cel-js (8.0.0), chosen over @bufbuild/cel (0.6.1). Measured on Node 20.20.2,
- * compile once, 1,000,000 evaluations over 1,024 varied inputs, median of 7 runs (ns per evaluation):
- *
- *   A  context.amount > 100
- *   B  input.action.startsWith("db.") && context.env == "prod" && context.amount > 100.5
- *   C  "admin" in context.roles && size(context.items) <= 3 && has(context.ticket)
- *   D  agent == null || agent.risk_level == "high"
- *
- *                          A       B       C       D     compile B (warm)
- *   cel-js                65     207     192     231       4.2 µs  (parse + check)
- *   @bufbuild/cel      1,221   1,543   2,076   1,538        47 µs  (parse + plan)
- *
- * Through evaluateCondition below (Node 20, tsx): A 86 ns, B 282 ns, `context.amount + 1 > 100` 230 ns.
- *
- * Correctness: both gave identical results on 42 policy-style cases (comparisons, startsWith, `in`, size(),
- * has(), null agent, int vs double comparison, missing key = error, string > int = error). Both follow the
- * CEL spec in refusing mixed int/double arithmetic (`context.amount + 1` → "no such overload"). The deciding
- * differences besides speed (6-19x): cel-js has a public type checker, so unknown variables (`nope.x`), bad
- * overloads (`1 + "a"`, `size(1)`) and non-boolean results (`1 + 2`) are rejected when the policy is saved;
- * @bufbuild/cel 0.6.1 exports no checker and reports them only at evaluation. cel-js reports syntax errors
- * at the offending token (`a && (b` → offset 7); @bufbuild/cel's PEG parser often points elsewhere (offset 2).
- * cel-js has no dependencies and declares `node >=20.19.0`; @bufbuild/cel declares no engines (runs on 20)
- * and pulls in @bufbuild/protobuf (peer), cel-spec and re2.
- * Known cost of the choice: cel-js implements `matches()` with JavaScript RegExp, not RE2 — RE2-only syntax
- * such as `(?i)` is an evaluation error, and a backtracking pattern (`^(a+)+$`) over attacker-supplied input
- * can take exponential time (measured: 26 a's + "!" took 292 ms, vs 1.5 ms in @bufbuild/cel, which ships a
- * linear-time RE2). The built-in cannot be overridden in cel-js (re-registering it is refused). So conditions
- * may not call it: refused when compiled, on the parsed expression (REFUSED_FUNCTIONS below, with why a
- * linear-time engine did not replace it either).
+ * Library: @marcbachmann/cel-js, for its speed and its type checker (errors at save, at the
+ * offending token); the measurements against @bufbuild/cel are in
+ * docs/decisions/0014-cel-library.md. Its `matches()` uses JavaScript RegExp (backtracking), so
+ * conditions may not call it: refused when compiled, on the parsed expression
+ * (REFUSED_FUNCTIONS below).
  *
  * Cost: evaluations run on the event loop every workspace shares, so each one spends the decision's budget
  * (limits.ts) as it goes — nodes, comprehension iterations, the size of the values operations touch, absorbed
