@@ -1,10 +1,11 @@
 /**
- * `npm run generate`: spec → spec/dist/openapi.json → SDK and contract (server) types.
+ * `npm run generate`: spec → spec/dist/openapi.json (with code samples) → SDK and contract (server) types.
  * Deterministic: running it twice, or on an unchanged spec, changes no file.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createClient } from '@hey-api/openapi-ts';
 import { bundleSpec } from './bundle.ts';
+import { addCodeSamples } from './code-samples.ts';
 import { writeOperationTable } from './operation-table.ts';
 
 const BUNDLE = 'spec/dist/openapi.json';
@@ -12,6 +13,7 @@ const DASHBOARD_BUNDLE = 'spec/dist/dashboard.json';
 
 const started = performance.now();
 const doc = bundleSpec('spec/openapi.yaml');
+addCodeSamples(doc);
 const dashboard = bundleSpec('spec/dashboard/openapi.yaml');
 mkdirSync('spec/dist', { recursive: true });
 writeFileSync(BUNDLE, `${JSON.stringify(doc, null, 2)}\n`);

@@ -26,6 +26,7 @@ import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter, type RouterOptions } from './http/router.ts';
+import { StaticAsset } from './http/static-asset.ts';
 import { contractValidator } from './http/validator.ts';
 import type { Logger } from './logger.ts';
 import { createHttpObserver, type HttpObserver } from './observability/http.ts';
@@ -90,8 +91,9 @@ export function createApp(deps: AppDeps): Express {
     app.get('/livez', deps.probes.live);
     app.get('/readyz', deps.probes.ready);
   }
-  app.get(`${BASE_PATH}/openapi.json`, (_req, res) => {
-    res.type('application/json').send(specText);
+  const spec = new StaticAsset(specText, 'application/json; charset=utf-8');
+  app.get(`${BASE_PATH}/openapi.json`, (req, res, next) => {
+    spec.send(req, res).catch(next);
   });
   // CORS preflight for browser integrators (the SDK runs in browsers): bearer keys only, so
   // any origin may call; no cookies are involved in v1.

@@ -4,17 +4,19 @@
  * other origin.
  */
 import { type Request, type Response, Router } from 'express';
+import { StaticAsset } from './static-asset.ts';
 
 type Assets = Map<string, { body: string; type: string }>;
+type Served = Map<string, StaticAsset>;
 
 export function dashboardAssets(): Router {
   const router = Router();
-  let assets: Promise<Assets> | undefined;
+  let assets: Promise<Served> | undefined;
   const load = () => {
     // apps/dashboard is its own package; its build module is loaded on the first page request.
-    assets ??= import(new URL('../../../dashboard/build.ts', import.meta.url).href).then((m: { buildDashboard: () => Promise<Assets> }) =>
-      m.buildDashboard(),
-    );
+    assets ??= import(new URL('../../../dashboard/build.ts', import.meta.url).href)
+      .then((m: { buildDashboard: () => Promise<Assets> }) => m.buildDashboard())
+      .then((built) => new Map([...built].map(([path, file]) => [path, new StaticAsset(file.body, file.type)])));
     return assets;
   };
   router.get(/^\/dashboard(\/.*)?$/, async (req: Request, res: Response, next) => {
@@ -29,7 +31,7 @@ export function dashboardAssets(): Router {
       res.setHeader('Content-Security-Policy', "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
       res.setHeader('X-Content-Type-Options', 'nosniff');
       res.setHeader('Referrer-Policy', 'no-referrer');
-      res.type(file.type).send(file.body);
+      await file.send(req, res);
     } catch (error) {
       next(error);
     }

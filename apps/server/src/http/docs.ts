@@ -7,8 +7,10 @@
  * Redoc rather than Scalar: both render OpenAPI 3.1, and Redoc's bundle and install are a
  * fraction of Scalar's (docs/decisions/0009-api-reference-redoc.md).
  */
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { type Request, type Response, Router } from 'express';
+import { StaticAsset } from './static-asset.ts';
 
 export interface DocsOptions {
   /** Where the page is served. Default `/docs`. */
@@ -72,12 +74,13 @@ export function docsRouter({ path = '/docs', specUrl = '/api/v1/openapi.json', t
     res.setHeader('Cache-Control', 'no-cache');
     res.type('html').send(html);
   });
-  router.get(`${path}/${BUNDLE_NAME}`, (_req: Request, res: Response, next) => {
+  let bundle: StaticAsset | undefined;
+  router.get(`${path}/${BUNDLE_NAME}`, (req: Request, res: Response, next) => {
     common(res);
     // The bundle changes only with the pinned redoc version; an hour of caching is harmless.
-    res.sendFile(BUNDLE_FILE, { maxAge: 3_600_000, headers: { 'Content-Type': 'text/javascript; charset=utf-8' } }, (error) => {
-      if (error) next(error);
-    });
+    res.setHeader('Cache-Control', 'public, max-age=3600');
+    bundle ??= new StaticAsset(readFileSync(BUNDLE_FILE), 'text/javascript; charset=utf-8');
+    bundle.send(req, res).catch(next);
   });
   return router;
 }

@@ -10,7 +10,6 @@ import { iso, type PageRequest, paginate, paginateSearch } from '../../db/pagina
 import type { DB } from '../../db/schema.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
-import { timeOrderedUuid } from '../../shared/ids.ts';
 import {
   type AuditEventWithSeal,
   type AuditFilters,
