@@ -14,6 +14,9 @@
  * per target. Prints tables, then one JSON object as the last line of stdout; the JSON is
  * also written to test-output/bench/latest.json. Progress goes to stderr.
  *
+ * Phases on Wardens of their own (README): the what-if replay (--only=simulate), metrics and
+ * tracing on vs off (--only=observability), the MCP gateway (--only=mcp).
+ *
  * `npm run bench -- --profile` (or BENCH_PROFILE=1): one Warden under --cpu-prof, one
  * closed-loop evaluate load, SIGINT, and the top self-time functions of the server over the
  * load window (profile kept in test-output/bench/warden.cpuprofile).
@@ -31,6 +34,7 @@ import { type BenchConfig, loadBenchConfig, UsageError } from './config.ts';
 import { type BenchDatabase, createBenchDatabase, redact, serverFacts } from './database.ts';
 import type { EvaluatorFigures } from './evaluator.ts';
 import { benchMcpGateway, formatMcpBench, type McpBenchFigures } from './mcp-gateway.ts';
+import { formatObservability, type ObservabilityFigures, observabilityBenchmark } from './observability.ts';
 import { forkBench, killAllNow, memoryMb, nextMessage, ROOT, refuseNewChildren, stopAll, stopChild } from './procs.ts';
 import { formatProfile, type ProfileSummary, summariseProfile } from './profile.ts';
 import { formatEvaluator, formatTables, median, summarise } from './report.ts';
@@ -233,6 +237,8 @@ async function benchmark(config: BenchConfig): Promise<void> {
   const evaluator = config.worstOnly ? [] : await evaluatorBenchmark(config.evaluatorDecisions);
   // the what-if replay on a Warden of its own, before the others start (not in the A/B modes)
   const simulate = config.quick || config.worstOnly || config.openRate ? null : await simulatePhase(config);
+  // metrics and tracing on vs off, also on Wardens of their own
+  const observability = config.quick || config.worstOnly || config.openRate ? null : await observabilityPhase(config);
 
   const env = await prepare(config, { label: 'warden' });
   const postgres = await serverFacts(env.db.pool);
@@ -499,6 +505,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     simulate_median_ms: simulate?.realistic.medianMs ?? null,
     simulate_heavy_median_ms: simulate?.heavy.medianMs ?? null,
     simulate_health_p99_ms: simulate ? Math.max(simulate.realistic.health.p99, simulate.heavy.health.p99) : null,
+    observability_on_over_off: observability?.relative ?? null,
   };
   const targets = {
     's_over_b1 >= 0.5': headline.s_over_b1_rps !== null && headline.s_over_b1_rps >= 0.5,
@@ -513,6 +520,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
       headline.health_p99_ms_under_worst_decisions !== null && headline.health_p99_ms_under_worst_decisions <= 20,
     ...mcp?.targets,
     ...(simulate ? simulateTargets(simulate) : {}),
+    ...(observability ? { 'S/B1 with metrics and tracing on >= 0.9 x with both off': observability.relative >= 0.9 } : {}),
   };
 
   const result = {
@@ -552,6 +560,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
     worst,
     mcp,
     simulate,
+    observability,
     summaries,
     wardenPeakRssMbOverall: Number.isFinite(wardenHwm) ? Number(wardenHwm.toFixed(1)) : null,
     runs: runs.map((m) => ({ ...m, load: { ...m.load } })),
@@ -620,6 +629,7 @@ async function benchmark(config: BenchConfig): Promise<void> {
   }
   if (mcp) out.push(...formatMcpBench(mcp));
   if (simulate) out.push(formatSimulate(simulate));
+  if (observability) out.push(...formatObservability(observability));
   out.push('Targets:');
   for (const [name, ok] of Object.entries(targets)) out.push(`  ${ok ? 'PASS' : 'FAIL'}  ${name}`);
   if (failures.length) {
@@ -681,6 +691,37 @@ function simulatePhase(config: BenchConfig): Promise<SimulateFigures | null> {
     log(`what-if replay benchmark FAILED: ${error.message}`);
     return null;
   });
+}
+
+// ---------------------------------------------------------------- metrics and tracing (issue 26)
+
+function observabilityPhase(config: BenchConfig): Promise<ObservabilityFigures | null> {
+  log('metrics and tracing on vs off (two Wardens of their own, beside B1)…');
+  return observabilityBenchmark(config, (step) => cleanups.push(step), log).catch((error: Error) => {
+    if (aborted) throw error;
+    log(`metrics and tracing benchmark FAILED: ${error.message}`);
+    return null;
+  });
+}
+
+/** `npm run bench -- --only=observability`: the metrics and tracing overhead alone. */
+async function observabilityOnly(config: BenchConfig): Promise<void> {
+  const machine = machineInfo();
+  const figures = await observabilityPhase(config);
+  await cleanup();
+  if (!figures) {
+    process.exitCode = 1;
+    return;
+  }
+  const targets = { 'S/B1 with metrics and tracing on >= 0.9 x with both off': figures.relative >= 0.9 };
+  const result = { benchmark: 'warden-observability', code: codeInfo(), machine, ...figures, targets };
+  writeFileSync(join(OUT_DIR, 'observability-latest.json'), `${JSON.stringify(result, null, 2)}\n`);
+  const lines = [
+    ...formatObservability(figures),
+    'Targets:',
+    ...Object.entries(targets).map(([name, ok]) => `  ${ok ? 'PASS' : 'FAIL'}  ${name}`),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n${JSON.stringify(result)}\n`);
 }
 
 /** `npm run bench -- --only=simulate`: the what-if replay alone. */
@@ -774,8 +815,8 @@ async function main(): Promise<void> {
     process.exit(error instanceof UsageError ? 2 : 1);
   }
   const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length) ?? process.env.BENCH_ONLY;
-  if (only !== undefined && only !== 'mcp' && only !== 'simulate') {
-    process.stderr.write(`--only: unknown scenario '${only}' (known: mcp, simulate)\n`);
+  if (only !== undefined && only !== 'mcp' && only !== 'simulate' && only !== 'observability') {
+    process.stderr.write(`--only: unknown scenario '${only}' (known: mcp, simulate, observability)\n`);
     process.exit(2);
   }
   if (!existsSync('/proc/self/stat')) {
@@ -787,6 +828,7 @@ async function main(): Promise<void> {
     if (config.profile) await profile(config);
     else if (only === 'mcp') await mcpOnly(config);
     else if (only === 'simulate') await simulateOnly(config);
+    else if (only === 'observability') await observabilityOnly(config);
     else await benchmark(config);
   } catch (error) {
     log(`failed: ${(error as Error).stack ?? error}`);

@@ -57,6 +57,8 @@ export interface WardenOptions {
   label?: string;
   /** WARDEN_WORKERS: server processes (1: one process, no supervisor). */
   workers: number;
+  /** More environment for the server (metrics, OTEL_*); neither is inherited from the benchmark's own. */
+  env?: Record<string, string>;
 }
 
 export async function startWarden(options: WardenOptions): Promise<WardenTarget> {
@@ -86,6 +88,8 @@ export async function startWarden(options: WardenOptions): Promise<WardenTarget>
   };
   delete env.WARDEN_VALIDATE_RESPONSES;
   delete env.WARDEN_LOG_REQUESTS;
+  for (const name of Object.keys(env)) if (name.startsWith('OTEL_') || name.startsWith('WARDEN_METRICS_')) delete env[name];
+  Object.assign(env, options.env);
   const child: ChildProcess = spawnGroup('npx', ['tsx', ...(options.nodeFlags ?? []), 'apps/server/src/main.ts'], label, {
     cwd: ROOT,
     env,
