@@ -22,6 +22,8 @@ export interface BenchConfig {
   warmupSeconds: number;
   /** Rounds of the headline pair B1/S (BENCH_ROUNDS, default 3, at least 1). */
   rounds: number;
+  /** Rounds of the open-loop pair B1/S (BENCH_OPEN_ROUNDS, default 5: the p99 target is a median of 5). */
+  openRounds: number;
   /** Connections of the closed loop (BENCH_CONNECTIONS, default 50). */
   connections: number;
   /** Decisions of the evaluator micro-benchmark per policy set (BENCH_EVALUATOR_DECISIONS, default 200000). */
@@ -69,6 +71,7 @@ export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchCo
     seconds,
     warmupSeconds: Math.min(positive('BENCH_WARMUP_SECONDS', 2), seconds),
     rounds: positive('BENCH_ROUNDS', 3, true),
+    openRounds: positive('BENCH_OPEN_ROUNDS', 5, true),
     connections: positive('BENCH_CONNECTIONS', 50, true),
     evaluatorDecisions: positive('BENCH_EVALUATOR_DECISIONS', 200_000, true),
     redisUrl: env('REDIS_URL') ?? 'redis://127.0.0.1:6379',
