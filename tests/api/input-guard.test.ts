@@ -29,10 +29,27 @@ describe('input the database cannot store is refused with 400 invalid_request, n
       { input: { action: 'a', context: { a: [{ b: 'x\ud83d' }] } } },
     ],
     ['the UTF-8 bytes of a surrogate in a path id', 'GET', '/policies/%ED%A0%80', undefined],
+    // The embedded database drops a leading U+FEFF when it reads text back: the fuzz found a
+    // manual audit event whose policy '\ufeffbom' read back as 'bom' and no longer verified.
+    [
+      'a byte order mark beginning an audit event field (nothing is recorded)',
+      'POST',
+      '/audit',
+      { action: 'a', policy: '\ufeffbom', result: 'blocked' },
+    ],
+    ['a byte order mark beginning a JSON string', 'POST', '/agents', { name: '\ufeffBot', provider: 'local' }],
   ])('refuses %s', async (_label, method, path, body) => {
     const res = await server.api(method, path, { body, unchecked: true });
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
+  });
+
+  it('names the byte order mark in its refusal, and keeps one that does not begin the string', async () => {
+    const refused = await server.api('POST', '/audit', { body: { action: '\ufeffa', result: 'blocked' }, unchecked: true });
+    expect(refused.body.error.message).toMatch(/may not begin with a byte order mark \(U\+FEFF\)/);
+    const kept = await server.api('POST', '/agents', { body: { name: 'Bot\ufeffX', provider: 'local', slug: 'bom-inside' } });
+    expect(kept.status).toBe(201);
+    expect((await server.api('GET', '/agents/bom-inside')).body.data.name).toBe('Bot\ufeffX');
   });
 
   it('accepts the same requests without the offending input', async () => {

@@ -27,7 +27,9 @@ import type { AgentCreateWritable, PolicyCreate } from '@warden/contract';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import * as formatsModule from 'ajv-formats';
 import fc from 'fast-check';
+import { CompiledQuery } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { canonicalEvent, type EventFields, eventLeafHash } from '../../apps/server/src/features/audit/tree.ts';
 import { type ApiResponse, useTestServer } from '../support/server.ts';
 import {
   type GenOptions,
@@ -684,6 +686,23 @@ describe(`generated requests from spec/dist/openapi.json (${RUNS} per operation)
       await new Promise((r) => setTimeout(r, 500));
     }
     console.log(`[fuzz] audit chain after the run: ${JSON.stringify(last)}`);
+    const firstInvalid = (last as { first_invalid_sequence?: number | null } | undefined)?.first_invalid_sequence;
+    if (firstInvalid) {
+      // What the seal says against what the stored event hashes to, for the events around it.
+      const { rows } = await server.database.db.executeQuery<Record<string, unknown>>(
+        CompiledQuery.raw(
+          'SELECT s.sequence, s.hash AS seal_hash, e.* FROM audit_seals s LEFT JOIN audit_events e ON e.workspace_id = s.workspace_id AND e.id = s.event_id ' +
+            'WHERE s.sequence BETWEEN $1 AND $2 ORDER BY s.sequence',
+          [firstInvalid - 1, firstInvalid + 1],
+        ),
+      );
+      for (const row of rows) {
+        const leaf = row.id ? eventLeafHash(row as unknown as EventFields).toString('hex') : null;
+        console.log(
+          `[fuzz] sequence ${row.sequence}: seal ${row.seal_hash}, event hashes to ${leaf}\n       ${canonicalEvent(row as unknown as EventFields).slice(0, 1200)}`,
+        );
+      }
+    }
     expect(last).toMatchObject({ valid: true, unsealed: 0 });
   }, 60_000);
 

@@ -2,8 +2,11 @@
  * Input the database cannot store or that costs too much to walk is refused up front with a
  * clear 400, instead of failing deep inside: PostgreSQL text and jsonb refuse the NUL
  * character, and jsonb refuses an unpaired UTF-16 surrogate (`"\ud800"` is valid JSON, but
- * no Unicode text), so neither may appear in the path, the query or any JSON string or key;
- * and JSON may be nested at most MAX_DEPTH levels. The scan is iterative, so no body can
+ * no Unicode text), so neither may appear in the path, the query or any JSON string or key.
+ * Nor may a string begin with a byte order mark (U+FEFF): the embedded database stores it but
+ * drops it when it reads the text back, so the value would not read back as written (and a
+ * sealed audit event holding it would no longer verify). JSON may be nested at most MAX_DEPTH
+ * levels. The scan is iterative, so no body can
  * exhaust the stack.
  */
 import type { NextFunction, Request, Response } from 'express';
@@ -11,13 +14,18 @@ import { ApiError } from '../shared/errors.ts';
 
 export const MAX_DEPTH = 32;
 
-/** NUL or an unpaired surrogate (in a `u` regular expression a well-formed pair is one code point, never `Cs`): one scan per string. */
+/**
+ * A leading byte order mark, NUL, or an unpaired surrogate (in a `u` regular expression a
+ * well-formed pair is one code point, never `Cs`): one scan per string.
+ */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the NUL character is exactly what is looked for
-const UNSTORABLE = /[\u0000\p{Cs}]/u;
+const UNSTORABLE = /^\uFEFF|[\u0000\p{Cs}]/u;
 
 function textProblem(text: string, what: string): string | null {
   if (!UNSTORABLE.test(text)) return null;
-  return text.includes('\u0000') ? `${what} may not contain the NUL character` : `${what} may not contain an unpaired UTF-16 surrogate`;
+  if (text.includes('\u0000')) return `${what} may not contain the NUL character`;
+  if (text.startsWith('\uFEFF')) return `${what} may not begin with a byte order mark (U+FEFF)`;
+  return `${what} may not contain an unpaired UTF-16 surrogate`;
 }
 
 function jsonProblem(root: unknown): string | null {
