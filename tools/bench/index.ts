@@ -42,7 +42,7 @@ import { formatEvaluator, formatTables, median, summarise } from './report.ts';
 import { type Measured, type RunOptions, runLoad, type Scenario } from './runner.ts';
 import { formatSimulate, type SimulateFigures, simulateBenchmark, simulateTargets } from './simulate.ts';
 import { B1_APP_NAME, startBaseline, startMcpUpstream, startWarden, WARDEN_APP_NAME, type WardenTarget } from './targets.ts';
-import { AGENT_KEY, EVALUATE_BODY, MCP_CALL_BODY, seedWarden } from './workload.ts';
+import { EVALUATE_BODY, jsonHeaders, MCP_CALL_BODY, seedWarden } from './workload.ts';
 import { type InProcessFigures, seedShape, WORST_SHAPES } from './worst-case.ts';
 
 const OUT_DIR = join(ROOT, 'test-output/bench');
@@ -212,12 +212,6 @@ async function prepare(config: BenchConfig, options: { nodeFlags?: string[]; lab
   log(`seeded: ${POLICIES} policies × 10 rules, 100 agents, MCP server 'tools', session ${seeded.sessionId}`);
   return { db, warden, mcpUrl: mcp.url, mcpPid: mcp.pid, sessionId: seeded.sessionId, dataDir };
 }
-
-const jsonHeaders = (key: string) => ({
-  authorization: `Bearer ${key}`,
-  'content-type': 'application/json',
-  'x-warden-agent-key': AGENT_KEY,
-});
 
 // ---------------------------------------------------------------- the full benchmark
 

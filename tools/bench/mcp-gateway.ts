@@ -24,7 +24,7 @@ import type { ConcurrentResult, Percentiles, SequentialResult, Targets, Way } fr
 import { cpuMs, forkBench, machineTicks, nextMessage, stopChild } from './procs.ts';
 import { median } from './report.ts';
 import { WARDEN_APP_NAME } from './targets.ts';
-import { AGENT_KEY, MCP_CALL_BODY } from './workload.ts';
+import { AGENT_KEY, jsonHeaders, MCP_CALL_BODY } from './workload.ts';
 
 const WAYS: readonly Way[] = ['direct', 'gateway', 'runtime'];
 
@@ -133,7 +133,7 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
     gatewayUrl: `${options.baseUrl}/mcp/tools`,
     gatewayHeaders: { authorization: `Bearer ${AGENT_KEY}` },
     runtimeUrl: `${options.baseUrl}/runtime/mcp/call`,
-    runtimeHeaders: { authorization: `Bearer ${options.key}`, 'content-type': 'application/json', 'x-warden-agent-key': AGENT_KEY },
+    runtimeHeaders: jsonHeaders(options.key),
     runtimeBody: JSON.stringify(MCP_CALL_BODY(undefined)),
     tool: 'echo',
     arguments: MCP_CALL_BODY(undefined).arguments,

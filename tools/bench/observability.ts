@@ -20,7 +20,7 @@ import { freePort, ROOT } from './procs.ts';
 import { median } from './report.ts';
 import { type Measured, runLoad, type Scenario } from './runner.ts';
 import { B1_APP_NAME, startBaseline, startMcpUpstream, startWarden, WARDEN_APP_NAME, type WardenTarget } from './targets.ts';
-import { AGENT_KEY, EVALUATE_BODY, seedWarden } from './workload.ts';
+import { EVALUATE_BODY, jsonHeaders, seedWarden } from './workload.ts';
 
 const OUT_DIR = join(ROOT, 'test-output/bench');
 const POLICIES = 50;
@@ -127,11 +127,6 @@ export async function observabilityBenchmark(
   register(async () => clearInterval(scraper));
 
   const body = JSON.stringify(EVALUATE_BODY);
-  const headers = (key: string) => ({
-    authorization: `Bearer ${key}`,
-    'content-type': 'application/json',
-    'x-warden-agent-key': AGENT_KEY,
-  });
   const wardenScenario = (label: string, warden: WardenTarget): Scenario => ({
     target: label,
     scenario: 'evaluate',
@@ -139,7 +134,7 @@ export async function observabilityBenchmark(
     dbApplication: WARDEN_APP_NAME,
     url: `${warden.baseUrl}/policy/evaluate`,
     method: 'POST',
-    headers: headers(warden.key),
+    headers: jsonHeaders(warden.key),
     body,
     audit: { table: 'audit_events', perOk: 1 },
   });
@@ -152,7 +147,7 @@ export async function observabilityBenchmark(
         dbApplication: B1_APP_NAME,
         url: `${b1.origin}/api/v1/policy/evaluate`,
         method: 'POST',
-        headers: headers(off.warden.key),
+        headers: jsonHeaders(off.warden.key),
         body,
         audit: { table: 'bench_audit_events', perOk: 1 },
       } satisfies Scenario,

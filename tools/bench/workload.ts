@@ -10,6 +10,13 @@
 
 export const AGENT_SLUG = 'bench-agent';
 export const AGENT_KEY = 'bench-agent-secret-0123456789abcdef';
+
+/** The headers of a JSON call to a runtime operation: the workspace key and the agent's own. */
+export const jsonHeaders = (key: string) => ({
+  authorization: `Bearer ${key}`,
+  'content-type': 'application/json',
+  'x-warden-agent-key': AGENT_KEY,
+});
 export const BENCH_ACTION = 'files.read';
 
 export interface BenchRule {
