@@ -93,11 +93,14 @@ export class AuditWriter {
   write(workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
     // The time from handing the event over to its commit (its group's statement), in the caller's trace.
     const span = tracer.startSpan('warden.audit.commit');
-    return new Promise<AuditEvent>((resolve, reject) => {
+    const written = new Promise<AuditEvent>((resolve, reject) => {
       const rows = auditRows(workspaceId, record);
       this.queue.push({ rows, sealingTries: canonicalIds(rows) ? SEALING_TRIES : 0, resolve, reject });
       this.pump();
-    }).then(
+    });
+    // Tracing off: the span records nothing, so no second promise per decision to end it.
+    if (!span.isRecording()) return written;
+    return written.then(
       (event) => {
         span.end();
         return event;
