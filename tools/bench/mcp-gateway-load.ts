@@ -3,6 +3,7 @@
  * mcp-gateway.ts). Three ways to make the same tool call (`echo` on the bench upstream):
  *
  *   direct   the official SDK Client on the upstream itself (one session)
+ *   relay    the same Client through a bare reverse proxy (mcp-relay.ts): one more hop, nothing else
  *   gateway  the official SDK Client on Warden's /api/v1/mcp/<slug> (the agent key as the bearer)
  *   runtime  POST /api/v1/runtime/mcp/call (fetch, keep-alive; no governed session)
  *
@@ -17,11 +18,14 @@ import { performance } from 'node:perf_hooks';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-export type Way = 'direct' | 'gateway' | 'runtime';
-export const WAYS: readonly Way[] = ['direct', 'gateway', 'runtime'];
+export type Way = 'direct' | 'relay' | 'gateway' | 'runtime';
+export const WAYS: readonly Way[] = ['direct', 'relay', 'gateway', 'runtime'];
+type Governed = 'relay' | 'gateway' | 'runtime';
+const ADDED: readonly Governed[] = ['relay', 'gateway', 'runtime'];
 
 export interface Targets {
   directUrl: string;
+  relayUrl: string;
   gatewayUrl: string;
   gatewayHeaders: Record<string, string>;
   runtimeUrl: string;
@@ -43,8 +47,8 @@ export interface SequentialResult {
   calls: number;
   warmup: number;
   ms: Record<Way, Percentiles>;
-  /** Per round, gateway − direct and runtime − direct (the same round's calls): their percentiles. */
-  pairedAddedMs: { gateway: Percentiles; runtime: Percentiles };
+  /** Per round, relay − direct, gateway − direct and runtime − direct (the same round's calls): their percentiles. */
+  pairedAddedMs: Record<Governed, Percentiles>;
   errors: Record<Way, number>;
   /** The measured rounds' start and end, process.hrtime in µs (CLOCK_MONOTONIC: a server's --cpu-prof window). */
   windowUs: { startUs: number; endUs: number };
@@ -88,6 +92,7 @@ async function callers(
 ): Promise<{ call: Record<Way, () => Promise<void>>; close: () => Promise<void> }> {
   const tag: Record<string, string> = requestId ? { 'x-request-id': requestId } : {};
   const direct = await sdkClient(targets.directUrl, {});
+  const relay = await sdkClient(targets.relayUrl, {});
   const gateway = await sdkClient(targets.gatewayUrl, { ...targets.gatewayHeaders, ...tag });
   const params = { name: targets.tool, arguments: targets.arguments };
   const viaSdk = (client: Client) => async () => {
@@ -98,6 +103,7 @@ async function callers(
   return {
     call: {
       direct: viaSdk(direct),
+      relay: viaSdk(relay),
       gateway: viaSdk(gateway),
       runtime: async () => {
         const res = await fetch(targets.runtimeUrl, { method: 'POST', headers: runtimeHeaders, body: targets.runtimeBody });
@@ -109,7 +115,7 @@ async function callers(
       },
     },
     close: async () => {
-      await Promise.allSettled([direct.close(), gateway.close()]);
+      await Promise.allSettled([direct.close(), relay.close(), gateway.close()]);
     },
   };
 }
@@ -117,9 +123,9 @@ async function callers(
 async function sequential(targets: Targets, spec: { warmup: number; calls: number }): Promise<SequentialResult> {
   const { call, close } = await callers(targets);
   try {
-    const samples: Record<Way, number[]> = { direct: [], gateway: [], runtime: [] };
-    const errors: Record<Way, number> = { direct: 0, gateway: 0, runtime: 0 };
-    const paired = { gateway: [] as number[], runtime: [] as number[] };
+    const samples: Record<Way, number[]> = { direct: [], relay: [], gateway: [], runtime: [] };
+    const errors: Record<Way, number> = { direct: 0, relay: 0, gateway: 0, runtime: 0 };
+    const paired: Record<Governed, number[]> = { relay: [], gateway: [], runtime: [] };
     const windowUs = { startUs: 0, endUs: 0 };
     for (let round = 0; round < spec.warmup + spec.calls; round++) {
       const measured = round >= spec.warmup;
@@ -139,16 +145,19 @@ async function sequential(targets: Targets, spec: { warmup: number; calls: numbe
       }
       if (!measured) continue;
       for (const way of WAYS) if (took[way] !== undefined) samples[way].push(took[way] as number);
-      if (took.direct !== undefined) {
-        if (took.gateway !== undefined) paired.gateway.push(took.gateway - took.direct);
-        if (took.runtime !== undefined) paired.runtime.push(took.runtime - took.direct);
-      }
+      const direct = took.direct;
+      if (direct !== undefined) for (const way of ADDED) if (took[way] !== undefined) paired[way].push((took[way] as number) - direct);
     }
     return {
       calls: spec.calls,
       warmup: spec.warmup,
-      ms: { direct: percentiles(samples.direct), gateway: percentiles(samples.gateway), runtime: percentiles(samples.runtime) },
-      pairedAddedMs: { gateway: percentiles(paired.gateway), runtime: percentiles(paired.runtime) },
+      ms: {
+        direct: percentiles(samples.direct),
+        relay: percentiles(samples.relay),
+        gateway: percentiles(samples.gateway),
+        runtime: percentiles(samples.runtime),
+      },
+      pairedAddedMs: { relay: percentiles(paired.relay), gateway: percentiles(paired.gateway), runtime: percentiles(paired.runtime) },
       errors,
       windowUs: { ...windowUs, endUs: hrtimeUs() },
     };

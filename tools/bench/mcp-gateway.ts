@@ -3,7 +3,8 @@
  * on the upstream (an SDK-built Streamable HTTP server on loopback, mcp-upstream.ts), through
  * Warden's MCP gateway (`/api/v1/mcp/<slug>`, the SDK Client with the agent key as the bearer)
  * and through the REST runtime (`POST /runtime/mcp/call`), on the Warden and PostgreSQL of the
- * run. What Warden adds:
+ * run, and through a bare reverse proxy (mcp-relay.ts) — the floor any gateway pays for one more
+ * hop on this machine. What Warden adds:
  *
  * - sequential: `BENCH_MCP_WARMUP` unmeasured rounds, then `BENCH_MCP_CALLS` rounds of one
  *   call of each way, the order rotated every round (so drifting load disturbs all three
@@ -26,7 +27,7 @@ import { median } from './report.ts';
 import { WARDEN_APP_NAME } from './targets.ts';
 import { AGENT_KEY, jsonHeaders, MCP_CALL_BODY } from './workload.ts';
 
-const WAYS: readonly Way[] = ['direct', 'gateway', 'runtime'];
+const WAYS: readonly Way[] = ['direct', 'relay', 'gateway', 'runtime'];
 
 export interface McpBenchOptions {
   /** Warden's API base (…/api/v1), its bootstrap key and its server processes. */
@@ -72,15 +73,19 @@ export interface McpBenchFigures {
   sequential: SequentialResult;
   concurrent: McpConcurrentRun[];
   headline: {
+    relay_added_p50_ms: number;
+    relay_added_p99_ms: number;
     gateway_added_p50_ms: number;
     gateway_added_p99_ms: number;
     runtime_added_p50_ms: number;
     runtime_added_p99_ms: number;
     gateway_paired_added_p50_ms: number;
     direct_rps_50: number;
+    relay_rps_50: number;
     gateway_rps_50: number;
     runtime_rps_50: number;
     gateway_over_direct_rps: number;
+    relay_over_direct_rps: number;
     runtime_over_direct_rps: number;
     gateway_over_direct_rps_per_round: number[];
     gateway_warden_cpu_ms_per_call: number;
@@ -128,8 +133,11 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
   // 0: the sequential part only (e.g. to profile it)
   const rounds = integer('BENCH_MCP_ROUNDS', options.rounds, 0);
   const { log } = options;
+  const relay = forkBench('mcp-relay.ts', 'relay', [options.upstreamUrl]);
+  const relayUrl = (await nextMessage<{ url: string }>(relay, (m) => m?.type === 'ready', 30_000, 'start the MCP relay')).url;
   const targets: Targets = {
     directUrl: options.upstreamUrl,
+    relayUrl,
     gatewayUrl: `${options.baseUrl}/mcp/tools`,
     gatewayHeaders: { authorization: `Bearer ${AGENT_KEY}` },
     runtimeUrl: `${options.baseUrl}/runtime/mcp/call`,
@@ -188,7 +196,7 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
         for (const [pid, cpu] of before.db) db += Math.max(0, (after.db.get(pid) ?? safeCpu(pid)) - cpu);
         const perCall = (ms: number) => (result.calls > 0 && Number.isFinite(ms) ? round3(ms / result.calls) : null);
         let audit: McpConcurrentRun['audit'] = null;
-        if (way !== 'direct') {
+        if (way === 'gateway' || way === 'runtime') {
           const { rows } = await options.pool.query('SELECT count(*)::bigint AS n FROM audit_events WHERE request_id = $1', [requestId]);
           const written = Number(rows[0].n);
           audit = { written, expected: result.succeeded * 2, ok: written === result.succeeded * 2 };
@@ -197,9 +205,9 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
         const run: McpConcurrentRun = {
           ...result,
           round,
-          wardenCpuMsPerCall: way === 'direct' ? null : perCall(after.warden - before.warden),
-          dbCpuMsPerCall: way === 'direct' ? null : perCall(db),
-          dbTransactionsPerCall: way === 'direct' ? null : perCall(after.transactions - before.transactions),
+          wardenCpuMsPerCall: way === 'direct' || way === 'relay' ? null : perCall(after.warden - before.warden),
+          dbCpuMsPerCall: way === 'direct' || way === 'relay' ? null : perCall(db),
+          dbTransactionsPerCall: way === 'direct' || way === 'relay' ? null : perCall(after.transactions - before.transactions),
           upstreamCpuMsPerCall: perCall(after.upstream - before.upstream),
           machineBusyPercent: elapsed > 0 ? Number(((100 * (after.machine.busy - before.machine.busy)) / elapsed).toFixed(1)) : Number.NaN,
           loadAvg1,
@@ -223,17 +231,21 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
       const [g, d] = [of('gateway'), of('direct')];
       if (g && d) perRound.push(round3(g / d));
     }
-    const added = (way: 'gateway' | 'runtime', p: keyof Percentiles) => round3(sequential.ms[way][p] - sequential.ms.direct[p]);
+    const added = (way: 'relay' | 'gateway' | 'runtime', p: keyof Percentiles) => round3(sequential.ms[way][p] - sequential.ms.direct[p]);
     const headline = {
+      relay_added_p50_ms: added('relay', 'p50'),
+      relay_added_p99_ms: added('relay', 'p99'),
       gateway_added_p50_ms: added('gateway', 'p50'),
       gateway_added_p99_ms: added('gateway', 'p99'),
       runtime_added_p50_ms: added('runtime', 'p50'),
       runtime_added_p99_ms: added('runtime', 'p99'),
       gateway_paired_added_p50_ms: sequential.pairedAddedMs.gateway.p50,
       direct_rps_50: rps('direct'),
+      relay_rps_50: rps('relay'),
       gateway_rps_50: rps('gateway'),
       runtime_rps_50: rps('runtime'),
       gateway_over_direct_rps: round3(rps('gateway') / rps('direct')),
+      relay_over_direct_rps: round3(rps('relay') / rps('direct')),
       runtime_over_direct_rps: round3(rps('runtime') / rps('direct')),
       gateway_over_direct_rps_per_round: perRound,
       gateway_warden_cpu_ms_per_call: round3(cpu('gateway')),
@@ -264,6 +276,7 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
     };
   } finally {
     await stopChild(child, 'SIGKILL', 1_000);
+    await stopChild(relay);
   }
 }
 
@@ -272,7 +285,7 @@ export function formatMcpBench(f: McpBenchFigures): string[] {
   const h = f.headline;
   const s = f.sequential;
   const out = [
-    `MCP tool call (echo on an SDK-built Streamable HTTP upstream): direct SDK Client vs Warden's /mcp/tools (SDK Client, agent key as bearer) vs POST /runtime/mcp/call`,
+    `MCP tool call (echo on an SDK-built Streamable HTTP upstream): direct SDK Client vs the same through a bare relay vs Warden's /mcp/tools (SDK Client, agent key as bearer) vs POST /runtime/mcp/call`,
     `  load average ${f.loadAvgAtStart.join(' ')} at start, ${f.loadAvgAtEnd.join(' ')} at end`,
     `  sequential (${s.calls} rounds after ${s.warmup} warm-up, order rotated):`,
   ];
@@ -284,6 +297,9 @@ export function formatMcpBench(f: McpBenchFigures): string[] {
   }
   out.push(
     `    added by the gateway: p50 +${h.gateway_added_p50_ms} ms (target ≤ 1.5), p99 +${h.gateway_added_p99_ms} ms (target ≤ 5); paired per round: p50 +${s.pairedAddedMs.gateway.p50} ms, p99 +${s.pairedAddedMs.gateway.p99} ms`,
+  );
+  out.push(
+    `    added by a bare relay (one more hop, nothing else): p50 +${h.relay_added_p50_ms} ms, p99 +${h.relay_added_p99_ms} ms; the gateway beyond it: p50 +${round3(h.gateway_added_p50_ms - h.relay_added_p50_ms)} ms, p99 +${round3(h.gateway_added_p99_ms - h.relay_added_p99_ms)} ms`,
   );
   out.push(`    added by /runtime/mcp/call: p50 +${h.runtime_added_p50_ms} ms, p99 +${h.runtime_added_p99_ms} ms`);
   out.push(
@@ -297,7 +313,7 @@ export function formatMcpBench(f: McpBenchFigures): string[] {
     );
   }
   out.push(
-    `    medians: direct ${h.direct_rps_50}/s, gateway ${h.gateway_rps_50}/s (${h.gateway_over_direct_rps} × direct; per round ${h.gateway_over_direct_rps_per_round.join(', ')}; target ≥ 0.8), runtime ${h.runtime_rps_50}/s (${h.runtime_over_direct_rps} × direct)`,
+    `    medians: direct ${h.direct_rps_50}/s, relay ${h.relay_rps_50}/s (${h.relay_over_direct_rps} × direct), gateway ${h.gateway_rps_50}/s (${h.gateway_over_direct_rps} × direct; per round ${h.gateway_over_direct_rps_per_round.join(', ')}; target ≥ 0.8), runtime ${h.runtime_rps_50}/s (${h.runtime_over_direct_rps} × direct)`,
   );
   for (const [name, ok] of Object.entries(f.targets)) out.push(`  ${ok ? 'PASS' : 'FAIL'}  ${name}`);
   return out;
