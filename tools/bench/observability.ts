@@ -38,8 +38,8 @@ export interface ObservabilityFigures {
   cpuMsPerRequest: { off: number; on: number };
   /** What the on Warden sent and served: OTLP export requests and bytes, metric scrapes. */
   exported: { otlpRequests: number; otlpBytes: number; scrapes: number; scrapeBytes: number };
-  /** What the on Warden had on: `both` unless BENCH_OBSERVABILITY said `metrics` or `tracing`; and its sampler. */
-  on: { which: string; sampler: string };
+  /** What the on Warden had on: `both` unless BENCH_OBSERVABILITY said `metrics` or `tracing`; and the OTEL_* variables given to it. */
+  on: { which: string; otel: Record<string, string> };
   loadAvgAtStart: number[];
 }
 
@@ -107,12 +107,18 @@ export async function observabilityBenchmark(
   const metricsPort = await freePort();
   // BENCH_OBSERVABILITY=metrics|tracing turns on one of the two only, to tell their costs apart.
   const which = process.env.BENCH_OBSERVABILITY ?? 'both';
+  // BENCH_OTEL_<NAME> reaches that Warden as OTEL_<NAME> (a sampler, the OTLP protocol…).
+  const passedOn = Object.fromEntries(
+    Object.entries(process.env)
+      .filter(([name, value]) => name.startsWith('BENCH_OTEL_') && value)
+      .map(([name, value]) => [name.slice('BENCH_'.length), value as string]),
+  );
   const on = await start('warden-obs-on', {
     ...(which !== 'tracing' && { WARDEN_METRICS_PORT: String(metricsPort) }),
     ...(which !== 'metrics' && {
       OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
       OTEL_SERVICE_NAME: 'warden-bench',
-      ...(process.env.BENCH_OTEL_TRACES_SAMPLER && { OTEL_TRACES_SAMPLER: process.env.BENCH_OTEL_TRACES_SAMPLER }),
+      ...passedOn,
     }),
   });
   const b1 = await startBaseline('b1', off.db.url);
@@ -215,7 +221,7 @@ export async function observabilityBenchmark(
     relative: r3(ratioOn / ratioOff),
     cpuMsPerRequest: { off: r3(median(cpu.off)), on: r3(median(cpu.on)) },
     exported: { otlpRequests: sink.counts.requests, otlpBytes: sink.counts.bytes, scrapes: scrapes.count, scrapeBytes: scrapes.bytes },
-    on: { which, sampler: process.env.BENCH_OTEL_TRACES_SAMPLER ?? 'the SDK default (parentbased_always_on)' },
+    on: { which, otel: passedOn },
     loadAvgAtStart,
   };
 }
@@ -223,7 +229,11 @@ export async function observabilityBenchmark(
 export function formatObservability(f: ObservabilityFigures): string[] {
   return [
     'Metrics and tracing (closed loop, POST /policy/evaluate; rounds of B1, S off, S on in rotating order):',
-    `  on: ${f.on.which === 'both' ? 'metrics and tracing' : `${f.on.which} only`}; sampler ${f.on.sampler}`,
+    `  on: ${f.on.which === 'both' ? 'metrics and tracing' : `${f.on.which} only`}; ${
+      Object.entries(f.on.otel)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ') || 'the SDK defaults (every request traced)'
+    }`,
     ...f.rounds.map((r) => `  round ${r.round} (${r.order.join(', ')}): B1 ${r.b1}/s, S off ${r.off}/s, S on ${r.on}/s`),
     `  S/B1 with both off ${f.ratioOff}, with both on ${f.ratioOn}: ${f.relative} × (target ≥ 0.9)`,
     `  CPU ms per request: off ${f.cpuMsPerRequest.off}, on ${f.cpuMsPerRequest.on}`,
