@@ -87,6 +87,22 @@ async function waitSealed(key: string) {
   }
 }
 
+/**
+ * A fresh workspace and its compliance status taken while its tree was still empty. Creating
+ * its key is an audited configuration event that the sealer may seal at any moment, so the
+ * status counts as "before" only if a verification after it still finds no sealed event (the
+ * tree never shrinks); otherwise another workspace is tried.
+ */
+async function workspaceBeforeItsFirstSeal() {
+  for (let attempt = 1; attempt <= 5; attempt++) {
+    const key = await freshWorkspace();
+    const before = await status(key);
+    const verified = await server.api('GET', '/audit/verify', { key });
+    if (verified.body.data.tree_size === 0) return { key, before };
+  }
+  throw new Error('five fresh workspaces in a row had a sealed event before their first status');
+}
+
 const evaluate = (key: string, input: EvaluationInput) => server.api('POST', '/policy/evaluate', { key, body: { input } });
 
 describe('GET /compliance/status (getComplianceStatus)', () => {
@@ -220,8 +236,7 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
   });
 
   it('makes audit-chain applicable after the first sealed event, passing while the chain verifies', async () => {
-    const key = await freshWorkspace();
-    const before = await status(key);
+    const { key, before } = await workspaceBeforeItsFirstSeal();
     expect(control(before, 'audit-chain').status).toBe('not_applicable');
 
     const res = await server.api('POST', '/audit', { key, body: { action: 'first.event', result: 'blocked' } });
