@@ -20,8 +20,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 export type Way = 'direct' | 'relay' | 'gateway' | 'runtime';
 export const WAYS: readonly Way[] = ['direct', 'relay', 'gateway', 'runtime'];
-type Governed = 'relay' | 'gateway' | 'runtime';
-const ADDED: readonly Governed[] = ['relay', 'gateway', 'runtime'];
+/** The ways compared with direct. */
+export type Indirect = Exclude<Way, 'direct'>;
+const INDIRECT: readonly Indirect[] = ['relay', 'gateway', 'runtime'];
 
 export interface Targets {
   directUrl: string;
@@ -48,7 +49,7 @@ export interface SequentialResult {
   warmup: number;
   ms: Record<Way, Percentiles>;
   /** Per round, relay − direct, gateway − direct and runtime − direct (the same round's calls): their percentiles. */
-  pairedAddedMs: Record<Governed, Percentiles>;
+  pairedAddedMs: Record<Indirect, Percentiles>;
   errors: Record<Way, number>;
   /** The measured rounds' start and end, process.hrtime in µs (CLOCK_MONOTONIC: a server's --cpu-prof window). */
   windowUs: { startUs: number; endUs: number };
@@ -125,7 +126,7 @@ async function sequential(targets: Targets, spec: { warmup: number; calls: numbe
   try {
     const samples: Record<Way, number[]> = { direct: [], relay: [], gateway: [], runtime: [] };
     const errors: Record<Way, number> = { direct: 0, relay: 0, gateway: 0, runtime: 0 };
-    const paired: Record<Governed, number[]> = { relay: [], gateway: [], runtime: [] };
+    const paired: Record<Indirect, number[]> = { relay: [], gateway: [], runtime: [] };
     const windowUs = { startUs: 0, endUs: 0 };
     for (let round = 0; round < spec.warmup + spec.calls; round++) {
       const measured = round >= spec.warmup;
@@ -146,7 +147,7 @@ async function sequential(targets: Targets, spec: { warmup: number; calls: numbe
       if (!measured) continue;
       for (const way of WAYS) if (took[way] !== undefined) samples[way].push(took[way] as number);
       const direct = took.direct;
-      if (direct !== undefined) for (const way of ADDED) if (took[way] !== undefined) paired[way].push((took[way] as number) - direct);
+      if (direct !== undefined) for (const way of INDIRECT) if (took[way] !== undefined) paired[way].push((took[way] as number) - direct);
     }
     return {
       calls: spec.calls,

@@ -21,7 +21,7 @@ import { randomUUID } from 'node:crypto';
 import { loadavg } from 'node:os';
 import type pg from 'pg';
 import { backendPids } from './database.ts';
-import type { ConcurrentResult, Percentiles, SequentialResult, Targets, Way } from './mcp-gateway-load.ts';
+import type { ConcurrentResult, Indirect, Percentiles, SequentialResult, Targets, Way } from './mcp-gateway-load.ts';
 import { cpuMs, forkBench, machineTicks, nextMessage, stopChild } from './procs.ts';
 import { median } from './report.ts';
 import { WARDEN_APP_NAME } from './targets.ts';
@@ -195,8 +195,9 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
         let db = 0;
         for (const [pid, cpu] of before.db) db += Math.max(0, (after.db.get(pid) ?? safeCpu(pid)) - cpu);
         const perCall = (ms: number) => (result.calls > 0 && Number.isFinite(ms) ? round3(ms / result.calls) : null);
+        const throughWarden = way === 'gateway' || way === 'runtime';
         let audit: McpConcurrentRun['audit'] = null;
-        if (way === 'gateway' || way === 'runtime') {
+        if (throughWarden) {
           const { rows } = await options.pool.query('SELECT count(*)::bigint AS n FROM audit_events WHERE request_id = $1', [requestId]);
           const written = Number(rows[0].n);
           audit = { written, expected: result.succeeded * 2, ok: written === result.succeeded * 2 };
@@ -205,9 +206,9 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
         const run: McpConcurrentRun = {
           ...result,
           round,
-          wardenCpuMsPerCall: way === 'direct' || way === 'relay' ? null : perCall(after.warden - before.warden),
-          dbCpuMsPerCall: way === 'direct' || way === 'relay' ? null : perCall(db),
-          dbTransactionsPerCall: way === 'direct' || way === 'relay' ? null : perCall(after.transactions - before.transactions),
+          wardenCpuMsPerCall: throughWarden ? perCall(after.warden - before.warden) : null,
+          dbCpuMsPerCall: throughWarden ? perCall(db) : null,
+          dbTransactionsPerCall: throughWarden ? perCall(after.transactions - before.transactions) : null,
           upstreamCpuMsPerCall: perCall(after.upstream - before.upstream),
           machineBusyPercent: elapsed > 0 ? Number(((100 * (after.machine.busy - before.machine.busy)) / elapsed).toFixed(1)) : Number.NaN,
           loadAvg1,
@@ -231,7 +232,7 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
       const [g, d] = [of('gateway'), of('direct')];
       if (g && d) perRound.push(round3(g / d));
     }
-    const added = (way: 'relay' | 'gateway' | 'runtime', p: keyof Percentiles) => round3(sequential.ms[way][p] - sequential.ms.direct[p]);
+    const added = (way: Indirect, p: keyof Percentiles) => round3(sequential.ms[way][p] - sequential.ms.direct[p]);
     const headline = {
       relay_added_p50_ms: added('relay', 'p50'),
       relay_added_p99_ms: added('relay', 'p99'),

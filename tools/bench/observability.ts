@@ -106,7 +106,9 @@ export async function observabilityBenchmark(
   const off = await start('warden-obs-off', {});
   const metricsPort = await freePort();
   // BENCH_OBSERVABILITY=metrics|tracing turns on one of the two only, to tell their costs apart.
-  const which = process.env.BENCH_OBSERVABILITY ?? 'both';
+  const which = process.env.BENCH_OBSERVABILITY || 'both';
+  if (!['both', 'metrics', 'tracing'].includes(which))
+    throw new Error(`BENCH_OBSERVABILITY must be both, metrics or tracing, got '${which}'`);
   // BENCH_OTEL_<NAME> reaches that Warden as OTEL_<NAME> (a sampler, the OTLP protocol…).
   const passedOn = Object.fromEntries(
     Object.entries(process.env)
