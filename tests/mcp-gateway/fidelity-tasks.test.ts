@@ -1,13 +1,13 @@
 /**
  * What an upstream sends passes through the REST runtime as it passes through the gateway
  * (title, annotations, outputSchema, execution, _meta of a tool), and a tool that runs only as
- * an MCP task (execution.taskSupport 'required'), which Warden does not run, fails with a
- * tool result naming why — through the gateway and through /runtime/mcp/call alike — and a
- * task-augmented call is refused before anything is decided or sent.
+ * an MCP task (execution.taskSupport 'required'), called without one, fails with a tool result
+ * naming why — through the gateway and through /runtime/mcp/call alike. Tasks themselves:
+ * tasks.test.ts.
  */
 import { readFileSync } from 'node:fs';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyFor, useTestServer } from '../support/server.ts';
 import { type CountingUpstream, connectClient, startCountingUpstream } from './support.ts';
@@ -60,7 +60,7 @@ describe('POST /runtime/mcp/discover (discoverMcpTools)', () => {
   });
 });
 
-describe('a tool that runs only as a task', () => {
+describe('a tool that runs only as a task, called without one', () => {
   it('is listed by the gateway as the upstream lists it (taskSupport required)', async () => {
     const { tools } = await (await gatewayClient()).listTools();
     expect(tools.find((t) => t.name === 'report')?.execution).toEqual({ taskSupport: 'required' });
@@ -80,20 +80,6 @@ describe('a tool that runs only as a task', () => {
     expect(reportCalls().length).toBe(before);
   });
 
-  it('refuses a task-augmented tools/call with a JSON-RPC error, before deciding or sending anything', async () => {
-    const before = reportCalls().length;
-    const events = async () => (await server.api('GET', '/events', { key, query: { limit: 100 } })).body.data.length;
-    const recorded = await events();
-    const asked = (await gatewayClient()).request(
-      { method: 'tools/call', params: { name: 'report', arguments: { topic: 'q3' }, task: { ttl: 60_000 } } },
-      CreateTaskResultSchema,
-    );
-    // the gateway offers no tasks capability: its SDK Server refuses the request itself
-    await expect(asked).rejects.toThrow(/does not support task creation/);
-    expect(reportCalls().length).toBe(before);
-    expect(await events()).toBe(recorded);
-  });
-
   it('answers POST /runtime/mcp/call (callMcpTool) with a tool error naming why, and the upstream runs nothing', async () => {
     const before = reportCalls().length;
     const res = await server.api('POST', '/runtime/mcp/call', {
@@ -105,7 +91,7 @@ describe('a tool that runs only as a task', () => {
     expect(res.body.data.allowed).toBe(true);
     expect(res.body.data.execution).toMatchObject({
       isError: true,
-      content: [{ type: 'text', text: expect.stringContaining('Warden does not run tools as tasks') }],
+      content: [{ type: 'text', text: expect.stringContaining('the REST runtime does not run tasks') }],
     });
     expect(reportCalls().length).toBe(before);
   });

@@ -58,7 +58,7 @@ describe('tools/list on /mcp/{server}', () => {
   it('lists the upstream tools with every field as the upstream sent it', async () => {
     const client = await (await workspace()).client();
     const { tools } = await client.listTools();
-    expect(names(tools)).toEqual(['add', 'countdown', 'delete_everything', 'echo', 'report']);
+    expect(names(tools)).toEqual(['add', 'countdown', 'delete_everything', 'echo', 'report', 'slow_report']);
     const echo = tools.find((t) => t.name === 'echo');
     expect(echo).toMatchObject({
       title: 'Echo',

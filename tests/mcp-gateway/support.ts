@@ -23,6 +23,9 @@ export interface CountingUpstream {
   deletes: () => number;
   /** Sessions currently open. */
   open: () => number;
+  /** Ids of the sessions opened, in order, and of those a DELETE was received for. */
+  openedIds: () => string[];
+  deletedIds: () => string[];
   /** Tool calls received, as `tool:argumentsJSON`. */
   calls: () => string[];
   /** Closes every connection and session and listens again on the same port, as a restarted server would. */
@@ -85,6 +88,27 @@ function buildServer(calls: string[]): McpServer {
       getTaskResult: (_args, { taskId, taskStore }) => taskStore.getTaskResult(taskId) as never,
     },
   );
+  // a task that works for `ms` before it completes (cancellable meanwhile)
+  server.experimental.tasks.registerToolTask(
+    'slow_report',
+    { description: 'Writes a report slowly', inputSchema: { topic: z.string(), ms: z.number() }, execution: { taskSupport: 'optional' } },
+    {
+      async createTask({ topic, ms }, { taskStore, taskRequestedTtl }) {
+        calls.push(`slow_report:${JSON.stringify({ topic, ms })}`);
+        const task = await taskStore.createTask({ ttl: taskRequestedTtl, pollInterval: 50 });
+        setTimeout(() => {
+          taskStore
+            .storeTaskResult(task.taskId, 'completed', { content: [{ type: 'text', text: `slow report on ${topic}` }] })
+            .catch(() => {
+              // cancelled meanwhile: a terminal task keeps its status
+            });
+        }, ms).unref();
+        return { task };
+      },
+      getTask: (_args, { taskId, taskStore }) => taskStore.getTask(taskId),
+      getTaskResult: (_args, { taskId, taskStore }) => taskStore.getTaskResult(taskId) as never,
+    },
+  );
   server.registerResource(
     'greeting',
     'test://greeting',
@@ -112,10 +136,15 @@ export async function startCountingUpstream(): Promise<CountingUpstream> {
   const calls: string[] = [];
   let sessions = 0;
   let deletes = 0;
+  const openedIds: string[] = [];
+  const deletedIds: string[] = [];
   const handler = async (req: IncomingMessage, res: import('node:http').ServerResponse) => {
     try {
-      if (req.method === 'DELETE') deletes += 1;
       const sessionId = req.headers['mcp-session-id'] as string | undefined;
+      if (req.method === 'DELETE') {
+        deletes += 1;
+        if (sessionId) deletedIds.push(sessionId);
+      }
       const body = req.method === 'POST' ? await readJson(req) : undefined;
       let transport = sessionId ? transports.get(sessionId) : undefined;
       if (!transport) {
@@ -131,6 +160,7 @@ export async function startCountingUpstream(): Promise<CountingUpstream> {
           sessionIdGenerator: () => randomUUID(),
           onsessioninitialized: (id) => {
             sessions += 1;
+            openedIds.push(id);
             owner.set(id, created);
           },
         });
@@ -160,6 +190,8 @@ export async function startCountingUpstream(): Promise<CountingUpstream> {
     sessions: () => sessions,
     deletes: () => deletes,
     open: () => transports.size,
+    openedIds: () => [...openedIds],
+    deletedIds: () => [...deletedIds],
     calls: () => [...calls],
     restart: async () => {
       await stop();

@@ -114,7 +114,10 @@ export function compose({
     settings: settingsService(db),
     decisions,
     execution,
-    mcpGateway: new McpGateway(db, execution, agentDirectory, { approvalWaitMs: config.mcpApprovalWaitMs }),
+    mcpGateway: new McpGateway(db, execution, mcp, agentDirectory, {
+      approvalWaitMs: config.mcpApprovalWaitMs,
+      taskSweepMs: mcp.sweepMs,
+    }),
     webhooks,
     billing: billingService(db),
     dashboard: dashboardService(db, egress),

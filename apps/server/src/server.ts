@@ -142,6 +142,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       await metricsListener?.close();
       metrics?.close();
       redis?.disconnect();
+      services.mcpGateway.close();
       await mcp.close();
       await egress.close();
       await sealer.stop();

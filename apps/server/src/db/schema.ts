@@ -239,6 +239,21 @@ export interface McpSessionsTable {
   created_at: Timestamp;
 }
 
+export interface McpGatewayTasksTable {
+  workspace_id: string;
+  id: string;
+  agent_id: string;
+  server_id: string;
+  upstream_url: string;
+  upstream_session_id: string;
+  protocol_version: string;
+  upstream_task_id: string;
+  outcome_basis: Json;
+  finished_at: NullableTimestamp;
+  expires_at: Timestamp;
+  created_at: Timestamp;
+}
+
 export interface DashboardSessionsTable {
   workspace_id: string;
   id: string;
@@ -283,6 +298,7 @@ export interface DB {
   audit_seals: AuditSealsTable;
   audit_unsealed: AuditUnsealedTable;
   mcp_sessions: McpSessionsTable;
+  mcp_gateway_tasks: McpGatewayTasksTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_deliveries: WebhookDeliveriesTable;
   dashboard_sessions: DashboardSessionsTable;

@@ -55,6 +55,39 @@ export interface DecisionOutcome {
   source: DecisionRequest['source'];
 }
 
+/** What the audit event of an act's outcome repeats of its decision: kept with an MCP task, whose end is recorded later. */
+export function outcomeBasis(decided: DecisionOutcome) {
+  const { agent, input, result } = decided;
+  return {
+    source: decided.source,
+    agent: agent.slug,
+    agentId: agent.id,
+    action: input.action,
+    resource: input.resource,
+    tool: input.tool,
+    environment: decided.environment,
+    policy: result.policy,
+    severity: result.severity,
+    approvalId: result.approval_id,
+    execution: decided.execution ? auditedExecution(decided.execution) : undefined,
+    decisionEventId: result.audit_event_id,
+  };
+}
+export type OutcomeBasis = ReturnType<typeof outcomeBasis>;
+
+/** The audit record of an act's outcome. */
+export function outcomeRecord(ctx: RequestContext, basis: OutcomeBasis, outcome: ExecutionOutcome): AuditRecord {
+  const { execution, decisionEventId, severity, ...event } = basis;
+  return {
+    ...event,
+    result: outcome.result,
+    severity: outcome.result === 'blocked' ? 'high' : severity,
+    message: outcome.message,
+    requestId: ctx.requestId,
+    context: { ...outcome.context, ...(execution ? { execution } : {}), decision_event_id: decisionEventId },
+  };
+}
+
 /**
  * The views of an act that policy decides on: what runs (an HTTP execution's resource is its
  * URL, an MCP operation's action is fixed) and, when it differs, what the caller declares.
@@ -295,29 +328,7 @@ export class DecisionService {
    * it cannot be stored, the caller answers 503 and the upstream's answer is not handed out.
    */
   async recordOutcome(ctx: RequestContext, decided: DecisionOutcome, outcome: ExecutionOutcome): Promise<void> {
-    const { agent, input } = decided;
-    await persistOrRefuse(() =>
-      this.auditWriter.write(ctx.auth.workspaceId, {
-        source: decided.source,
-        agent: agent.slug,
-        agentId: agent.id,
-        action: input.action,
-        resource: input.resource,
-        tool: input.tool,
-        environment: decided.environment,
-        policy: decided.result.policy,
-        result: outcome.result,
-        severity: outcome.result === 'blocked' ? 'high' : decided.result.severity,
-        message: outcome.message,
-        approvalId: decided.result.approval_id,
-        requestId: ctx.requestId,
-        context: {
-          ...outcome.context,
-          ...(decided.execution ? { execution: auditedExecution(decided.execution) } : {}),
-          decision_event_id: decided.result.audit_event_id,
-        },
-      }),
-    );
+    await persistOrRefuse(() => this.auditWriter.write(ctx.auth.workspaceId, outcomeRecord(ctx, outcomeBasis(decided), outcome)));
   }
 
   /**

@@ -37,9 +37,10 @@ export const MCP_SESSION_MINUTES = 30;
 
 type ToolResult = { content: Array<Record<string, unknown>>; isError: boolean; structuredContent?: Record<string, unknown> };
 
-/** What a tool that runs only as an MCP task answers through Warden (which does not run tasks): it did not run. */
+/** What a tool that runs only as an MCP task answers when called without one: it did not run, and how it would. */
 export const taskRequiredMessage = (tool: string) =>
-  `Tool '${tool}' runs only as an MCP task (execution.taskSupport 'required'), and Warden does not run tools as tasks: it was not run.`;
+  `Tool '${tool}' runs only as an MCP task (execution.taskSupport 'required'): it was not run. ` +
+  `Call it as a task (a task-augmented tools/call) through Warden's MCP gateway (/mcp); the REST runtime does not run tasks.`;
 
 /**
  * tools/call on the upstream. A tool that requires task mode is refused by the SDK client (when

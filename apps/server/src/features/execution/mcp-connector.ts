@@ -15,6 +15,9 @@
  *   session it does not know) is re-established transparently, once: the failed request never
  *   ran, so it is sent again on the new session. A network failure is retried the same way
  *   only for requests that change nothing (listing, reading).
+ * - An MCP task's upstream session is apart from all this: opened for the task (`dedicated`),
+ *   never pooled, reached again by its id from any process (`attach`), terminated by whoever
+ *   sweeps the expired task (`terminate`).
  */
 import type { Readable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -134,6 +137,25 @@ export interface HeldSession {
 export interface UseOptions {
   /** True when sending the request twice changes nothing (a list or a read): network failures are retried too. */
   idempotent?: boolean;
+  /**
+   * Runs `work` on a new upstream session of its own (Streamable HTTP only), not pooled and left
+   * open upstream when `work` succeeds: the session of an MCP task, which `work` keeps by its id
+   * (see UpstreamSession) and reaches again with `attach`. It is terminated if `work` fails.
+   */
+  dedicated?: boolean;
+}
+
+/** An upstream session reached by its id from any process (an MCP task's): no handshake, not pooled. */
+export interface UpstreamSession {
+  sessionId: string;
+  protocolVersion: string;
+}
+
+/** The id and protocol version of a connected client's Streamable HTTP session (undefined on SSE). */
+export function upstreamSessionOf(client: Client): UpstreamSession | undefined {
+  const transport = client.transport;
+  if (!(transport instanceof StreamableHTTPClientTransport) || !transport.sessionId || !transport.protocolVersion) return undefined;
+  return { sessionId: transport.sessionId, protocolVersion: transport.protocolVersion };
 }
 
 interface Pooled {
@@ -153,12 +175,15 @@ export class McpConnector {
   /** Terminations in flight, awaited on shutdown. */
   private readonly closing = new Set<Promise<void>>();
   private readonly fetch: typeof fetch;
+  /** How often idle sessions are looked for. */
+  readonly sweepMs: number;
 
   constructor(
     private readonly guard: EgressGuard,
     private readonly idleMs = DEFAULT_UPSTREAM_IDLE_MS,
   ) {
-    this.sweeper = setInterval(() => this.sweep(), Math.min(30_000, Math.max(50, Math.floor(idleMs / 2))));
+    this.sweepMs = Math.min(30_000, Math.max(50, Math.floor(idleMs / 2)));
+    this.sweeper = setInterval(() => this.sweep(), this.sweepMs);
     this.sweeper.unref();
     this.fetch = guardedFetch(guard);
   }
@@ -271,17 +296,7 @@ export class McpConnector {
       .then(async (client) => {
         client.onclose = undefined;
         const transport = client.transport;
-        if (transport instanceof StreamableHTTPClientTransport) {
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([
-            transport.terminateSession(),
-            new Promise((resolve) => {
-              timer = setTimeout(resolve, TERMINATE_TIMEOUT_MS);
-            }),
-          ])
-            .catch(() => undefined)
-            .finally(() => clearTimeout(timer));
-        }
+        if (transport instanceof StreamableHTTPClientTransport) await this.terminateOn(transport);
         await client.close();
       })
       .catch(() => undefined);
@@ -291,8 +306,8 @@ export class McpConnector {
 
   /**
    * Runs `work` on the pooled client for `target` (for a governed `session`, that session's
-   * own). Failures become ApiErrors: 403 execution_target_denied for the egress guard, else
-   * `failure` (502).
+   * own; with `dedicated`, on a new session of its own). Failures become ApiErrors: 403
+   * execution_target_denied for the egress guard, else `failure` (502).
    */
   async use<T>(
     target: McpTarget,
@@ -302,6 +317,7 @@ export class McpConnector {
     options: UseOptions = {},
   ): Promise<T> {
     try {
+      if (options.dedicated) return await this.dedicated(target, work);
       for (let attempt = 0; ; attempt++) {
         const entry = this.acquire(target, session);
         // counted while the handshake runs too, so that the idle sweep does not end a session being opened
@@ -328,13 +344,82 @@ export class McpConnector {
         }
       }
     } catch (error) {
-      if (error instanceof ApiError) throw error;
-      const denied = findEgressDenied(error);
-      if (denied) throw new ApiError('execution_target_denied', `MCP server '${target.slug}': ${denied.message}`, { cause: error });
-      if (error instanceof InvalidTarget)
-        throw new ApiError('execution_target_denied', `MCP server '${target.slug}': ${error.message}`, { cause: error });
-      throw new ApiError(failure, `MCP server '${target.slug}' failed: ${describeNetworkError(error)}`, { cause: error });
+      throw this.failed(target, failure, error);
     }
+  }
+
+  private async dedicated<T>(target: McpTarget, work: (client: Client) => Promise<T>): Promise<T> {
+    const client = await this.connect(target, () => undefined);
+    let kept = false;
+    try {
+      if (!upstreamSessionOf(client)) throw new Error('MCP tasks need the Streamable HTTP transport, and this server answered over SSE');
+      const value = await work(client);
+      kept = true;
+      return value;
+    } finally {
+      if (!kept && client.transport instanceof StreamableHTTPClientTransport) await this.terminateOn(client.transport);
+      // closes this side only: a kept session stays open upstream
+      await client.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * Runs `work` on an upstream session known by its id (an MCP task's), with no handshake. A
+   * session the upstream no longer has is not re-established: what lived in it is gone.
+   */
+  async attach<T>(target: McpTarget, failure: ErrorCode, upstream: UpstreamSession, work: (client: Client) => Promise<T>): Promise<T> {
+    const client = new Client({ name: 'warden', version: '1.0.0' });
+    client.onerror = () => undefined;
+    try {
+      const transport = new StreamableHTTPClientTransport(this.guard.checkUrl(target.transport_url), {
+        fetch: this.fetch,
+        sessionId: upstream.sessionId,
+      });
+      transport.setProtocolVersion(upstream.protocolVersion);
+      await client.connect(transport);
+      return await work(client);
+    } catch (error) {
+      if (deadSession(error))
+        throw new ApiError(
+          'session_not_found',
+          `MCP server '${target.slug}' no longer has this upstream session (it restarted, or ended it)`,
+          {
+            cause: error,
+          },
+        );
+      throw this.failed(target, failure, error);
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  }
+
+  /** Terminates an upstream session known by its id (DELETE), at most TERMINATE_TIMEOUT_MS; failures are ignored. */
+  async terminate(target: McpTarget, upstream: UpstreamSession): Promise<void> {
+    await this.attach(target, 'call_failed', upstream, async (client) => {
+      if (client.transport instanceof StreamableHTTPClientTransport) await this.terminateOn(client.transport);
+    }).catch(() => undefined);
+  }
+
+  private async terminateOn(transport: StreamableHTTPClientTransport): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      transport.terminateSession(),
+      new Promise((resolve) => {
+        timer = setTimeout(resolve, TERMINATE_TIMEOUT_MS);
+      }),
+    ])
+      .catch(() => undefined)
+      .finally(() => clearTimeout(timer));
+  }
+
+  /** A failure as the ApiError callers answer: 403 execution_target_denied for the egress guard, else `failure` (502). */
+  private failed(target: McpTarget, failure: ErrorCode, error: unknown): unknown {
+    if (error instanceof ApiError) return error;
+    const denied = findEgressDenied(error);
+    if (denied) return new ApiError('execution_target_denied', `MCP server '${target.slug}': ${denied.message}`, { cause: error });
+    if (error instanceof InvalidTarget)
+      return new ApiError('execution_target_denied', `MCP server '${target.slug}': ${error.message}`, { cause: error });
+    return new ApiError(failure, `MCP server '${target.slug}' failed: ${describeNetworkError(error)}`, { cause: error });
   }
 
   /** Terminates idle upstream sessions and those of expired governed sessions. */

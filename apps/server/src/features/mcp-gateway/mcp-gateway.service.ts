@@ -11,6 +11,11 @@
  *   the client asked for them) for the approval bound to this exact act, and runs once it is
  *   approved; otherwise it answers which approval to decide, and the same call retried later
  *   finds that approval by the act's digest;
+ * - a task-augmented tools/call (MCP tasks): decided and held for approval as any call, then sent
+ *   upstream on an upstream session of the task's own, which tasks/get, tasks/result and
+ *   tasks/cancel reach again from any process (the task's row keeps the session's id); the
+ *   task's end is recorded once, by the first request that sees it; its session is terminated
+ *   when the task expires. tasks/list is not offered (see docs/decisions/0013-mcp-gateway.md);
  * - resources/list, resources/templates/list, prompts/list: decided as `mcp.discover`;
  *   resources/read as `mcp.resources.read` (resource: the URI), prompts/get as
  *   `mcp.prompts.get` (resource: the prompt's name).
@@ -19,6 +24,7 @@
  * requests, so any process can serve any request); what upstream sessions are kept, the
  * connection manager keeps.
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -26,13 +32,22 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import {
   CallToolRequestSchema,
   type CallToolResult,
+  CallToolResultSchema,
+  CancelTaskRequestSchema,
+  CancelTaskResultSchema,
+  type CreateTaskResult,
+  CreateTaskResultSchema,
   GetPromptRequestSchema,
+  GetTaskPayloadRequestSchema,
+  GetTaskRequestSchema,
+  GetTaskResultSchema,
   ListPromptsRequestSchema,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
   McpError,
   type Prompt,
+  RELATED_TASK_META_KEY,
   ReadResourceRequestSchema,
   type Resource,
   type ResourceTemplate,
@@ -43,14 +58,32 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { Permission } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import type { AuthContext, RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
-import type { DecisionOutcome } from '../decisions/decisions.ts';
+import { recordIn } from '../audit/audit.service.ts';
+import { type DecisionOutcome, type OutcomeBasis, outcomeBasis, outcomeRecord } from '../decisions/decisions.ts';
 import { callUpstreamTool, type ExecutionService, type McpOperation } from '../execution/execution.service.ts';
-import { MCP_REQUEST_TIMEOUT_MS, type McpTarget } from '../execution/mcp-connector.ts';
+import {
+  MCP_REQUEST_TIMEOUT_MS,
+  type McpConnector,
+  type McpTarget,
+  type UpstreamSession,
+  upstreamSessionOf,
+} from '../execution/mcp-connector.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
-import { findAgentsByKeyHash, findApprovalForAct, findApprovalState } from './mcp-gateway.repository.ts';
+import {
+  claimExpiredTasks,
+  countLiveTasks,
+  findAgentsByKeyHash,
+  findApprovalForAct,
+  findApprovalState,
+  findTask,
+  type GatewayTaskRow,
+  insertTask,
+  markTaskFinished,
+} from './mcp-gateway.repository.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
 export const NAMESPACE_SEPARATOR = '__';
@@ -60,6 +93,14 @@ const APPROVAL_POLL_MS = 250;
 export const POLICY_REFUSED = -32003;
 /** `_meta` key of a result that names the approval it waits for. */
 export const APPROVAL_META = 'dev.agentwarden/approval';
+/** Live (unexpired) tasks an agent may hold through the gateway: each holds an upstream session. */
+export const MAX_LIVE_TASKS_PER_AGENT = 100;
+/** How long Warden keeps a task reachable at most, whatever TTL was asked or granted. */
+export const MAX_TASK_TTL_MS = 24 * 3600_000;
+/** How long a tasks/result waits for the task to end, at most (the client may ask again). */
+const TASK_RESULT_WAIT_MS = 10 * 60_000;
+/** JSON-RPC code of a task this agent does not have (what the SDK's servers answer too). */
+const INVALID_PARAMS = -32602;
 
 /** Who calls the gateway: the request's identity and the agent acting. */
 export interface GatewayCaller {
@@ -70,6 +111,14 @@ export interface GatewayCaller {
 export interface GatewayOptions {
   /** How long a call that needs an approval is held open for it (WARDEN_MCP_APPROVAL_WAIT_MS). */
   approvalWaitMs: number;
+  /** How often expired tasks' upstream sessions are terminated (the connector's sweep period). */
+  taskSweepMs: number;
+}
+
+/** What a call policy did not let run says, and the `_meta` naming the approval it waits for. */
+interface Refused {
+  message: string;
+  meta?: Record<string, unknown>;
 }
 
 type Extra = {
@@ -79,6 +128,8 @@ type Extra = {
 };
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
+const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 const text = (message: string, meta?: Record<string, unknown>): CallToolResult => ({
@@ -111,12 +162,47 @@ const asProtocolError = (error: unknown): unknown =>
   error instanceof ApiError ? new McpError(error.status >= 500 ? -32603 : -32600, error.message, { code: error.code }) : error;
 
 export class McpGateway {
+  private readonly taskSweeper: NodeJS.Timeout;
+
   constructor(
     private readonly db: Kysely<DB>,
     private readonly execution: ExecutionService,
+    private readonly connector: McpConnector,
     private readonly agents: AgentDirectory,
     private readonly options: GatewayOptions,
-  ) {}
+  ) {
+    this.taskSweeper = setInterval(() => void this.sweepTasks().catch(() => undefined), options.taskSweepMs);
+    this.taskSweeper.unref();
+  }
+
+  /** Stops the task sweep (shutdown). Live tasks keep their upstream sessions: a restarted Warden reaches them again. */
+  close(): void {
+    clearInterval(this.taskSweeper);
+  }
+
+  /** Terminates the upstream sessions of expired tasks (each claimed by one process); answers how many. */
+  async sweepTasks(): Promise<number> {
+    let swept = 0;
+    for (;;) {
+      const expired = await claimExpiredTasks(this.db, 100);
+      await Promise.all(
+        expired.map((row) =>
+          this.connector.terminate(
+            {
+              id: row.server_id,
+              workspace_id: row.workspace_id,
+              slug: row.server_id,
+              transport_url: row.upstream_url,
+              transport: 'streamable_http',
+            },
+            { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
+          ),
+        ),
+      );
+      swept += expired.length;
+      if (expired.length < 100) return swept;
+    }
+  }
 
   /**
    * The identity of an agent key (by its hash) sent as the bearer token: the agent's workspace, with
@@ -181,7 +267,8 @@ export class McpGateway {
     const server = new Server(
       { name: single ? `warden:${single.slug}` : 'warden', version: '1.0.0' },
       {
-        capabilities: { tools: {}, resources: {}, prompts: {} },
+        // tasks: created by tools/call, then got, waited for and cancelled; not listed
+        capabilities: { tools: {}, resources: {}, prompts: {}, tasks: { cancel: {}, requests: { tools: { call: {} } } } },
         jsonSchemaValidator: SCHEMA_VALIDATOR,
         instructions: single
           ? `Tools of the MCP server '${single.slug}', governed by Warden for agent '${caller.agent.slug}'.`
@@ -216,10 +303,51 @@ export class McpGateway {
     });
 
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-      // A task-augmented call never gets here: no tasks capability is offered, and the SDK's Server refuses it.
       const { target, name } = await route(request.params.name);
-      return this.callTool(caller, target, name, request.params.arguments ?? {}, extra as Extra, origin);
+      const args = request.params.arguments ?? {};
+      const { task } = request.params;
+      if (task) return this.createTask(caller, target, name, args, task, extra as Extra, origin);
+      return this.callTool(caller, target, name, args, extra as Extra, origin);
     });
+
+    server.setRequestHandler(GetTaskRequestSchema, async (request, extra) =>
+      this.onTask(caller, single, request.params.taskId, async (row, client) => {
+        const task = await client.request({ method: 'tasks/get', params: { taskId: row.upstream_task_id } }, GetTaskResultSchema, {
+          timeout: MCP_REQUEST_TIMEOUT_MS,
+          signal: extra.signal,
+        });
+        if (TERMINAL.has(task.status)) await this.finishTask(caller, row, { task_status: task.status });
+        return { ...task, taskId: row.id };
+      }),
+    );
+
+    server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) =>
+      this.onTask(caller, single, request.params.taskId, async (row, client) => {
+        // tasks/result waits for the task's end: as long as the task may live, within bounds
+        const wait = Math.max(1_000, Math.min(row.expires_at.getTime() - Date.now(), TASK_RESULT_WAIT_MS));
+        const result = await client.request({ method: 'tasks/result', params: { taskId: row.upstream_task_id } }, CallToolResultSchema, {
+          timeout: wait,
+          signal: extra.signal,
+        });
+        await this.finishTask(caller, row, { task_status: 'ended', tool_error: result.isError === true });
+        // the upstream's task id is its own: the client knows this task by Warden's
+        const meta = result._meta?.[RELATED_TASK_META_KEY]
+          ? { ...result._meta, [RELATED_TASK_META_KEY]: { taskId: row.id } }
+          : result._meta;
+        return meta ? { ...result, _meta: meta } : result;
+      }),
+    );
+
+    server.setRequestHandler(CancelTaskRequestSchema, async (request, extra) =>
+      this.onTask(caller, single, request.params.taskId, async (row, client) => {
+        const task = await client.request({ method: 'tasks/cancel', params: { taskId: row.upstream_task_id } }, CancelTaskResultSchema, {
+          timeout: MCP_REQUEST_TIMEOUT_MS,
+          signal: extra.signal,
+        });
+        await this.finishTask(caller, row, { task_status: task.status, cancelled_by: 'client' });
+        return { ...task, taskId: row.id };
+      }),
+    );
 
     const list =
       <T, R>(
@@ -353,6 +481,110 @@ export class McpGateway {
     extra: Extra,
     origin: string,
   ): Promise<CallToolResult> {
+    try {
+      const called = await this.heldCall(caller, target, tool, args, extra, origin, (onProgress) => ({
+        work: (client) =>
+          callUpstreamTool(
+            client,
+            { name: tool, arguments: args },
+            { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal, resetTimeoutOnProgress: true, onprogress: onProgress },
+          ),
+        describe: (r) => ({ tool_error: r.isError === true }),
+      }));
+      return 'value' in called ? called.value : text(called.refused.message, called.refused.meta);
+    } catch (error) {
+      const result = asToolError(error);
+      if (result) return result;
+      throw asProtocolError(error);
+    }
+  }
+
+  /**
+   * A task-augmented tools/call: decided as the call itself (and held for its approval), then
+   * sent upstream on a session of the task's own; the client is given the task under an id
+   * of Warden's. Refused: a JSON-RPC error naming the policy (a task request has no tool result to carry it).
+   */
+  private async createTask(
+    caller: GatewayCaller,
+    target: McpTarget,
+    tool: string,
+    args: Record<string, unknown>,
+    task: { ttl?: number },
+    extra: Extra,
+    origin: string,
+  ): Promise<CreateTaskResult> {
+    const workspaceId = caller.ctx.auth.workspaceId;
+    if ((await countLiveTasks(this.db, workspaceId, caller.agent.id, MAX_LIVE_TASKS_PER_AGENT)) >= MAX_LIVE_TASKS_PER_AGENT)
+      throw new McpError(
+        -32600,
+        `Agent '${caller.agent.slug}' holds ${MAX_LIVE_TASKS_PER_AGENT} live tasks, the most Warden keeps: wait for one to expire`,
+      );
+    const id = randomUUID();
+    let upstream: UpstreamSession | undefined;
+    let called: Awaited<ReturnType<typeof this.heldCall<CreateTaskResult>>>;
+    try {
+      called = await this.heldCall(caller, target, tool, args, extra, origin, () => ({
+        work: async (client) => {
+          const created = await client.request(
+            {
+              method: 'tools/call',
+              params: { name: tool, arguments: args, task: { ttl: Math.min(task.ttl ?? MAX_TASK_TTL_MS, MAX_TASK_TTL_MS) } },
+            },
+            CreateTaskResultSchema,
+            { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal },
+          );
+          upstream = upstreamSessionOf(client);
+          return created;
+        },
+        describe: (r) => ({ task_id: id, task_status: r.task.status }),
+        dedicated: true,
+      }));
+    } catch (error) {
+      throw asProtocolError(error);
+    }
+    if ('refused' in called) throw new McpError(POLICY_REFUSED, called.refused.message, called.refused.meta);
+    const created = called.value;
+    const ttl = created.task.ttl ?? MAX_TASK_TTL_MS;
+    const row = {
+      workspace_id: workspaceId,
+      id,
+      agent_id: caller.agent.id,
+      server_id: target.id,
+      upstream_url: target.transport_url,
+      upstream_session_id: (upstream as UpstreamSession).sessionId,
+      protocol_version: (upstream as UpstreamSession).protocolVersion,
+      upstream_task_id: created.task.taskId,
+      outcome_basis: JSON.stringify(called.basis),
+      expires_at: new Date(Date.now() + Math.min(ttl, MAX_TASK_TTL_MS)),
+    };
+    try {
+      await insertTask(this.db, row);
+    } catch (error) {
+      // unreachable without its row: end it upstream
+      await this.connector.terminate(target, upstream as UpstreamSession);
+      throw asProtocolError(new ApiError('service_unavailable', 'The task could not be recorded: it was ended', { cause: error }));
+    }
+    return { ...created, task: { ...created.task, taskId: id } };
+  }
+
+  /**
+   * A tool call decided (and recorded) on what runs, held open for its approval when policy
+   * asks for one: the value of `work` once allowed, else what the refusal says. `run` builds
+   * the work from the function that relays the upstream's progress to the client.
+   */
+  private async heldCall<T>(
+    caller: GatewayCaller,
+    target: McpTarget,
+    tool: string,
+    args: Record<string, unknown>,
+    extra: Extra,
+    origin: string,
+    run: (onProgress: (p: { progress: number; total?: number; message?: string }) => void) => {
+      work: (client: Client) => Promise<T>;
+      describe: (value: T) => Record<string, unknown>;
+      dedicated?: boolean;
+    },
+  ): Promise<{ value: T; basis: OutcomeBasis } | { refused: Refused }> {
     const progressToken = extra._meta?.progressToken;
     let progress = 0;
     const notify = (value: number, message: string, total?: number) =>
@@ -361,56 +593,89 @@ export class McpGateway {
         : extra
             .sendNotification({ method: 'notifications/progress', params: { progressToken, progress: value, total, message } })
             .catch(() => undefined);
+    // the upstream's progress goes on from ours (progress only grows)
+    const { work, describe, dedicated } = run(
+      (p) => void notify(progress + p.progress, p.message ?? '', p.total === undefined ? undefined : progress + p.total),
+    );
     const attempt = () =>
       this.execution.governMcp(
         caller.ctx,
         target,
         { action: 'mcp.call', input: this.input(caller, 'mcp.call'), tool, arguments: args, findApproval: this.findApproval },
         'call_failed',
-        (client) =>
-          callUpstreamTool(
-            client,
-            { name: tool, arguments: args },
-            {
-              timeout: MCP_REQUEST_TIMEOUT_MS,
-              signal: extra.signal,
-              resetTimeoutOnProgress: true,
-              // the upstream's progress goes on from ours (progress only grows)
-              onprogress: (p) =>
-                void notify(progress + p.progress, p.message ?? '', p.total === undefined ? undefined : progress + p.total),
-            },
-          ),
-        (r) => ({ tool_error: r.isError === true }),
+        work,
+        describe,
+        { dedicated },
       );
-    try {
-      let { decided, value } = await attempt();
-      if (value !== null) return value;
-      const approvalId = decided.result.approval_id;
-      if (decided.result.action !== 'require_approval' || approvalId === null) return text(refusal(decided));
-      const waited = await this.waitForApproval(caller, approvalId, extra, async (message) => {
-        progress += 1;
-        await notify(progress, message);
-      });
-      if (waited === 'approved') {
-        ({ decided, value } = await attempt());
-        if (value !== null) return value;
-        if (decided.result.action !== 'require_approval' || decided.result.approval_id === null) return text(refusal(decided));
-      }
-      if (waited === 'rejected' || waited === 'expired')
-        return text(`Denied: approval ${approvalId} ${waited === 'rejected' ? 'was rejected' : 'expired'}`, {
-          [APPROVAL_META]: { id: approvalId, status: waited },
-        });
-      const pending = decided.result.approval_id ?? approvalId;
-      return text(
-        `Approval required: ${decided.result.message}. Approval ${pending} is pending: decide it in the Warden dashboard ` +
-          `(${origin}/dashboard/#/approvals) or with PATCH ${origin}/api/v1/approvals/${pending}, then call this tool again with the same arguments.`,
-        { [APPROVAL_META]: { id: pending, status: 'pending' } },
-      );
-    } catch (error) {
-      const result = asToolError(error);
-      if (result) return result;
-      throw asProtocolError(error);
+    let { decided, value } = await attempt();
+    if (value !== null) return { value, basis: outcomeBasis(decided) };
+    const approvalId = decided.result.approval_id;
+    if (decided.result.action !== 'require_approval' || approvalId === null) return { refused: { message: refusal(decided) } };
+    const waited = await this.waitForApproval(caller, approvalId, extra, async (message) => {
+      progress += 1;
+      await notify(progress, message);
+    });
+    if (waited === 'approved') {
+      ({ decided, value } = await attempt());
+      if (value !== null) return { value, basis: outcomeBasis(decided) };
+      if (decided.result.action !== 'require_approval' || decided.result.approval_id === null)
+        return { refused: { message: refusal(decided) } };
     }
+    if (waited === 'rejected' || waited === 'expired')
+      return {
+        refused: {
+          message: `Denied: approval ${approvalId} ${waited === 'rejected' ? 'was rejected' : 'expired'}`,
+          meta: { [APPROVAL_META]: { id: approvalId, status: waited } },
+        },
+      };
+    const pending = decided.result.approval_id ?? approvalId;
+    return {
+      refused: {
+        message:
+          `Approval required: ${decided.result.message}. Approval ${pending} is pending: decide it in the Warden dashboard ` +
+          `(${origin}/dashboard/#/approvals) or with PATCH ${origin}/api/v1/approvals/${pending}, then call this tool again with the same arguments.`,
+        meta: { [APPROVAL_META]: { id: pending, status: 'pending' } },
+      },
+    };
+  }
+
+  /**
+   * Runs `work` on the upstream session of this agent's task `id` (on `/mcp/{server}`, a task of
+   * that server only). A task this agent does not have, or whose server's URL has changed since, is not found.
+   */
+  private async onTask<T>(
+    caller: GatewayCaller,
+    single: McpTarget | null,
+    id: string,
+    work: (row: GatewayTaskRow, client: Client) => Promise<T>,
+  ): Promise<T> {
+    const row = UUID.test(id) ? await findTask(this.db, caller.ctx.auth.workspaceId, caller.agent.id, id) : undefined;
+    const target = row && (single ?? (await this.execution.registeredServer(caller.ctx, row.server_id).catch(() => undefined)));
+    if (!row || !target || target.id !== row.server_id || target.transport_url !== row.upstream_url)
+      throw new McpError(INVALID_PARAMS, `Task not found: ${id}`);
+    return this.connector
+      .attach(target, 'call_failed', { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version }, (client) =>
+        work(row, client),
+      )
+      .catch((error) => {
+        throw asProtocolError(error);
+      });
+  }
+
+  /** Records the end of a task: once, by whoever sees it first, in the transaction that marks it recorded. */
+  private async finishTask(caller: GatewayCaller, row: GatewayTaskRow, context: Record<string, unknown>): Promise<void> {
+    await inTransaction(this.db, async (trx) => {
+      if (!(await markTaskFinished(trx, row.workspace_id, row.id))) return;
+      await recordIn(
+        trx,
+        row.workspace_id,
+        outcomeRecord(caller.ctx, row.outcome_basis as OutcomeBasis, {
+          result: 'allowed',
+          message: 'task ended',
+          context: { outcome: 'task_ended', task_id: row.id, ...context },
+        }),
+      );
+    });
   }
 
   /** Waits for an approval to be decided, up to approvalWaitMs (and while the client still waits). */

@@ -1157,7 +1157,7 @@ export type McpTool = {
     };
     annotations?: McpToolAnnotations;
     /**
-     * How the tool runs. A tool with `taskSupport` `required` runs only as a task (see the MCP gateway).
+     * How the tool runs. A tool with `taskSupport` `required` runs only as a task (through the MCP gateway, as a task-augmented `tools/call`).
      */
     execution?: {
         taskSupport?: 'forbidden' | 'optional' | 'required';
