@@ -128,6 +128,19 @@ describe('tools/call with a task, through /mcp/{server}', { timeout: 60_000 }, (
   });
 });
 
+describe('a task-augmented tools/call of a tool that does not run as a task', { timeout: 60_000 }, () => {
+  it("answers the upstream's JSON-RPC error as the upstream sent it", async () => {
+    const client = await (await workspace()).client();
+    const error = await createTask(client, 'echo', { text: 'as a task' }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    // the upstream's JSON-RPC error, as it sent it (the client adds one prefix of its own)
+    expect(error).toMatchObject({ code: -32602 });
+    expect(error?.message).toMatch(/^MCP error -32602: MCP error -32602: Invalid task creation result/);
+  });
+});
+
 describe('tasks through the aggregate /mcp', { timeout: 60_000 }, () => {
   it("creates a task by its namespaced name and reaches it by Warden's id", async () => {
     const client = await (await workspace()).client({ aggregate: true });

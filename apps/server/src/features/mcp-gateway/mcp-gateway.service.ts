@@ -37,6 +37,7 @@ import {
   CancelTaskResultSchema,
   type CreateTaskResult,
   CreateTaskResultSchema,
+  ErrorCode,
   GetPromptRequestSchema,
   GetTaskPayloadRequestSchema,
   GetTaskRequestSchema,
@@ -154,12 +155,33 @@ function refusal(decided: DecisionOutcome): string {
   return policy ? `Blocked by Warden policy '${policy}': ${message}` : `Blocked by Warden: ${message}`;
 }
 
-/** An upstream failure or a refused target is the tool's error (the client shows it); anything else is a protocol error. */
-const asToolError = (error: unknown): CallToolResult | null =>
-  error instanceof ApiError && (error.status === 502 || error.code === 'execution_target_denied') ? text(error.message) : null;
+/** A JSON-RPC error the upstream sent (not one the SDK client made up: a timeout, a closed connection). */
+const upstreamAnswered = (error: unknown): error is McpError =>
+  error instanceof McpError && error.code !== ErrorCode.RequestTimeout && error.code !== ErrorCode.ConnectionClosed;
 
-const asProtocolError = (error: unknown): unknown =>
-  error instanceof ApiError ? new McpError(error.status >= 500 ? -32603 : -32600, error.message, { code: error.code }) : error;
+/**
+ * An upstream failure or a refused target is the tool's error (the client shows it); a JSON-RPC
+ * error the upstream answered, and anything else, is a protocol error (asProtocolError).
+ */
+const asToolError = (error: unknown): CallToolResult | null =>
+  error instanceof ApiError && !upstreamAnswered(error.cause) && (error.status === 502 || error.code === 'execution_target_denied')
+    ? text(error.message)
+    : null;
+
+/** A JSON-RPC error for the client: the upstream's own error as it sent it, Warden's as its code and message. */
+const asProtocolError = (error: unknown): unknown => {
+  if (!(error instanceof ApiError)) return error;
+  if (upstreamAnswered(error.cause)) return upstreamError(error.cause);
+  return new McpError(error.status >= 500 ? -32603 : -32600, error.message, { code: error.code });
+};
+
+/** The upstream's JSON-RPC error with the message it sent (the SDK client prefixes `MCP error <code>: `; sent on, it would be prefixed again). */
+function upstreamError(received: McpError): McpError {
+  const relayed = new McpError(received.code, '', received.data);
+  const prefix = `MCP error ${received.code}: `;
+  relayed.message = received.message.startsWith(prefix) ? received.message.slice(prefix.length) : received.message;
+  return relayed;
+}
 
 export class McpGateway {
   private readonly taskSweeper: NodeJS.Timeout;
