@@ -1,14 +1,14 @@
 /** The sealer on a migrated database: it keeps up with a backlog and extends one valid chain. */
 import { randomUUID } from 'node:crypto';
 import { CompiledQuery } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { migratedDatabase } from '../../../tests/support/database.ts';
 import type { Database } from '../src/db/database.ts';
 import { insertAuditRows, sealsWithEventsQuery, unsealedEventsQuery } from '../src/features/audit/audit.repository.ts';
 import { auditRows } from '../src/features/audit/audit-event.ts';
 import { loadAuditSigner } from '../src/features/audit/checkpointer.ts';
 import { SealerThread } from '../src/features/audit/sealer-thread.ts';
-import { AuditSealer, inlineRounds, type SealingRounds } from '../src/features/audit/tree.ts';
+import { AuditSealer, inlineRounds, type SealingRounds, sealWorkspace } from '../src/features/audit/tree.ts';
 import { verifyTree } from '../src/features/audit/verification.ts';
 import { createLogger } from '../src/logger.ts';
 
@@ -30,9 +30,9 @@ beforeAll(async () => {
 
 afterAll(() => close?.());
 
-async function write(count: number): Promise<void> {
+async function write(count: number, workspace = workspaceId): Promise<void> {
   const rows = Array.from({ length: count }, (_, i) =>
-    auditRows(workspaceId, {
+    auditRows(workspace, {
       source: 'manual',
       action: `act.${i}`,
       result: 'allowed',
@@ -66,6 +66,38 @@ describe('AuditSealer.round', () => {
     await write(10);
     await sealer.stop();
     expect(await verifyChain(database.db, workspaceId)).toMatchObject({ valid: true, checked: 2_510, unsealed: 0 });
+  }, 60_000);
+});
+
+describe('sealWorkspace', () => {
+  it('reads a backlog past its last full batch, and still seals events queued before that key', async () => {
+    const workspace = randomUUID();
+    await database.db
+      .insertInto('workspaces')
+      .values({ id: workspace, slug: `ws-${workspace}`, name: 'Late events' })
+      .execute();
+    await write(2_500, workspace);
+    expect(await sealWorkspace(database.db, workspace)).toBe(1_000);
+    // queued behind the batch's last key: an hour older (a transaction that committed late)
+    vi.useFakeTimers({ toFake: ['Date'] });
+    try {
+      vi.setSystemTime(Date.now() - 3_600_000);
+      await write(3, workspace);
+    } finally {
+      vi.useRealTimers();
+    }
+    const batches: number[] = [];
+    for (let sealed = await sealWorkspace(database.db, workspace); sealed > 0; sealed = await sealWorkspace(database.db, workspace))
+      batches.push(sealed);
+    // the second batch is read past the first's key; the short third reads again from the start
+    expect(batches).toEqual([1_000, 503]);
+    expect(await verifyChain(database.db, workspace)).toMatchObject({ valid: true, checked: 2_503, unsealed: 0 });
+  }, 60_000);
+
+  it('a read past a key starts at that key in the queue index, whatever lies before it', async () => {
+    const after = { event_timestamp: new Date().toISOString(), event_id: randomUUID() };
+    const plan = await planOf(unsealedEventsQuery(database.db, workspaceId, 1_000, after).compile());
+    expect(plan).toMatch(/Index Cond: \(\(workspace_id = \S+\) AND \(ROW\(event_timestamp, event_id\) > ROW\(/);
   }, 60_000);
 });
 

@@ -68,19 +68,25 @@ const eventByKey = <D, TB extends keyof D, O>(events: SelectQueryBuilder<D, TB, 
  * event, in the one partition its timestamp names). A plain join leaves the plan to statistics
  * that a queue emptied every half second never has right, and hash-joined the workspace's whole
  * history on every sealing round (docs/decisions/0006-postgresql-plan-pins.md).
+ *
+ * With `after` (a queue key already dequeued), only the events queued past it: the read starts
+ * at that key in the queue's primary key instead of at the workspace's first entry. Between
+ * vacuums the front of the queue is a run of dead entries (every event sealed since the last
+ * vacuum), which a read from the start steps over on every batch: catching up a backlog of
+ * millions of events was quadratic (tools/bench/scale.ts, the rate fell with the tree's size).
+ * The key is widened by a millisecond (as recordSeals widens its range), so a timestamp finer
+ * than JavaScript's, read back rounded, never moves the start past an entry still queued.
  */
-export const unsealedEventsQuery = (db: Kysely<DB>, workspaceId: string, limit: number) =>
+export const unsealedEventsQuery = (db: Kysely<DB>, workspaceId: string, limit: number, after?: QueueKey) =>
   db
-    .selectFrom((eb) =>
-      eb
-        .selectFrom('audit_unsealed')
-        .selectAll()
-        .where('workspace_id', '=', workspaceId)
-        .orderBy('event_timestamp')
-        .orderBy('event_id')
-        .limit(limit)
-        .as('u'),
-    )
+    .selectFrom((eb) => {
+      let queue = eb.selectFrom('audit_unsealed').selectAll().where('workspace_id', '=', workspaceId);
+      if (after)
+        queue = queue.where(
+          sql<boolean>`(event_timestamp, event_id) > (${after.event_timestamp}::timestamptz - interval '1 millisecond', ${after.event_id}::uuid)`,
+        );
+      return queue.orderBy('event_timestamp').orderBy('event_id').limit(limit).as('u');
+    })
     .innerJoinLateral(
       (eb) => eventByKey(eb.selectFrom('audit_events').selectAll(), 'u'),
       (join) => join.onTrue(),
@@ -89,7 +95,15 @@ export const unsealedEventsQuery = (db: Kysely<DB>, workspaceId: string, limit: 
     .orderBy('u.event_timestamp')
     .orderBy('u.event_id');
 
-export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number) => unsealedEventsQuery(db, workspaceId, limit).execute();
+export const unsealedEvents = (db: Kysely<DB>, workspaceId: string, limit: number, after?: QueueKey) =>
+  unsealedEventsQuery(db, workspaceId, limit, after).execute();
+
+/** A sealing queue entry's place in the queue's primary key (after the workspace). */
+export interface QueueKey {
+  /** ISO 8601. */
+  event_timestamp: string;
+  event_id: string;
+}
 
 /**
  * Workspaces with events waiting for their seal: a skip scan of the queue's primary key, one

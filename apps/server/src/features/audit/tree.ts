@@ -20,6 +20,7 @@ import type { Logger } from '../../logger.ts';
 import { stableJson } from '../../shared/canonical-json.ts';
 import {
   lockTreeHead,
+  type QueueKey,
   readNodes,
   recordSeals,
   type Seal,
@@ -123,17 +124,56 @@ export async function readFrontiers(db: Kysely<DB>, heads: ReadonlyMap<string, T
   return frontiers;
 }
 
-/** Seals up to one batch of a workspace's queued events; returns how many. */
+/**
+ * Where a workspace's last full batch ended in its sealing queue, and when its queue was last
+ * read from the start: per database handle (one per process or sealer thread), in memory.
+ */
+interface QueueCursor {
+  after: QueueKey;
+  fromStartAt: number;
+}
+const cursors = new WeakMap<Kysely<DB>, Map<string, QueueCursor>>();
+/** How long a backlog is read past the last batch before the queue is read from its start again. */
+const FROM_START_EVERY_MS = 30_000;
+
+/**
+ * Seals up to one batch of a workspace's queued events; returns how many.
+ *
+ * After a full batch the next one is read past the batch's last key, not from the queue's start:
+ * between vacuums the front of the queue is every event sealed since the last vacuum, dead, and a
+ * read from the start stepped over all of them on every batch (a backlog of millions sealed ever
+ * slower as the tree grew). An event can still be queued before that key (one recorded in a
+ * transaction that committed late, or by another process): a read past the key that finds less
+ * than a batch reads again from the start, and so does the first batch every FROM_START_EVERY_MS,
+ * so such an event waits no longer than that and a batch that comes back short still means the
+ * queue holds less than a batch.
+ */
 export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promise<number> {
-  return inTransaction(db, async (trx) => {
+  const open = cursors.get(db) ?? new Map<string, QueueCursor>();
+  cursors.set(db, open);
+  const cursor = open.get(workspaceId);
+  open.delete(workspaceId);
+  const now = Date.now();
+  const after = cursor && now - cursor.fromStartAt < FROM_START_EVERY_MS ? cursor.after : undefined;
+  let fromStart = after === undefined;
+  const last = await inTransaction(db, async (trx) => {
     const head = await lockTreeHead(trx, workspaceId);
-    const events = await unsealedEvents(trx, workspaceId, BATCH);
-    if (events.length === 0) return 0;
+    let events = await unsealedEvents(trx, workspaceId, BATCH, after);
+    if (events.length < BATCH && !fromStart) {
+      events = await unsealedEvents(trx, workspaceId, BATCH);
+      fromStart = true;
+    }
+    if (events.length === 0) return { sealed: 0, key: undefined };
     const frontier = (await readFrontiers(trx, new Map([[workspaceId, head]]))).get(workspaceId)!;
     const { seals, nodes } = appendEvents(frontier, events);
     await recordSeals(trx, workspaceId, seals, nodes, headOf(frontier));
-    return events.length;
+    const lastEvent = events[events.length - 1]!;
+    return { sealed: events.length, key: { event_timestamp: new Date(lastEvent.event_timestamp).toISOString(), event_id: lastEvent.id } };
   });
+  // Committed: a full batch may have more behind it.
+  if (last.sealed === BATCH && last.key)
+    open.set(workspaceId, { after: last.key, fromStartAt: fromStart ? now : (cursor?.fromStartAt ?? now) });
+  return last.sealed;
 }
 
 /**
