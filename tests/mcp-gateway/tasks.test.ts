@@ -160,6 +160,19 @@ describe('who reaches a task', { timeout: 60_000 }, () => {
     expect(await (await ws.client()).experimental.tasks.getTask(task.taskId)).toMatchObject({ status: 'working' });
   });
 
+  it('an agent holds at most 100 live tasks: the next is refused (-32600) until one expires', async () => {
+    const ws = await workspace();
+    const client = await ws.client();
+    for (let at = 0; at < 100; at += 10)
+      await Promise.all(Array.from({ length: 10 }, (_, i) => createTask(client, 'report', { topic: `n${at + i}` })));
+    await expect(createTask(client, 'report', { topic: 'one more' })).rejects.toMatchObject({
+      code: -32600,
+      message: expect.stringContaining('holds 100 live tasks'),
+    });
+    // another agent of the workspace has its own allowance
+    expect((await createTask(await ws.client({ agent: 'other' }), 'report', { topic: 'mine' })).task.taskId).toMatch(UUID);
+  });
+
   it('an id that is no task, or not a UUID, is not found', async () => {
     const client = await (await workspace()).client();
     await expect(client.experimental.tasks.getTask('00000000-0000-4000-8000-000000000000')).rejects.toThrow(/Task not found/);
