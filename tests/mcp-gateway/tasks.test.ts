@@ -33,6 +33,7 @@ afterAll(async () => {
 
 interface Workspace {
   key: string;
+  agentKeys: { bot: string; other: string };
   /** A client of agent `bot` (or `other`) on `/mcp/tools`, or on the aggregate `/mcp`. */
   client: (options?: { agent?: 'bot' | 'other'; aggregate?: boolean }) => Promise<Client>;
 }
@@ -48,6 +49,7 @@ async function workspace(policies: unknown[] = []): Promise<Workspace> {
   for (const policy of policies) expect((await post('/policies', policy)).status).toBe(201);
   return {
     key,
+    agentKeys,
     client: async ({ agent = 'bot', aggregate = false } = {}) => {
       const client = await connectClient(`${server.url}/mcp${aggregate ? '' : '/tools'}`, { authorization: `Bearer ${agentKeys[agent]}` });
       clients.push(client);
@@ -129,15 +131,18 @@ describe('tools/call with a task, through /mcp/{server}', { timeout: 60_000 }, (
 });
 
 describe('a task-augmented tools/call of a tool that does not run as a task', { timeout: 60_000 }, () => {
-  it("answers the upstream's JSON-RPC error as the upstream sent it", async () => {
+  it('is refused (-32602) before anything is sent to run, and its session is ended', async () => {
     const client = await (await workspace()).client();
-    const error = await createTask(client, 'echo', { text: 'as a task' }).then(
-      () => undefined,
-      (e: Error) => e,
-    );
-    // the upstream's JSON-RPC error, as it sent it (the client adds one prefix of its own)
-    expect(error).toMatchObject({ code: -32602 });
-    expect(error?.message).toMatch(/^MCP error -32602: MCP error -32602: Invalid task creation result/);
+    const before = callsOf('echo');
+    const opened = upstream.openedIds().length;
+    await expect(createTask(client, 'echo', { text: 'as a task' })).rejects.toMatchObject({
+      code: -32602,
+      message: expect.stringContaining("Tool 'echo' does not run as a task (execution.taskSupport 'forbidden')"),
+    });
+    expect(callsOf('echo')).toBe(before);
+    const [session] = upstream.openedIds().slice(opened);
+    expect(session).toBeDefined();
+    await eventually(() => (upstream.deletedIds().includes(session as string) ? true : undefined));
   });
 });
 
@@ -160,17 +165,31 @@ describe('who reaches a task', { timeout: 60_000 }, () => {
     expect(await (await ws.client()).experimental.tasks.getTask(task.taskId)).toMatchObject({ status: 'working' });
   });
 
-  it('an agent holds at most 100 live tasks: the next is refused (-32600) until one expires', async () => {
+  it('an agent holds at most 100 live tasks, however many calls arrive at once: the rest are refused (-32600)', async () => {
     const ws = await workspace();
     const client = await ws.client();
-    for (let at = 0; at < 100; at += 10)
-      await Promise.all(Array.from({ length: 10 }, (_, i) => createTask(client, 'report', { topic: `n${at + i}` })));
-    await expect(createTask(client, 'report', { topic: 'one more' })).rejects.toMatchObject({
-      code: -32600,
-      message: expect.stringContaining('holds 100 live tasks'),
-    });
+    const settled = await Promise.allSettled(Array.from({ length: 110 }, (_, i) => createTask(client, 'report', { topic: `n${i}` })));
+    expect(settled.filter((r) => r.status === 'fulfilled')).toHaveLength(100);
+    const refused = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason);
+    expect(refused).toHaveLength(10);
+    for (const reason of refused) expect(reason).toMatchObject({ code: -32600, message: expect.stringContaining('holds 100 live tasks') });
     // another agent of the workspace has its own allowance
     expect((await createTask(await ws.client({ agent: 'other' }), 'report', { topic: 'mine' })).task.taskId).toMatch(UUID);
+  });
+
+  it("a task is reached on its own server's endpoint and the aggregate, not on another server's", async () => {
+    const ws = await workspace();
+    const { task } = await createTask(await ws.client(), 'slow_report', { topic: 'where', ms: 60_000 });
+    const registered = await server.api('POST', '/mcp-servers', {
+      key: ws.key,
+      body: { name: 'same', slug: 'same', transport_url: upstream.url },
+      unchecked: true,
+    });
+    expect(registered.status).toBe(201);
+    expect(await (await ws.client({ aggregate: true })).experimental.tasks.getTask(task.taskId)).toMatchObject({ status: 'working' });
+    const elsewhere = await connectClient(`${server.url}/mcp/same`, { authorization: `Bearer ${ws.agentKeys.bot}` });
+    clients.push(elsewhere);
+    await expect(elsewhere.experimental.tasks.getTask(task.taskId)).rejects.toThrow(/Task not found/);
   });
 
   it('an id that is no task, or not a UUID, is not found', async () => {
@@ -216,7 +235,8 @@ describe('a task-augmented tools/call policy does not allow', { timeout: 60_000 
 
 describe("a task's upstream session", { timeout: 60_000 }, () => {
   it('is its own, outlives the idle sweep while the task lives, and is terminated with DELETE once it expires', async () => {
-    const client = await (await workspace()).client();
+    const ws = await workspace();
+    const client = await ws.client();
     const openedBy = async (create: () => Promise<unknown>) => {
       const before = upstream.openedIds().length;
       const value = await create();
@@ -235,9 +255,11 @@ describe("a task's upstream session", { timeout: 60_000 }, () => {
     expect(upstream.deletedIds()).not.toContain(liveSession);
     const liveId = (live.value as { task: { taskId: string } }).task.taskId;
     expect(await client.experimental.tasks.getTask(liveId)).toMatchObject({ status: 'working' });
-    await expect(client.experimental.tasks.getTask((brief.value as { task: { taskId: string } }).task.taskId)).rejects.toThrow(
-      /Task not found/,
-    );
+    const briefId = (brief.value as { task: { taskId: string } }).task.taskId;
+    await expect(client.experimental.tasks.getTask(briefId)).rejects.toThrow(/Task not found/);
+    // its end, which no request saw, is recorded by the sweep that ended it
+    const expired = (await events(ws.key)).filter((e) => e.context.task_id === briefId && e.context.outcome === 'task_expired');
+    expect(expired).toEqual([expect.objectContaining({ result: 'allowed', message: 'task expired' })]);
   });
 
   it('answers an error naming why once the upstream restarted and lost it (run last: it ends every session)', async () => {

@@ -245,10 +245,10 @@ export interface McpGatewayTasksTable {
   agent_id: string;
   server_id: string;
   upstream_url: string;
-  upstream_session_id: string;
-  protocol_version: string;
-  upstream_task_id: string;
-  outcome_basis: Json;
+  upstream_session_id: string | null;
+  protocol_version: string | null;
+  upstream_task_id: string | null;
+  outcome_basis: Json | null;
   finished_at: NullableTimestamp;
   expires_at: Timestamp;
   created_at: Timestamp;

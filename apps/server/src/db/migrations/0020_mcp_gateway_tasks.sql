@@ -5,17 +5,19 @@
 -- ends the task's reach), and the upstream's task id behind the id Warden gave the client. The
 -- session is terminated (DELETE) once the task expires. `outcome_basis` is what the audit event
 -- of the task's end repeats of the decision that allowed it; `finished_at` marks that event
--- written (once, by whichever request first sees the task end).
+-- written (once, by whichever request first sees the task end). A row is reserved (its
+-- upstream columns NULL) before the call is decided, under a per-agent advisory lock that
+-- counts the agent's live tasks, so concurrent calls cannot exceed the cap.
 CREATE TABLE mcp_gateway_tasks (
   workspace_id uuid NOT NULL REFERENCES workspaces (id) ON DELETE CASCADE,
   id uuid NOT NULL,
   agent_id uuid NOT NULL,
   server_id uuid NOT NULL,
   upstream_url text NOT NULL,
-  upstream_session_id text NOT NULL,
-  protocol_version text NOT NULL,
-  upstream_task_id text NOT NULL,
-  outcome_basis jsonb NOT NULL,
+  upstream_session_id text,
+  protocol_version text,
+  upstream_task_id text,
+  outcome_basis jsonb,
   finished_at timestamptz,
   expires_at timestamptz NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now(),

@@ -75,15 +75,15 @@ export function outcomeBasis(decided: DecisionOutcome) {
 }
 export type OutcomeBasis = ReturnType<typeof outcomeBasis>;
 
-/** The audit record of an act's outcome. */
-export function outcomeRecord(ctx: RequestContext, basis: OutcomeBasis, outcome: ExecutionOutcome): AuditRecord {
+/** The audit record of an act's outcome (`requestId`: the request that saw it, if a request did). */
+export function outcomeRecord(requestId: string | undefined, basis: OutcomeBasis, outcome: ExecutionOutcome): AuditRecord {
   const { execution, decisionEventId, severity, ...event } = basis;
   return {
     ...event,
     result: outcome.result,
     severity: outcome.result === 'blocked' ? 'high' : severity,
     message: outcome.message,
-    requestId: ctx.requestId,
+    requestId,
     context: { ...outcome.context, ...(execution ? { execution } : {}), decision_event_id: decisionEventId },
   };
 }
@@ -328,7 +328,7 @@ export class DecisionService {
    * it cannot be stored, the caller answers 503 and the upstream's answer is not handed out.
    */
   async recordOutcome(ctx: RequestContext, decided: DecisionOutcome, outcome: ExecutionOutcome): Promise<void> {
-    await persistOrRefuse(() => this.auditWriter.write(ctx.auth.workspaceId, outcomeRecord(ctx, outcomeBasis(decided), outcome)));
+    await persistOrRefuse(() => this.auditWriter.write(ctx.auth.workspaceId, outcomeRecord(ctx.requestId, outcomeBasis(decided), outcome)));
   }
 
   /**

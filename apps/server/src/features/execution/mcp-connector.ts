@@ -23,6 +23,7 @@ import type { Readable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorCode } from '@warden/contract';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
@@ -419,7 +420,8 @@ export class McpConnector {
     if (denied) return new ApiError('execution_target_denied', `MCP server '${target.slug}': ${denied.message}`, { cause: error });
     if (error instanceof InvalidTarget)
       return new ApiError('execution_target_denied', `MCP server '${target.slug}': ${error.message}`, { cause: error });
-    return new ApiError(failure, `MCP server '${target.slug}' failed: ${describeNetworkError(error)}`, { cause: error });
+    const why = error instanceof McpError ? error.message : describeNetworkError(error);
+    return new ApiError(failure, `MCP server '${target.slug}' failed: ${why}`, { cause: error });
   }
 
   /** Terminates idle upstream sessions and those of expired governed sessions. */

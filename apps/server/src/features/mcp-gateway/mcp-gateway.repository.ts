@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Selectable } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import type { DB, McpGatewayTasksTable } from '../../db/schema.ts';
 
 /** The agents whose key has this hash (any workspace), with what authentication needs of their workspace. */
@@ -50,28 +50,49 @@ export const findApprovalState = (db: Kysely<DB>, workspaceId: string, id: strin
     .where('id', '=', id)
     .executeTakeFirst();
 
-/** What reaching a task takes (its row, less the bookkeeping). */
-export type GatewayTaskRow = Omit<Selectable<McpGatewayTasksTable>, 'finished_at' | 'created_at'>;
+/** What reaching a task takes: its row once the upstream created it (no column of it NULL). */
+export type GatewayTaskRow = {
+  [K in Exclude<keyof Selectable<McpGatewayTasksTable>, 'finished_at' | 'created_at'>]: NonNullable<Selectable<McpGatewayTasksTable>[K]>;
+};
 
-export const insertTask = (db: Kysely<DB>, row: Insertable<McpGatewayTasksTable>) =>
-  db.insertInto('mcp_gateway_tasks').values(row).execute();
+/**
+ * Reserves a task's row for an agent that holds fewer than `cap` live tasks (false otherwise).
+ * `trx` is a transaction of its own: its advisory lock serialises one agent's reservations.
+ */
+export async function reserveTask(
+  trx: Kysely<DB>,
+  row: { workspace_id: string; id: string; agent_id: string; server_id: string; upstream_url: string; expires_at: Date },
+  cap: number,
+): Promise<boolean> {
+  await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`mcp-task:${row.workspace_id}:${row.agent_id}`}, 0))`.execute(trx);
+  const live = await trx
+    .selectFrom('mcp_gateway_tasks')
+    .select('id')
+    .where('workspace_id', '=', row.workspace_id)
+    .where('agent_id', '=', row.agent_id)
+    .where('expires_at', '>', new Date())
+    .limit(cap)
+    .execute();
+  if (live.length >= cap) return false;
+  await trx.insertInto('mcp_gateway_tasks').values(row).execute();
+  return true;
+}
 
-/** The agent's unexpired tasks (up to `limit`: the cap is all that is asked). */
-export const countLiveTasks = async (db: Kysely<DB>, workspaceId: string, agentId: string, limit: number) =>
-  (
-    await db
-      .selectFrom('mcp_gateway_tasks')
-      .select('id')
-      .where('workspace_id', '=', workspaceId)
-      .where('agent_id', '=', agentId)
-      .where('expires_at', '>', new Date())
-      .limit(limit)
-      .execute()
-  ).length;
+/** Fills in a reserved row once the upstream created its task. */
+export const completeTask = (
+  db: Kysely<DB>,
+  workspaceId: string,
+  id: string,
+  upstream: { upstream_session_id: string; protocol_version: string; upstream_task_id: string; outcome_basis: string; expires_at: Date },
+) => db.updateTable('mcp_gateway_tasks').set(upstream).where('workspace_id', '=', workspaceId).where('id', '=', id).execute();
 
-/** The agent's unexpired task with this id (another agent's is nobody's). */
-export const findTask = (db: Kysely<DB>, workspaceId: string, agentId: string, id: string) =>
-  db
+/** Drops a reservation whose call did not create a task. */
+export const releaseTask = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db.deleteFrom('mcp_gateway_tasks').where('workspace_id', '=', workspaceId).where('id', '=', id).execute();
+
+/** The agent's unexpired, created task with this id (another agent's is nobody's). */
+export const findTask = async (db: Kysely<DB>, workspaceId: string, agentId: string, id: string) =>
+  (await db
     .selectFrom('mcp_gateway_tasks')
     .select([
       'workspace_id',
@@ -89,14 +110,19 @@ export const findTask = (db: Kysely<DB>, workspaceId: string, agentId: string, i
     .where('agent_id', '=', agentId)
     .where('id', '=', id)
     .where('expires_at', '>', new Date())
-    .executeTakeFirst();
+    .where('upstream_task_id', 'is not', null)
+    .executeTakeFirst()) as GatewayTaskRow | undefined;
 
-/** Marks the task's end recorded; true for the one caller that marked it. */
-export const markTaskFinished = async (db: Kysely<DB>, workspaceId: string, id: string) =>
+/**
+ * Marks the task's end recorded, and keeps the task reachable `keepMs` more at most (a finished
+ * task's session and its place under the cap are not held for the rest of its TTL); true for
+ * the one caller that marked it.
+ */
+export const markTaskFinished = async (db: Kysely<DB>, workspaceId: string, id: string, keepMs: number) =>
   (
     await db
       .updateTable('mcp_gateway_tasks')
-      .set({ finished_at: new Date() })
+      .set({ finished_at: new Date(), expires_at: sql`least(expires_at, now() + ${`${keepMs} milliseconds`}::interval)` })
       .where('workspace_id', '=', workspaceId)
       .where('id', '=', id)
       .where('finished_at', 'is', null)
@@ -104,7 +130,7 @@ export const markTaskFinished = async (db: Kysely<DB>, workspaceId: string, id: 
       .execute()
   ).length === 1;
 
-/** Removes up to `limit` expired tasks and answers them (each to one caller: whoever deletes it terminates its session). */
+/** Removes up to `limit` expired tasks and answers them (each to one caller: whoever deletes it ends it). */
 export const claimExpiredTasks = (db: Kysely<DB>, limit: number) =>
   db
     .deleteFrom('mcp_gateway_tasks')
@@ -121,5 +147,14 @@ export const claimExpiredTasks = (db: Kysely<DB>, limit: number) =>
           .$asTuple('workspace_id', 'id'),
       ),
     )
-    .returning(['workspace_id', 'id', 'server_id', 'upstream_url', 'upstream_session_id', 'protocol_version'])
+    .returning([
+      'workspace_id',
+      'id',
+      'server_id',
+      'upstream_url',
+      'upstream_session_id',
+      'protocol_version',
+      'outcome_basis',
+      'finished_at',
+    ])
     .execute();

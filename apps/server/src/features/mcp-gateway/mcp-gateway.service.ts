@@ -76,14 +76,15 @@ import {
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import {
   claimExpiredTasks,
-  countLiveTasks,
+  completeTask,
   findAgentsByKeyHash,
   findApprovalForAct,
   findApprovalState,
   findTask,
   type GatewayTaskRow,
-  insertTask,
   markTaskFinished,
+  releaseTask,
+  reserveTask,
 } from './mcp-gateway.repository.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
@@ -92,12 +93,18 @@ export const DEFAULT_APPROVAL_WAIT_MS = 30_000;
 const APPROVAL_POLL_MS = 250;
 /** JSON-RPC error code of an operation policy refused (resources/read, prompts/get). */
 export const POLICY_REFUSED = -32003;
+/** Warden's namespace for `_meta` and error `data` keys. */
+const WARDEN_META_PREFIX = 'dev.agentwarden/';
 /** `_meta` key of a result that names the approval it waits for. */
-export const APPROVAL_META = 'dev.agentwarden/approval';
+export const APPROVAL_META = `${WARDEN_META_PREFIX}approval`;
 /** Live (unexpired) tasks an agent may hold through the gateway: each holds an upstream session. */
 export const MAX_LIVE_TASKS_PER_AGENT = 100;
 /** How long Warden keeps a task reachable at most, whatever TTL was asked or granted. */
 export const MAX_TASK_TTL_MS = 24 * 3600_000;
+/** How long a finished task stays reachable (its result asked again), whatever is left of its TTL. */
+const FINISHED_TASK_KEEP_MS = 3600_000;
+/** How long a task-augmented call's reservation may wait for its approval and the upstream, beyond the approval wait. */
+const RESERVATION_MARGIN_MS = 2 * MCP_REQUEST_TIMEOUT_MS + 60_000;
 /** How long a tasks/result waits for the task to end, at most (the client may ask again). */
 const TASK_RESULT_WAIT_MS = 10 * 60_000;
 /** JSON-RPC code of a task this agent does not have (what the SDK's servers answer too). */
@@ -160,13 +167,12 @@ const upstreamAnswered = (error: unknown): error is McpError =>
   error instanceof McpError && error.code !== ErrorCode.RequestTimeout && error.code !== ErrorCode.ConnectionClosed;
 
 /**
- * An upstream failure or a refused target is the tool's error (the client shows it); a JSON-RPC
- * error the upstream answered, and anything else, is a protocol error (asProtocolError).
+ * To tools/call, an upstream failure (a JSON-RPC error it answered included, named in the
+ * message) or a refused target is the tool's error (the client shows it); anything else is a
+ * protocol error.
  */
 const asToolError = (error: unknown): CallToolResult | null =>
-  error instanceof ApiError && !upstreamAnswered(error.cause) && (error.status === 502 || error.code === 'execution_target_denied')
-    ? text(error.message)
-    : null;
+  error instanceof ApiError && (error.status === 502 || error.code === 'execution_target_denied') ? text(error.message) : null;
 
 /** A JSON-RPC error for the client: the upstream's own error as it sent it, Warden's as its code and message. */
 const asProtocolError = (error: unknown): unknown => {
@@ -175,12 +181,39 @@ const asProtocolError = (error: unknown): unknown => {
   return new McpError(error.status >= 500 ? -32603 : -32600, error.message, { code: error.code });
 };
 
-/** The upstream's JSON-RPC error with the message it sent (the SDK client prefixes `MCP error <code>: `; sent on, it would be prefixed again). */
+/**
+ * The upstream's JSON-RPC error with the message it sent (the SDK client prefixes `MCP error
+ * <code>: `; sent on, it would be prefixed again). What would read as Warden's own is not
+ * relayed as sent: code -32003 (a policy's refusal) becomes -32603, and `data` keys of
+ * Warden's namespace are dropped.
+ */
 function upstreamError(received: McpError): McpError {
-  const relayed = new McpError(received.code, '', received.data);
   const prefix = `MCP error ${received.code}: `;
-  relayed.message = received.message.startsWith(prefix) ? received.message.slice(prefix.length) : received.message;
+  const message = received.message.startsWith(prefix) ? received.message.slice(prefix.length) : received.message;
+  const data =
+    received.data && typeof received.data === 'object' && !Array.isArray(received.data)
+      ? Object.fromEntries(Object.entries(received.data).filter(([key]) => !key.startsWith(WARDEN_META_PREFIX)))
+      : received.data;
+  const relayed = new McpError(received.code === POLICY_REFUSED ? -32603 : received.code, '', data);
+  relayed.message = received.code === POLICY_REFUSED ? `The upstream answered ${prefix}${message}` : message;
   return relayed;
+}
+
+/**
+ * A tool's `execution.taskSupport` as the upstream lists it (absent: `forbidden`, as the
+ * protocol says); undefined when the tool is not found in the first pages (the upstream then
+ * answers the call itself).
+ */
+async function taskSupportOf(client: Client, tool: string, signal: AbortSignal): Promise<string | undefined> {
+  let cursor: string | undefined;
+  for (let page = 0; page < 10; page++) {
+    const listed = await client.listTools(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS, signal });
+    const found = listed.tools.find((t) => t.name === tool);
+    if (found) return found.execution?.taskSupport ?? 'forbidden';
+    cursor = listed.nextCursor;
+    if (!cursor) return undefined;
+  }
+  return undefined;
 }
 
 export class McpGateway {
@@ -202,23 +235,43 @@ export class McpGateway {
     clearInterval(this.taskSweeper);
   }
 
-  /** Terminates the upstream sessions of expired tasks (each claimed by one process); answers how many. */
+  /**
+   * Ends expired tasks, each claimed by one process: the end of one no request saw is recorded
+   * (`task_expired`) in the transaction that removes it, then its upstream session is
+   * terminated. Answers how many were removed.
+   */
   async sweepTasks(): Promise<number> {
     let swept = 0;
     for (;;) {
-      const expired = await claimExpiredTasks(this.db, 100);
+      const expired = await inTransaction(this.db, async (trx) => {
+        const rows = await claimExpiredTasks(trx, 100);
+        for (const row of rows)
+          if (row.finished_at === null && row.outcome_basis !== null)
+            await recordIn(
+              trx,
+              row.workspace_id,
+              outcomeRecord(undefined, row.outcome_basis as OutcomeBasis, {
+                result: 'allowed',
+                message: 'task expired',
+                context: { outcome: 'task_expired', task_id: row.id },
+              }),
+            );
+        return rows;
+      });
       await Promise.all(
         expired.map((row) =>
-          this.connector.terminate(
-            {
-              id: row.server_id,
-              workspace_id: row.workspace_id,
-              slug: row.server_id,
-              transport_url: row.upstream_url,
-              transport: 'streamable_http',
-            },
-            { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
-          ),
+          row.upstream_session_id === null || row.protocol_version === null
+            ? undefined
+            : this.connector.terminate(
+                {
+                  id: row.server_id,
+                  workspace_id: row.workspace_id,
+                  slug: row.server_id,
+                  transport_url: row.upstream_url,
+                  transport: 'streamable_http',
+                },
+                { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
+              ),
         ),
       );
       swept += expired.length;
@@ -347,10 +400,16 @@ export class McpGateway {
       this.onTask(caller, single, request.params.taskId, async (row, client) => {
         // tasks/result waits for the task's end: as long as the task may live, within bounds
         const wait = Math.max(1_000, Math.min(row.expires_at.getTime() - Date.now(), TASK_RESULT_WAIT_MS));
-        const result = await client.request({ method: 'tasks/result', params: { taskId: row.upstream_task_id } }, CallToolResultSchema, {
-          timeout: wait,
-          signal: extra.signal,
-        });
+        const result = await client
+          .request({ method: 'tasks/result', params: { taskId: row.upstream_task_id } }, CallToolResultSchema, {
+            timeout: wait,
+            signal: extra.signal,
+          })
+          .catch(async (error) => {
+            // an error the upstream answered is the task's result (a failed task's, or none left)
+            if (upstreamAnswered(error)) await this.finishTask(caller, row, { task_status: 'failed', error_code: error.code });
+            throw error;
+          });
         await this.finishTask(caller, row, { task_status: 'ended', tool_error: result.isError === true });
         // the upstream's task id is its own: the client knows this task by Warden's
         const meta = result._meta?.[RELATED_TASK_META_KEY]
@@ -523,8 +582,10 @@ export class McpGateway {
 
   /**
    * A task-augmented tools/call: decided as the call itself (and held for its approval), then
-   * sent upstream on a session of the task's own; the client is given the task under an id
-   * of Warden's. Refused: a JSON-RPC error naming the policy (a task request has no tool result to carry it).
+   * sent upstream on a session of the task's own; the client is given the task under an id of
+   * Warden's. The task's row is reserved first, under the agent's cap, and released when no
+   * task comes of the call. Refused: a JSON-RPC error naming the policy (a task request has no
+   * tool result to carry it).
    */
   private async createTask(
     caller: GatewayCaller,
@@ -536,21 +597,44 @@ export class McpGateway {
     origin: string,
   ): Promise<CreateTaskResult> {
     const workspaceId = caller.ctx.auth.workspaceId;
-    if ((await countLiveTasks(this.db, workspaceId, caller.agent.id, MAX_LIVE_TASKS_PER_AGENT)) >= MAX_LIVE_TASKS_PER_AGENT)
+    const id = randomUUID();
+    const reserved = await inTransaction(this.db, (trx) =>
+      reserveTask(
+        trx,
+        {
+          workspace_id: workspaceId,
+          id,
+          agent_id: caller.agent.id,
+          server_id: target.id,
+          upstream_url: target.transport_url,
+          expires_at: new Date(Date.now() + this.options.approvalWaitMs + RESERVATION_MARGIN_MS),
+        },
+        MAX_LIVE_TASKS_PER_AGENT,
+      ),
+    );
+    if (!reserved)
       throw new McpError(
         -32600,
-        `Agent '${caller.agent.slug}' holds ${MAX_LIVE_TASKS_PER_AGENT} live tasks, the most Warden keeps: wait for one to expire`,
+        `Agent '${caller.agent.slug}' holds ${MAX_LIVE_TASKS_PER_AGENT} live tasks, the most Warden keeps: wait for one to end or expire`,
       );
-    const id = randomUUID();
     let upstream: UpstreamSession | undefined;
-    let called: Awaited<ReturnType<typeof this.heldCall<CreateTaskResult>>>;
     try {
-      called = await this.heldCall(caller, target, tool, args, extra, origin, () => ({
+      const called = await this.heldCall(caller, target, tool, args, extra, origin, () => ({
         work: async (client) => {
+          // a server without tasks for tools/call would run the tool and answer its result, not a task
+          if (!client.getServerCapabilities()?.tasks?.requests?.tools?.call)
+            throw new Error('it does not run tools as tasks (its capabilities have no tasks.requests.tools.call)');
+          // nor would one whose tool does not run as a task: asked anyway, it may run the tool first
+          const support = await taskSupportOf(client, tool, extra.signal);
+          if (support === 'forbidden')
+            throw new McpError(
+              INVALID_PARAMS,
+              `Tool '${tool}' does not run as a task (execution.taskSupport 'forbidden'): call it without one`,
+            );
           const created = await client.request(
             {
               method: 'tools/call',
-              params: { name: tool, arguments: args, task: { ttl: Math.min(task.ttl ?? MAX_TASK_TTL_MS, MAX_TASK_TTL_MS) } },
+              params: { name: tool, arguments: args, task: task.ttl === undefined ? {} : { ttl: Math.min(task.ttl, MAX_TASK_TTL_MS) } },
             },
             CreateTaskResultSchema,
             { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal },
@@ -561,32 +645,25 @@ export class McpGateway {
         describe: (r) => ({ task_id: id, task_status: r.task.status }),
         dedicated: true,
       }));
+      if ('refused' in called) throw new McpError(POLICY_REFUSED, called.refused.message, called.refused.meta);
+      const created = called.value;
+      const session = upstream as UpstreamSession;
+      // Warden reaches a task for the TTL the upstream granted, at most MAX_TASK_TTL_MS (null: unlimited)
+      const ttl = Math.min(created.task.ttl ?? MAX_TASK_TTL_MS, MAX_TASK_TTL_MS);
+      await completeTask(this.db, workspaceId, id, {
+        upstream_session_id: session.sessionId,
+        protocol_version: session.protocolVersion,
+        upstream_task_id: created.task.taskId,
+        outcome_basis: JSON.stringify(called.basis),
+        expires_at: new Date(Date.now() + ttl),
+      });
+      return { ...created, task: { ...created.task, taskId: id, ttl } };
     } catch (error) {
+      // no task for the client: none left running upstream either (its outcome not recorded, its row not written)
+      if (upstream) await this.connector.terminate(target, upstream);
+      await releaseTask(this.db, workspaceId, id).catch(() => undefined);
       throw asProtocolError(error);
     }
-    if ('refused' in called) throw new McpError(POLICY_REFUSED, called.refused.message, called.refused.meta);
-    const created = called.value;
-    const ttl = created.task.ttl ?? MAX_TASK_TTL_MS;
-    const row = {
-      workspace_id: workspaceId,
-      id,
-      agent_id: caller.agent.id,
-      server_id: target.id,
-      upstream_url: target.transport_url,
-      upstream_session_id: (upstream as UpstreamSession).sessionId,
-      protocol_version: (upstream as UpstreamSession).protocolVersion,
-      upstream_task_id: created.task.taskId,
-      outcome_basis: JSON.stringify(called.basis),
-      expires_at: new Date(Date.now() + Math.min(ttl, MAX_TASK_TTL_MS)),
-    };
-    try {
-      await insertTask(this.db, row);
-    } catch (error) {
-      // unreachable without its row: end it upstream
-      await this.connector.terminate(target, upstream as UpstreamSession);
-      throw asProtocolError(new ApiError('service_unavailable', 'The task could not be recorded: it was ended', { cause: error }));
-    }
-    return { ...created, task: { ...created.task, taskId: id } };
   }
 
   /**
@@ -687,11 +764,11 @@ export class McpGateway {
   /** Records the end of a task: once, by whoever sees it first, in the transaction that marks it recorded. */
   private async finishTask(caller: GatewayCaller, row: GatewayTaskRow, context: Record<string, unknown>): Promise<void> {
     await inTransaction(this.db, async (trx) => {
-      if (!(await markTaskFinished(trx, row.workspace_id, row.id))) return;
+      if (!(await markTaskFinished(trx, row.workspace_id, row.id, FINISHED_TASK_KEEP_MS))) return;
       await recordIn(
         trx,
         row.workspace_id,
-        outcomeRecord(caller.ctx, row.outcome_basis as OutcomeBasis, {
+        outcomeRecord(caller.ctx.requestId, row.outcome_basis as OutcomeBasis, {
           result: 'allowed',
           message: 'task ended',
           context: { outcome: 'task_ended', task_id: row.id, ...context },
