@@ -80,9 +80,20 @@ const percentiles = (values: number[]): Percentiles => {
   return { p50: round(at(0.5)), p90: round(at(0.9)), p99: round(at(0.99)), max: round(at(1)), mean: round(mean) };
 };
 
+/**
+ * The SDK transport's fetch, with the transport's long-lived abort signal kept off its POSTs.
+ * On Node 20, undici's fetch leaves one abort listener on that signal per request answered
+ * with an SSE stream (1,701 after 40 rounds of 50 concurrent calls on the bench upstream), and
+ * each one past the limit prints a warning: 26,967 warnings in one run, a cost of the direct
+ * and relay ways only (the gateway answers JSON). GETs, the one long-lived stream, keep the
+ * signal, so close() still ends them; no POST is in flight when a client closes.
+ */
+const withoutLeakingListeners: typeof fetch = (input, init) =>
+  fetch(input, init?.method === 'POST' ? { ...init, signal: undefined } : init);
+
 async function sdkClient(url: string, headers: Record<string, string>): Promise<Client> {
   const client = new Client({ name: 'warden-bench', version: '1.0.0' });
-  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, fetch: withoutLeakingListeners }));
   return client;
 }
 
