@@ -149,8 +149,11 @@ const FROM_START_EVERY_MS = 30_000;
  * queue holds less than a batch.
  */
 export async function sealWorkspace(db: Kysely<DB>, workspaceId: string): Promise<number> {
-  const open = cursors.get(db) ?? new Map<string, QueueCursor>();
-  cursors.set(db, open);
+  let open = cursors.get(db);
+  if (!open) {
+    open = new Map();
+    cursors.set(db, open);
+  }
   const cursor = open.get(workspaceId);
   open.delete(workspaceId);
   const now = Date.now();

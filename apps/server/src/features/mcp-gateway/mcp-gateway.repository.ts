@@ -94,18 +94,7 @@ export const releaseTask = (db: Kysely<DB>, workspaceId: string, id: string) =>
 export const findTask = async (db: Kysely<DB>, workspaceId: string, agentId: string, id: string) =>
   (await db
     .selectFrom('mcp_gateway_tasks')
-    .select([
-      'workspace_id',
-      'id',
-      'agent_id',
-      'server_id',
-      'upstream_url',
-      'upstream_session_id',
-      'protocol_version',
-      'upstream_task_id',
-      'outcome_basis',
-      'expires_at',
-    ])
+    .selectAll()
     .where('workspace_id', '=', workspaceId)
     .where('agent_id', '=', agentId)
     .where('id', '=', id)

@@ -123,6 +123,17 @@ export interface GatewayOptions {
   taskSweepMs: number;
 }
 
+/** A tools/call through the gateway: who calls, the server and tool it names there, and where it came from. */
+interface ToolCall {
+  caller: GatewayCaller;
+  target: McpTarget;
+  tool: string;
+  args: Record<string, unknown>;
+  extra: Extra;
+  /** Where the caller reaches Warden (for the approval links it is shown). */
+  origin: string;
+}
+
 /** What a call policy did not let run says, and the `_meta` naming the approval it waits for. */
 interface Refused {
   message: string;
@@ -381,8 +392,8 @@ export class McpGateway {
       const { target, name } = await route(request.params.name);
       const args = request.params.arguments ?? {};
       const { task } = request.params;
-      if (task) return this.createTask(caller, target, name, args, task, extra as Extra, origin);
-      return this.callTool(caller, target, name, args, extra as Extra, origin);
+      const call: ToolCall = { caller, target, tool: name, args, extra: extra as Extra, origin };
+      return task ? this.createTask(call, task) : this.callTool(call);
     });
 
     server.setRequestHandler(GetTaskRequestSchema, async (request, extra) =>
@@ -554,16 +565,10 @@ export class McpGateway {
   private readonly findApproval: McpOperation['findApproval'] = (act) =>
     findApprovalForAct(this.db, act.workspaceId, act.agentId, act.digest);
 
-  private async callTool(
-    caller: GatewayCaller,
-    target: McpTarget,
-    tool: string,
-    args: Record<string, unknown>,
-    extra: Extra,
-    origin: string,
-  ): Promise<CallToolResult> {
+  private async callTool(call: ToolCall): Promise<CallToolResult> {
+    const { tool, args, extra } = call;
     try {
-      const called = await this.heldCall(caller, target, tool, args, extra, origin, (onProgress) => ({
+      const called = await this.heldCall(call, (onProgress) => ({
         work: (client) =>
           callUpstreamTool(
             client,
@@ -587,15 +592,8 @@ export class McpGateway {
    * task comes of the call. Refused: a JSON-RPC error naming the policy (a task request has no
    * tool result to carry it).
    */
-  private async createTask(
-    caller: GatewayCaller,
-    target: McpTarget,
-    tool: string,
-    args: Record<string, unknown>,
-    task: { ttl?: number },
-    extra: Extra,
-    origin: string,
-  ): Promise<CreateTaskResult> {
+  private async createTask(call: ToolCall, task: { ttl?: number }): Promise<CreateTaskResult> {
+    const { caller, target, tool, args, extra } = call;
     const workspaceId = caller.ctx.auth.workspaceId;
     const id = randomUUID();
     const reserved = await inTransaction(this.db, (trx) =>
@@ -619,7 +617,7 @@ export class McpGateway {
       );
     let upstream: UpstreamSession | undefined;
     try {
-      const called = await this.heldCall(caller, target, tool, args, extra, origin, () => ({
+      const called = await this.heldCall(call, () => ({
         work: async (client) => {
           // a server without tasks for tools/call would run the tool and answer its result, not a task
           if (!client.getServerCapabilities()?.tasks?.requests?.tools?.call)
@@ -672,12 +670,7 @@ export class McpGateway {
    * the work from the function that relays the upstream's progress to the client.
    */
   private async heldCall<T>(
-    caller: GatewayCaller,
-    target: McpTarget,
-    tool: string,
-    args: Record<string, unknown>,
-    extra: Extra,
-    origin: string,
+    { caller, target, tool, args, extra, origin }: ToolCall,
     run: (onProgress: (p: { progress: number; total?: number; message?: string }) => void) => {
       work: (client: Client) => Promise<T>;
       describe: (value: T) => Record<string, unknown>;
