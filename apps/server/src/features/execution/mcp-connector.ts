@@ -19,7 +19,6 @@
  *   never pooled, reached again by its id from any process (`attach`), terminated by whoever
  *   sweeps the expired task (`terminate`).
  */
-import type { Readable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -27,6 +26,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorCode } from '@warden/contract';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { guardedFetch } from './mcp-fetch.ts';
 
 export const MCP_REQUEST_TIMEOUT_MS = 15_000;
 /** Default for how long an unused upstream session is kept (WARDEN_MCP_UPSTREAM_IDLE_MS). */
@@ -48,78 +48,6 @@ const networkFailure = (error: unknown): boolean => {
   }
   return false;
 };
-
-/** Statuses whose answer has no body (a Response refuses one). */
-const NULL_BODY = new Set([101, 103, 204, 205, 304]);
-
-/**
- * fetch for the Streamable HTTP transport, through the egress guard (its URL check, and its
- * dispatcher, which checks the addresses a name resolves to): undici's `request` under a
- * Response of its answer. Redirects are not followed (the SDK may follow one within the same
- * origin, as with any fetch). Cheaper per call than undici's WHATWG fetch
- * (docs/decisions/0013-mcp-gateway.md).
- */
-function guardedFetch(guard: EgressGuard): typeof fetch {
-  return async (input, init = {}) => {
-    const url = guard.checkUrl(input instanceof Request ? input.url : String(input));
-    const headers: Record<string, string> = {};
-    new Headers(init.headers).forEach((value, name) => {
-      headers[name] = value;
-    });
-    const answer = await guard.dispatcher.request({
-      origin: url.origin,
-      path: `${url.pathname}${url.search}`,
-      method: (init.method ?? 'GET') as 'GET',
-      headers,
-      body: init.body as string | undefined,
-      signal: init.signal ?? undefined,
-    });
-    const responseHeaders = new Headers();
-    for (const [name, value] of Object.entries(answer.headers)) {
-      if (value === undefined) continue;
-      for (const one of Array.isArray(value) ? value : [value]) responseHeaders.append(name, one);
-    }
-    if (NULL_BODY.has(answer.statusCode)) {
-      answer.body.resume();
-      return new Response(null, { status: answer.statusCode, headers: responseHeaders });
-    }
-    return new Response(webStream(answer.body), { status: answer.statusCode, headers: responseHeaders });
-  };
-}
-
-/**
- * A Node stream as a web ReadableStream, with backpressure. Not Readable.toWeb: on Node 20 it
- * enqueues data that arrives after the reader cancelled, an uncaught exception.
- */
-function webStream(body: Readable): ReadableStream<Uint8Array> {
-  let finished = false;
-  return new ReadableStream<Uint8Array>({
-    start(controller) {
-      body.on('data', (chunk: Buffer) => {
-        if (finished) return;
-        controller.enqueue(chunk);
-        if ((controller.desiredSize ?? 1) <= 0) body.pause();
-      });
-      body.once('end', () => {
-        if (finished) return;
-        finished = true;
-        controller.close();
-      });
-      body.once('error', (error) => {
-        if (finished) return;
-        finished = true;
-        controller.error(error);
-      });
-    },
-    pull() {
-      body.resume();
-    },
-    cancel() {
-      finished = true;
-      body.destroy();
-    },
-  });
-}
 
 export interface McpTarget {
   id: string;
