@@ -123,6 +123,49 @@ describe('tools/call on /mcp/{server}', () => {
     expect(upstream.calls()).not.toContain('echo:{"text":"STOP"}');
   });
 
+  it('answers a plain call exactly as the SDK server answers it (the same request through the SDK, by its content type)', async () => {
+    const ws = await workspace([{ name: 'No wipe', rules: [{ match: { tool: ['delete_everything'] }, effect: 'block', message: 'No' }] }]);
+    // 'application/json' alone is answered by the gateway's plain path; with a charset, by the SDK's server
+    const post = async (contentType: string, id: string | number, name: string, args?: unknown) => {
+      const response = await fetch(`${server.url}/mcp/tools`, {
+        method: 'POST',
+        headers: {
+          authorization: `Bearer ${ws.agentKey}`,
+          'content-type': contentType,
+          accept: 'application/json, text/event-stream',
+          'mcp-protocol-version': '2025-06-18',
+        },
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, ...(args ? { arguments: args } : {}) } }),
+      });
+      return { status: response.status, type: response.headers.get('content-type'), body: await response.json() };
+    };
+    for (const [id, name, args] of [
+      [1, 'add', { a: 2, b: 3 }],
+      ['call-2', 'delete_everything', undefined],
+      [3, 'no_such_tool', {}],
+      [4, 'add', { a: 'two' }],
+      // not a tools/call the SDK would run (a name that is not a string): the SDK's server answers both
+      [5, 42 as unknown as string, {}],
+    ] as const) {
+      const plain = await post('application/json', id, name, args);
+      const viaSdk = await post('application/json; charset=utf-8', id, name, args);
+      expect(plain).toEqual(viaSdk);
+      expect(plain).toMatchObject({ status: 200, type: 'application/json', body: { jsonrpc: '2.0', id } });
+    }
+  });
+
+  it('sends the upstream the calls and nothing more: no cancellation of a call it answered', async () => {
+    const client = await (await workspace()).client();
+    await client.callTool({ name: 'echo', arguments: { text: 'opens the upstream session' } });
+    const before = upstream.methods().length;
+    for (let i = 0; i < 3; i++) await client.callTool({ name: 'echo', arguments: { text: `plain ${i}` } });
+    // with progress asked for, the SDK's server answers
+    await client.callTool({ name: 'countdown', arguments: {} }, undefined, { onprogress: () => undefined });
+    await client.listTools();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(upstream.methods().slice(before)).toEqual(['tools/call', 'tools/call', 'tools/call', 'tools/call', 'tools/list']);
+  });
+
   it('records the decision before forwarding and the outcome after it', async () => {
     const ws = await workspace();
     await (await ws.client()).callTool({ name: 'echo', arguments: { text: 'audited' } });

@@ -28,6 +28,8 @@ export interface CountingUpstream {
   deletedIds: () => string[];
   /** Tool calls received, as `tool:argumentsJSON`. */
   calls: () => string[];
+  /** The method of every message POSTed, in order (requests and notifications alike). */
+  methods: () => string[];
   /** Closes every connection and session and listens again on the same port, as a restarted server would. */
   restart: () => Promise<void>;
   close: () => Promise<void>;
@@ -138,6 +140,7 @@ export async function startCountingUpstream(): Promise<CountingUpstream> {
   let deletes = 0;
   const openedIds: string[] = [];
   const deletedIds: string[] = [];
+  const methods: string[] = [];
   const handler = async (req: IncomingMessage, res: import('node:http').ServerResponse) => {
     try {
       const sessionId = req.headers['mcp-session-id'] as string | undefined;
@@ -146,6 +149,8 @@ export async function startCountingUpstream(): Promise<CountingUpstream> {
         if (sessionId) deletedIds.push(sessionId);
       }
       const body = req.method === 'POST' ? await readJson(req) : undefined;
+      for (const message of (Array.isArray(body) ? body : [body]) as ({ method?: unknown } | undefined)[])
+        if (typeof message?.method === 'string') methods.push(message.method);
       let transport = sessionId ? transports.get(sessionId) : undefined;
       if (!transport) {
         if (sessionId) {
@@ -193,6 +198,7 @@ export async function startCountingUpstream(): Promise<CountingUpstream> {
     openedIds: () => [...openedIds],
     deletedIds: () => [...deletedIds],
     calls: () => [...calls],
+    methods: () => [...methods],
     restart: async () => {
       await stop();
       http = createServer(handler);

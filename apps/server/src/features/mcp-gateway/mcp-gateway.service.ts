@@ -86,6 +86,7 @@ import {
   releaseTask,
   reserveTask,
 } from './mcp-gateway.repository.ts';
+import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
 export const NAMESPACE_SEPARATOR = '__';
@@ -339,6 +340,8 @@ export class McpGateway {
     origin: string,
   ): Promise<void> {
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
+    const plain = plainToolCall(req.headers, body);
+    if (plain) return this.answerToolCall({ caller, single, origin }, plain, res);
     const server = this.build(caller, single, origin);
     const wantsProgress = JSON.stringify(body ?? null).includes('"progressToken"');
     // JSON answers unless the client may be sent progress while it waits (then an SSE stream)
@@ -362,16 +365,7 @@ export class McpGateway {
       },
     );
     const servers = async (): Promise<McpTarget[]> => (single ? [single] : this.execution.registeredServers(caller.ctx));
-    /** The server a name belongs to and the name the server knows it by. */
-    const route = async (name: string): Promise<{ target: McpTarget; name: string }> => {
-      if (single) return { target: single, name };
-      const at = name.indexOf(NAMESPACE_SEPARATOR);
-      if (at <= 0) throw new McpError(-32602, `'${name}' names no server: names here are '<server>${NAMESPACE_SEPARATOR}<name>'`);
-      const target = await this.execution.registeredServer(caller.ctx, name.slice(0, at)).catch((error) => {
-        throw asProtocolError(error);
-      });
-      return { target, name: name.slice(at + NAMESPACE_SEPARATOR.length) };
-    };
+    const route = (name: string) => this.route(caller, single, name);
     const named = (target: McpTarget, name: string) => (single ? name : `${target.slug}${NAMESPACE_SEPARATOR}${name}`);
 
     server.setRequestHandler(ListToolsRequestSchema, async (request) => {
@@ -518,6 +512,50 @@ export class McpGateway {
       );
     });
     return server;
+  }
+
+  /** The server a name belongs to and the name the server knows it by (on the aggregate, names are namespaced). */
+  private async route(caller: GatewayCaller, single: McpTarget | null, name: string): Promise<{ target: McpTarget; name: string }> {
+    if (single) return { target: single, name };
+    const at = name.indexOf(NAMESPACE_SEPARATOR);
+    if (at <= 0) throw new McpError(-32602, `'${name}' names no server: names here are '<server>${NAMESPACE_SEPARATOR}<name>'`);
+    const target = await this.execution.registeredServer(caller.ctx, name.slice(0, at)).catch((error) => {
+      throw asProtocolError(error);
+    });
+    return { target, name: name.slice(at + NAMESPACE_SEPARATOR.length) };
+  }
+
+  /**
+   * A plain tools/call (plain-tool-call.ts), answered as the SDK's server answers it: run by
+   * callTool as any call, and cancelled (its signal aborted) when the client goes away.
+   */
+  private async answerToolCall(
+    where: { caller: GatewayCaller; single: McpTarget | null; origin: string },
+    plain: PlainToolCall,
+    res: ServerResponse,
+  ): Promise<void> {
+    const cancelled = new AbortController();
+    // only a call still running is cancelled: the SDK client keeps its abort listener after
+    // the upstream answered, and would tell the upstream to cancel a request it had finished
+    res.once('close', () => {
+      if (!res.writableFinished) cancelled.abort();
+    });
+    // no progress was asked for: nothing is sent before the answer
+    const extra: Extra = {
+      signal: cancelled.signal,
+      ...(plain.meta ? { _meta: plain.meta } : {}),
+      sendNotification: async () => undefined,
+    };
+    let answer: string;
+    try {
+      const { target, name } = await this.route(where.caller, where.single, plain.name);
+      const result = await this.callTool({ caller: where.caller, target, tool: name, args: plain.args, extra, origin: where.origin });
+      answer = toolCallAnswer(plain.id, { result });
+    } catch (error) {
+      answer = toolCallAnswer(plain.id, { error });
+    }
+    if (cancelled.signal.aborted) return;
+    res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
   }
 
   /** On the aggregate, a server that fails (or went away) is left out of a listing; on a server's own endpoint, it is the answer. */

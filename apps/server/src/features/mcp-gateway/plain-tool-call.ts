@@ -1,0 +1,64 @@
+/**
+ * The gateway's most common request, answered without the SDK's server: one `tools/call`, no
+ * task, no progress asked for, from a client that speaks the transport as the SDK's clients do.
+ * Building an SDK `Server` and transport for each such request (with its web Request and
+ * Response) cost Warden more CPU per call than the call's decision
+ * (docs/decisions/0013-mcp-gateway.md). Everything else — and anything about a request that is
+ * not exactly this — goes to the SDK's server, which then answers it (its errors included), so
+ * the SDK stays the one reading of the protocol.
+ *
+ * The answer is what the SDK's stateless JSON transport answers the same request: HTTP 200,
+ * `Content-Type: application/json`, `{ result, jsonrpc, id }`, or the JSON-RPC error its
+ * Protocol makes of a handler's error.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { ErrorCode, RELATED_TASK_META_KEY, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+
+/** A tools/call the gateway answers itself: its JSON-RPC id, the name called, its arguments and `_meta`. */
+export interface PlainToolCall {
+  id: string | number;
+  name: string;
+  args: Record<string, unknown>;
+  meta?: Record<string, unknown>;
+}
+
+const MESSAGE_KEYS = new Set(['jsonrpc', 'id', 'method', 'params']);
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The request's tools/call when it is one the gateway answers itself; undefined for anything else. */
+export function plainToolCall(headers: IncomingHttpHeaders, body: unknown): PlainToolCall | undefined {
+  const accept = headers.accept ?? '';
+  const version = headers['mcp-protocol-version'];
+  if (
+    headers['content-type'] !== 'application/json' ||
+    !accept.includes('application/json') ||
+    !accept.includes('text/event-stream') ||
+    (version !== undefined && (typeof version !== 'string' || !SUPPORTED_PROTOCOL_VERSIONS.includes(version)))
+  )
+    return undefined;
+  if (!isPlainObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call') return undefined;
+  if (Object.keys(body).some((key) => !MESSAGE_KEYS.has(key))) return undefined;
+  const { id, params } = body;
+  if (!(typeof id === 'string' || Number.isSafeInteger(id)) || !isPlainObject(params)) return undefined;
+  const { name, arguments: args, _meta: meta } = params;
+  if (typeof name !== 'string' || 'task' in params) return undefined;
+  if (args !== undefined && !isPlainObject(args)) return undefined;
+  if (meta !== undefined && (!isPlainObject(meta) || 'progressToken' in meta || RELATED_TASK_META_KEY in meta)) return undefined;
+  return { id: id as string | number, name, args: args ?? {}, ...(meta ? { meta } : {}) };
+}
+
+/** The JSON-RPC answer to the call, as the SDK's Protocol makes it of a handler's result or error. */
+export function toolCallAnswer(id: string | number, outcome: { result: unknown } | { error: unknown }): string {
+  if ('result' in outcome) return JSON.stringify({ result: outcome.result, jsonrpc: '2.0', id });
+  const error = (outcome.error ?? {}) as { code?: unknown; message?: string; data?: unknown };
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id,
+    error: {
+      code: Number.isSafeInteger(error.code) ? error.code : ErrorCode.InternalError,
+      message: error.message ?? 'Internal error',
+      ...(error.data !== undefined && { data: error.data }),
+    },
+  });
+}
