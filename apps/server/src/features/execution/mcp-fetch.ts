@@ -21,10 +21,11 @@ import type { EgressGuard } from '../../egress/guard.ts';
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 
 /**
- * What the SDK's transport reads of an answer read whole: its status, headers and text. A
- * light object, not a Response (which builds a web stream for its body on Node 20).
+ * What the SDK's transport reads of an answer read whole: its status, headers and text (and
+ * its JSON, when it was parsed already). A light object, not a Response (which builds a web
+ * stream for its body on Node 20).
  */
-function answered(status: number, headers: Headers, text: string): Response {
+function answered(status: number, headers: Headers, text: string, json: () => unknown = () => JSON.parse(text)): Response {
   const answer = {
     status,
     statusText: '',
@@ -36,7 +37,7 @@ function answered(status: number, headers: Headers, text: string): Response {
     body: null,
     bodyUsed: false,
     text: async () => text,
-    json: async () => JSON.parse(text) as unknown,
+    json: async () => json(),
   };
   return answer as unknown as Response;
 }
@@ -73,9 +74,9 @@ export function guardedFetch(guard: EgressGuard): typeof fetch {
     if (method !== 'POST' || status < 200 || status >= 300)
       return new Response(webStream(answer.body), { status, headers: responseHeaders });
     const first = await firstMessage(answer.body);
-    if (typeof first !== 'string') return new Response(first, { status, headers: responseHeaders });
+    if (first instanceof ReadableStream) return new Response(first, { status, headers: responseHeaders });
     responseHeaders.set('content-type', 'application/json');
-    return answered(status, responseHeaders, first);
+    return answered(status, responseHeaders, first.data, () => first.message);
   };
 }
 
@@ -92,14 +93,14 @@ interface Read {
  * from its first byte. Events without data (priming events, keep-alives), comments and events
  * of another type than `message` are skipped, as the SDK skips them.
  */
-function firstMessage(body: Readable): Promise<string | ReadableStream<Uint8Array>> {
+function firstMessage(body: Readable): Promise<FirstResponse | ReadableStream<Uint8Array>> {
   return new Promise((resolve) => {
     const read: Read = { chunks: [], ended: false };
     const decoder = new TextDecoder();
     let text = '';
     let data: string[] = [];
     let type = '';
-    const settle = (outcome: string | undefined) => {
+    const settle = (outcome: FirstResponse | undefined) => {
       body.pause();
       body.off('data', onData);
       body.off('end', onEnd);
@@ -167,12 +168,18 @@ function lineEnd(text: string, start: number): { at: number; next: number } | un
   return undefined;
 }
 
-/** The data when it is one JSON-RPC response (a result or an error, no method). */
-function responseOrUndefined(data: string): string | undefined {
+/** An SSE event's data that is one JSON-RPC response, and the response. */
+interface FirstResponse {
+  data: string;
+  message: object;
+}
+
+/** The data and its message when it is one JSON-RPC response (a result or an error, no method). */
+function responseOrUndefined(data: string): FirstResponse | undefined {
   try {
     const message: unknown = JSON.parse(data);
     if (typeof message !== 'object' || message === null || Array.isArray(message) || 'method' in message) return undefined;
-    return 'id' in message && ('result' in message || 'error' in message) ? data : undefined;
+    return 'id' in message && ('result' in message || 'error' in message) ? { data, message } : undefined;
   } catch {
     return undefined;
   }
