@@ -67,6 +67,8 @@ export interface McpBenchFigures {
     warmupSeconds: number;
     seconds: number;
     rounds: number;
+    /** The relay commits a row before forwarding and one after (BENCH_MCP_RELAY_COMMITS=1). */
+    relayCommits: boolean;
   };
   loadAvgAtStart: number[];
   loadAvgAtEnd: number[];
@@ -133,7 +135,10 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
   // 0: the sequential part only (e.g. to profile it)
   const rounds = integer('BENCH_MCP_ROUNDS', options.rounds, 0);
   const { log } = options;
-  const relay = forkBench('mcp-relay.ts', 'relay', [options.upstreamUrl]);
+  // BENCH_MCP_RELAY_COMMITS=1: the relay also commits a row before forwarding and one after (mcp-relay.ts)
+  const commits = process.env.BENCH_MCP_RELAY_COMMITS === '1';
+  const relayArgs = commits ? [options.upstreamUrl, String(options.pool.options.connectionString)] : [options.upstreamUrl];
+  const relay = forkBench('mcp-relay.ts', 'relay', relayArgs);
   const relayUrl = (await nextMessage<{ url: string }>(relay, (m) => m?.type === 'ready', 30_000, 'start the MCP relay')).url;
   const targets: Targets = {
     directUrl: options.upstreamUrl,
@@ -262,6 +267,7 @@ export async function benchMcpGateway(options: McpBenchOptions): Promise<McpBenc
         warmupSeconds: options.warmupSeconds,
         seconds: options.seconds,
         rounds,
+        relayCommits: commits,
       },
       loadAvgAtStart,
       loadAvgAtEnd: loadavg().map((v) => Number(v.toFixed(2))),
@@ -300,7 +306,7 @@ export function formatMcpBench(f: McpBenchFigures): string[] {
     `    added by the gateway: p50 +${h.gateway_added_p50_ms} ms (target ≤ 1.5), p99 +${h.gateway_added_p99_ms} ms (target ≤ 5); paired per round: p50 +${s.pairedAddedMs.gateway.p50} ms, p99 +${s.pairedAddedMs.gateway.p99} ms`,
   );
   out.push(
-    `    added by a bare relay (one more hop, nothing else): p50 +${h.relay_added_p50_ms} ms, p99 +${h.relay_added_p99_ms} ms; the gateway beyond it: p50 +${round3(h.gateway_added_p50_ms - h.relay_added_p50_ms)} ms, p99 +${round3(h.gateway_added_p99_ms - h.relay_added_p99_ms)} ms`,
+    `    added by ${f.settings.relayCommits ? 'a relay that commits before and after (one more hop, two PostgreSQL commits, nothing decided)' : 'a bare relay (one more hop, nothing else)'}: p50 +${h.relay_added_p50_ms} ms, p99 +${h.relay_added_p99_ms} ms; the gateway beyond it: p50 +${round3(h.gateway_added_p50_ms - h.relay_added_p50_ms)} ms, p99 +${round3(h.gateway_added_p99_ms - h.relay_added_p99_ms)} ms`,
   );
   out.push(`    added by /runtime/mcp/call: p50 +${h.runtime_added_p50_ms} ms, p99 +${h.runtime_added_p99_ms} ms`);
   out.push(
