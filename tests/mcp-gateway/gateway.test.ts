@@ -5,6 +5,7 @@
  * fields pass through as the upstream sent them.
  */
 import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyFor, useTestServer } from '../support/server.ts';
@@ -152,6 +153,33 @@ describe('tools/call on /mcp/{server}', () => {
       expect(plain).toEqual(viaSdk);
       expect(plain).toMatchObject({ status: 200, type: 'application/json', body: { jsonrpc: '2.0', id } });
     }
+    // two Content-Type headers (Node keeps the first): the SDK's server reads both, and refuses them
+    const twice = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const url = new URL(`${server.url}/mcp/tools`);
+      const req = httpRequest(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${ws.agentKey}`,
+            'content-type': ['application/json', 'application/json'],
+            accept: 'application/json, text/event-stream',
+          },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (chunk) => {
+            body += chunk;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify({ jsonrpc: '2.0', id: 6, method: 'tools/call', params: { name: 'add', arguments: { a: 1, b: 1 } } }));
+    });
+    expect(twice.status).toBe(415);
   });
 
   it('sends the upstream the calls and nothing more: no cancellation of a call it answered', async () => {

@@ -4,8 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEgressGuard } from '../src/egress/guard.ts';
 import { guardedFetch } from '../src/features/execution/mcp-fetch.ts';
 
-/** An upstream that answers each path with SSE bytes written in the chunks the test names, a pause between each. */
-const ANSWERS: Record<string, { chunks: (string | Buffer)[]; end?: 'close' | 'destroy' }> = {};
+/**
+ * An upstream that answers each path with SSE bytes written in the chunks the test names, a
+ * pause between each (none with `burst`); then it ends the answer, fails it, or leaves it open.
+ */
+const ANSWERS: Record<string, { chunks: (string | Buffer)[]; end?: 'close' | 'destroy' | 'open'; burst?: boolean }> = {};
 let server: Server;
 let base: string;
 const fetchUpstream = guardedFetch(createEgressGuard(['127.0.0.1/32']));
@@ -18,21 +21,26 @@ beforeAll(async () => {
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'mcp-session-id': 's-1' });
     let i = 0;
     const next = () => {
+      if (answer.burst) while (i < answer.chunks.length) res.write(answer.chunks[i++]);
       if (i < answer.chunks.length) {
         res.write(answer.chunks[i++]);
         setTimeout(next, 5);
       } else if (answer.end === 'destroy') res.destroy();
-      else res.end();
+      else if (answer.end !== 'open') res.end();
     };
     next();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
-afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+afterAll(() => {
+  server.closeAllConnections();
+  return new Promise<void>((resolve) => server.close(() => resolve()));
+});
 
-const post = (path: string) =>
-  fetchUpstream(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+const CALL = JSON.stringify({ method: 'tools/call', params: { name: 'echo' }, jsonrpc: '2.0', id: 7 });
+const post = (path: string, body = CALL) =>
+  fetchUpstream(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
 const response = { jsonrpc: '2.0', id: 7, result: { content: [{ type: 'text', text: 'héllo ✓' }] } };
 
 describe('guardedFetch: an upstream POST answered with SSE', () => {
@@ -52,6 +60,50 @@ describe('guardedFetch: an upstream POST answered with SSE', () => {
     const cut = bytes.indexOf(Buffer.from('é')) + 1; // inside the two bytes of é
     ANSWERS['/split'] = { chunks: [bytes.subarray(0, 20), bytes.subarray(20, cut), bytes.subarray(cut)] };
     expect(await (await post('/split')).json()).toEqual(response);
+    // CR alone ends a line too; an event of another type is skipped, as the SDK skips it
+    ANSWERS['/cr'] = {
+      chunks: ['event: other\rdata: {"jsonrpc":"2.0","id":1,"result":{}}\r\r', `data: ${JSON.stringify(response)}\r`, '\r'],
+    };
+    expect(await (await post('/cr')).json()).toEqual(response);
+    ANSWERS['/crlf-split'] = { chunks: [`data: ${JSON.stringify(response)}\r`, '\n\r', '\n'] };
+    expect(await (await post('/crlf-split')).json()).toEqual(response);
+  });
+
+  it("hands over the stream when the first message is another id's response or no JSON-RPC response", async () => {
+    for (const [path, message] of [
+      ['/other-id', { ...response, id: 8 }],
+      ['/no-version', { id: 7, result: {} }],
+      ['/not-an-object', { jsonrpc: '2.0', id: 7, result: 'x' }],
+    ] as const) {
+      const sent = `data: ${JSON.stringify(message)}\n\n`;
+      ANSWERS[path] = { chunks: [sent] };
+      const answer = await post(path);
+      expect(answer.headers.get('content-type')).toContain('text/event-stream');
+      expect(await answer.text()).toBe(sent);
+    }
+  });
+
+  it('hands over a large answer to the SDK past 256 KiB, whole, and does not hold a stream of keep-alives', async () => {
+    const big = { ...response, result: { content: [{ type: 'text', text: 'x'.repeat(1024 * 1024) }] } };
+    const sent = Buffer.from(`data: ${JSON.stringify(big)}\n\n`);
+    const chunks: Buffer[] = [];
+    for (let at = 0; at < sent.length; at += 1024) chunks.push(sent.subarray(at, at + 1024));
+    ANSWERS['/big'] = { chunks, burst: true };
+    const answer = await post('/big');
+    expect(answer.headers.get('content-type')).toContain('text/event-stream');
+    expect(await answer.text()).toBe(sent.toString());
+    ANSWERS['/keep-alive'] = { chunks: [': keep-alive\n\n'.repeat(20_000)], burst: true, end: 'open' };
+    const open = await post('/keep-alive');
+    const reader = open.body?.getReader();
+    expect(new TextDecoder().decode((await reader?.read())?.value)).toMatch(/^: keep-alive\n\n/);
+    await reader?.cancel();
+  });
+
+  it('does not look into the answer to a POST without a request (a notification): its stream is handed over at once', async () => {
+    ANSWERS['/notification'] = { chunks: [': open\n\n'], end: 'open' };
+    const answer = await post('/notification', JSON.stringify({ method: 'notifications/initialized', jsonrpc: '2.0' }));
+    expect(answer.headers.get('content-type')).toContain('text/event-stream');
+    await answer.body?.cancel();
   });
 
   it('hands over the stream itself, from its first byte, when a notification comes before the response', async () => {

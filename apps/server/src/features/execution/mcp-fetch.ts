@@ -4,21 +4,31 @@
  * `request`, cheaper per call than undici's WHATWG fetch. Redirects are not followed (the SDK
  * may follow one within the same origin, as with any fetch).
  *
- * A POST answered with an SSE stream whose first message is the request's response (what an
- * SDK-built server sends for a call without progress) is handed to the SDK as that one JSON
- * message, as if the server had answered `application/json`: the SDK's SSE path (a text
- * decoder stream and an event parser stream over web streams, per call) cost more of Warden's
- * CPU than the call's decision (docs/decisions/0013-mcp-gateway.md). Anything else on the
- * stream first (a progress or log notification, a request of the server's, a stream that ends
- * or fails with no response) hands the SDK the stream itself, from its first byte: it then
- * sees exactly what the server sent, as it arrives. Every other answer is read whole (the SDK
- * reads it whole too), except a GET's SSE stream (the server's own messages), passed as is.
+ * A POST of a request answered with an SSE stream whose first message is that request's
+ * response (what an SDK-built server sends for a call without progress) is handed to the SDK
+ * as that one JSON message, as if the server had answered `application/json`: the SDK's SSE
+ * path (a text decoder stream and an event parser stream over web streams, per call) cost more
+ * of Warden's CPU than the call's decision (docs/decisions/0013-mcp-gateway.md). Anything else
+ * on the stream first (a progress or log notification, a request of the server's, a response
+ * to another id, a stream that ends or fails with no response, more than PEEK_LIMIT bytes
+ * before a message) hands the SDK the stream itself, from its first byte: it then sees exactly
+ * what the server sent, as it arrives. What follows the response on its stream is read and
+ * dropped (the server should close the stream there; a `retry` or `id` field before it only
+ * matters to a stream the SDK would resume, and a stream that answered is not resumed). Every
+ * other answer is read whole (the SDK reads it whole too), except a GET's SSE stream (the
+ * server's own messages) and the answer to a POST without a request, passed as they are.
  */
+import { STATUS_CODES } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { EgressGuard } from '../../egress/guard.ts';
 
 /** Statuses whose answer has no body (a Response refuses one). */
-const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+const NULL_BODY = new Set([204, 205, 304]);
+/**
+ * Bytes of an SSE answer read while looking for its first message, at most: past them, the
+ * stream goes to the SDK's parser (a large result, or a stream of keep-alives, is not held).
+ */
+const PEEK_LIMIT = 256 * 1024;
 
 /**
  * What the SDK's transport reads of an answer read whole: its status, headers and text (and
@@ -28,7 +38,7 @@ const NULL_BODY = new Set([101, 103, 204, 205, 304]);
 function answered(status: number, headers: Headers, text: string, json: () => unknown = () => JSON.parse(text)): Response {
   const answer = {
     status,
-    statusText: '',
+    statusText: STATUS_CODES[status] ?? '',
     ok: status >= 200 && status < 300,
     redirected: false,
     type: 'basic',
@@ -71,13 +81,25 @@ export function guardedFetch(guard: EgressGuard): typeof fetch {
       return new Response(null, { status, headers: responseHeaders });
     }
     if (mediaType(responseHeaders) !== 'text/event-stream') return answered(status, responseHeaders, await answer.body.text());
-    if (method !== 'POST' || status < 200 || status >= 300)
-      return new Response(webStream(answer.body), { status, headers: responseHeaders });
-    const first = await firstMessage(answer.body);
+    const requestId = method === 'POST' && status >= 200 && status < 300 ? requestIdOf(init.body) : undefined;
+    if (requestId === undefined) return new Response(webStream(answer.body), { status, headers: responseHeaders });
+    const first = await firstMessage(answer.body, requestId);
     if (first instanceof ReadableStream) return new Response(first, { status, headers: responseHeaders });
     responseHeaders.set('content-type', 'application/json');
     return answered(status, responseHeaders, first.data, () => first.message);
   };
+}
+
+/** The id of the JSON-RPC request a POST carries; undefined for a notification, a response or a batch. */
+function requestIdOf(body: unknown): string | number | undefined {
+  if (typeof body !== 'string') return undefined;
+  try {
+    const message: unknown = JSON.parse(body);
+    if (typeof message !== 'object' || message === null || !('method' in message) || !('id' in message)) return undefined;
+    return typeof message.id === 'string' || typeof message.id === 'number' ? message.id : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What a Node stream did while it was read: its chunks, and how it ended (if it did). */
@@ -88,16 +110,21 @@ interface Read {
 }
 
 /**
- * Reads an SSE stream up to its first event with data: the event's data when it is a JSON-RPC
- * response (the rest of the stream is drained), otherwise the whole stream as a web stream,
- * from its first byte. Events without data (priming events, keep-alives), comments and events
- * of another type than `message` are skipped, as the SDK skips them.
+ * Reads an SSE stream up to its first event with data: the event's data when it is the JSON-RPC
+ * response to `requestId` (the rest of the stream is drained), otherwise the whole stream as a
+ * web stream, from its first byte. Events without data (priming events, keep-alives), comments
+ * and events of another type than `message` are skipped, as the SDK skips them.
  */
-function firstMessage(body: Readable): Promise<FirstResponse | ReadableStream<Uint8Array>> {
+function firstMessage(body: Readable, requestId: string | number): Promise<FirstResponse | ReadableStream<Uint8Array>> {
   return new Promise((resolve) => {
     const read: Read = { chunks: [], ended: false };
     const decoder = new TextDecoder();
+    let bytes = 0;
     let text = '';
+    /** Where in `text` a line end may still be (before it, the unfinished line has none). */
+    let unscanned = 0;
+    /** The last line ended with a CR at the end of a chunk: an LF starting the next one belongs to it. */
+    let afterCr = false;
     let data: string[] = [];
     let type = '';
     const settle = (outcome: FirstResponse | undefined) => {
@@ -113,18 +140,26 @@ function firstMessage(body: Readable): Promise<FirstResponse | ReadableStream<Ui
     };
     const onData = (chunk: Buffer) => {
       read.chunks.push(chunk);
+      bytes += chunk.length;
+      if (bytes > PEEK_LIMIT) return settle(undefined);
       text += decoder.decode(chunk, { stream: true });
+      if (afterCr && text.length > 0) {
+        if (text.charCodeAt(0) === 10) text = text.slice(1);
+        afterCr = false;
+      }
       for (let start = 0; ; ) {
-        const end = lineEnd(text, start);
+        const end = lineEnd(text, Math.max(start, unscanned));
         if (end === undefined) {
           text = text.slice(start);
+          unscanned = text.length;
           return;
         }
+        afterCr = end.next === text.length && text.charCodeAt(end.at) === 13;
         const line = text.slice(start, end.at);
         start = end.next;
         if (line === '') {
           const message = data.join('\n');
-          if (message !== '' && (type === '' || type === 'message')) return settle(responseOrUndefined(message));
+          if (message !== '' && (type === '' || type === 'message')) return settle(responseTo(requestId, message));
           data = [];
           type = '';
           continue;
@@ -153,17 +188,15 @@ function firstMessage(body: Readable): Promise<FirstResponse | ReadableStream<Ui
 }
 
 /**
- * Where the line starting at `start` ends (CR LF, LF or CR) and the next begins; undefined
- * while it may not have ended (no terminator yet, or a CR that may be followed by LF).
+ * Where the first line end at or after `from` is (CR LF, LF or CR) and the next line begins;
+ * undefined when there is none yet. A CR that ends the text ends its line at once (its LF, if
+ * one comes, is dropped from the next chunk): a stream that pauses there is not waited for.
  */
-function lineEnd(text: string, start: number): { at: number; next: number } | undefined {
-  for (let i = start; i < text.length; i++) {
+function lineEnd(text: string, from: number): { at: number; next: number } | undefined {
+  for (let i = from; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c === 10) return { at: i, next: i + 1 };
-    if (c === 13) {
-      if (i + 1 === text.length) return undefined;
-      return { at: i, next: text.charCodeAt(i + 1) === 10 ? i + 2 : i + 1 };
-    }
+    if (c === 13) return { at: i, next: text.charCodeAt(i + 1) === 10 ? i + 2 : i + 1 };
   }
   return undefined;
 }
@@ -174,12 +207,14 @@ interface FirstResponse {
   message: object;
 }
 
-/** The data and its message when it is one JSON-RPC response (a result or an error, no method). */
-function responseOrUndefined(data: string): FirstResponse | undefined {
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** The data and its message when it is the JSON-RPC response to `requestId` (a result or an error object, no method). */
+function responseTo(requestId: string | number, data: string): FirstResponse | undefined {
   try {
     const message: unknown = JSON.parse(data);
-    if (typeof message !== 'object' || message === null || Array.isArray(message) || 'method' in message) return undefined;
-    return 'id' in message && ('result' in message || 'error' in message) ? { data, message } : undefined;
+    if (!isObject(message) || message.jsonrpc !== '2.0' || message.id !== requestId || 'method' in message) return undefined;
+    return isObject(message.result) !== isObject(message.error) ? { data, message } : undefined;
   } catch {
     return undefined;
   }

@@ -340,7 +340,7 @@ export class McpGateway {
     origin: string,
   ): Promise<void> {
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
-    const plain = plainToolCall(req.headers, body);
+    const plain = plainToolCall(req, body);
     if (plain) return this.answerToolCall({ caller, single, origin }, plain, res);
     const server = this.build(caller, single, origin);
     const wantsProgress = JSON.stringify(body ?? null).includes('"progressToken"');
@@ -535,10 +535,11 @@ export class McpGateway {
     res: ServerResponse,
   ): Promise<void> {
     const cancelled = new AbortController();
+    let answered = false;
     // only a call still running is cancelled: the SDK client keeps its abort listener after
     // the upstream answered, and would tell the upstream to cancel a request it had finished
     res.once('close', () => {
-      if (!res.writableFinished) cancelled.abort();
+      if (!answered) cancelled.abort();
     });
     // no progress was asked for: nothing is sent before the answer
     const extra: Extra = {
@@ -554,6 +555,7 @@ export class McpGateway {
     } catch (error) {
       answer = toolCallAnswer(plain.id, { error });
     }
+    answered = true;
     if (cancelled.signal.aborted) return;
     res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
   }

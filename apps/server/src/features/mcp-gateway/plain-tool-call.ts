@@ -1,6 +1,8 @@
 /**
  * The gateway's most common request, answered without the SDK's server: one `tools/call`, no
- * task, no progress asked for, from a client that speaks the transport as the SDK's clients do.
+ * task, no progress asked for, from a client that speaks the transport as the SDK's clients do
+ * (one `Content-Type: application/json`, a Host, an Accept of both types, a protocol version
+ * the SDK takes).
  * Building an SDK `Server` and transport for each such request (with its web Request and
  * Response) cost Warden more CPU per call than the call's decision
  * (docs/decisions/0013-mcp-gateway.md). Everything else — and anything about a request that is
@@ -11,7 +13,7 @@
  * `Content-Type: application/json`, `{ result, jsonrpc, id }`, or the JSON-RPC error its
  * Protocol makes of a handler's error.
  */
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { ErrorCode, RELATED_TASK_META_KEY, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
 
 /** A tools/call the gateway answers itself: its JSON-RPC id, the name called, its arguments and `_meta`. */
@@ -26,12 +28,22 @@ const MESSAGE_KEYS = new Set(['jsonrpc', 'id', 'method', 'params']);
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
   typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** Content-Type headers among a request's raw headers (Node keeps the first of several; the SDK reads them all). */
+const contentTypes = (raw: string[]) => {
+  let count = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]?.toLowerCase() === 'content-type') count++;
+  return count;
+};
+
 /** The request's tools/call when it is one the gateway answers itself; undefined for anything else. */
-export function plainToolCall(headers: IncomingHttpHeaders, body: unknown): PlainToolCall | undefined {
+export function plainToolCall(req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>, body: unknown): PlainToolCall | undefined {
+  const { headers } = req;
   const accept = headers.accept ?? '';
   const version = headers['mcp-protocol-version'];
   if (
     headers['content-type'] !== 'application/json' ||
+    contentTypes(req.rawHeaders) !== 1 ||
+    !headers.host ||
     !accept.includes('application/json') ||
     !accept.includes('text/event-stream') ||
     (version !== undefined && (typeof version !== 'string' || !SUPPORTED_PROTOCOL_VERSIONS.includes(version)))
