@@ -59,7 +59,7 @@ describe('tools/list on /mcp/{server}', () => {
   it('lists the upstream tools with every field as the upstream sent it', async () => {
     const client = await (await workspace()).client();
     const { tools } = await client.listTools();
-    expect(names(tools)).toEqual(['add', 'countdown', 'delete_everything', 'echo', 'report', 'slow_report']);
+    expect(names(tools)).toEqual(['add', 'countdown', 'delete_everything', 'echo', 'report', 'slow_report', 'wait']);
     const echo = tools.find((t) => t.name === 'echo');
     expect(echo).toMatchObject({
       title: 'Echo',
@@ -192,6 +192,35 @@ describe('tools/call on /mcp/{server}', () => {
     await client.listTools();
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(upstream.methods().slice(before)).toEqual(['tools/call', 'tools/call', 'tools/call', 'tools/call', 'tools/list']);
+  });
+
+  it('cancels the upstream call of a client that goes away mid-call, and records the outcome as failed', async () => {
+    const ws = await workspace();
+    const before = upstream.methods().length;
+    const gone = new AbortController();
+    const call = fetch(`${server.url}/mcp/tools`, {
+      method: 'POST',
+      signal: gone.signal,
+      headers: {
+        authorization: `Bearer ${ws.agentKey}`,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'wait', arguments: { ms: 10_000 } } }),
+    }).catch(() => 'gone');
+    const until = async (done: () => boolean | Promise<boolean>) => {
+      for (let i = 0; i < 100 && !(await done()); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+      return done();
+    };
+    expect(await until(() => upstream.calls().includes('wait:{"ms":10000}'))).toBe(true);
+    gone.abort();
+    expect(await call).toBe('gone');
+    expect(await until(() => upstream.methods().slice(before).includes('notifications/cancelled'))).toBe(true);
+    const outcomes = async () => {
+      const audit = await server.api('GET', '/audit-logs', { key: ws.key, query: { action: 'mcp.call', limit: 10 }, unchecked: true });
+      return (audit.body.data as { context: { outcome?: string } }[]).map((e) => e.context.outcome);
+    };
+    expect(await until(async () => (await outcomes()).includes('failed'))).toBe(true);
   });
 
   it('records the decision before forwarding and the outcome after it', async () => {

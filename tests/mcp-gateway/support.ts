@@ -66,6 +66,21 @@ function buildServer(calls: string[]): McpServer {
     calls.push('delete_everything:{}');
     return { content: [{ type: 'text', text: 'deleted' }] };
   });
+  server.registerTool(
+    'wait',
+    { description: 'Answers after `ms` milliseconds, or when the call is cancelled', inputSchema: { ms: z.number() } },
+    async ({ ms }, extra) => {
+      calls.push(`wait:${JSON.stringify({ ms })}`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, ms);
+        extra.signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      return { content: [{ type: 'text', text: extra.signal.aborted ? 'cancelled' : 'waited' }] };
+    },
+  );
   server.registerTool('countdown', { description: 'Reports progress three times', inputSchema: {} }, async (_args, extra) => {
     calls.push('countdown:{}');
     const token = extra._meta?.progressToken;
