@@ -32,6 +32,7 @@ import type { Config } from '../config.ts';
 import type { ExportPage } from '../features/audit/audit-export.ts';
 import { CheckpointError, parseVerifierKey } from '../features/audit/checkpoint.ts';
 import { type ExportLine, notesIn, type OfflineReport, OfflineVerifier } from '../features/audit/offline-verify.ts';
+import { isObject } from '../shared/objects.ts';
 
 /**
  * What the commands on the database use, loaded by them only: `audit verify` runs without a
@@ -270,8 +271,6 @@ function readVerifierKey(value: string): string {
 function linesOf(file: string) {
   return createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Number.POSITIVE_INFINITY });
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 
 /** An export line, checked for the fields the verifier reads; a reason when it is not one. */
 function exportLine(text: string): ExportLine | string {

@@ -21,6 +21,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { EgressGuard } from '../../egress/guard.ts';
+import { isObject } from '../../shared/objects.ts';
 
 /** Statuses whose answer has no body (a Response refuses one). */
 const NULL_BODY = new Set([204, 205, 304]);
@@ -95,7 +96,7 @@ function requestIdOf(body: unknown): string | number | undefined {
   if (typeof body !== 'string') return undefined;
   try {
     const message: unknown = JSON.parse(body);
-    if (typeof message !== 'object' || message === null || !('method' in message) || !('id' in message)) return undefined;
+    if (!isObject(message) || !('method' in message)) return undefined;
     return typeof message.id === 'string' || typeof message.id === 'number' ? message.id : undefined;
   } catch {
     return undefined;
@@ -206,8 +207,6 @@ interface FirstResponse {
   data: string;
   message: object;
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** The data and its message when it is the JSON-RPC response to `requestId` (a result or an error object, no method). */
 function responseTo(requestId: string | number, data: string): FirstResponse | undefined {

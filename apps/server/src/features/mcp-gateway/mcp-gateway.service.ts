@@ -62,6 +62,7 @@ import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { AuthContext, RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { isObject } from '../../shared/objects.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { recordIn } from '../audit/audit.service.ts';
 import { type DecisionOutcome, type OutcomeBasis, outcomeBasis, outcomeRecord } from '../decisions/decisions.ts';
@@ -202,10 +203,9 @@ const asProtocolError = (error: unknown): unknown => {
 function upstreamError(received: McpError): McpError {
   const prefix = `MCP error ${received.code}: `;
   const message = received.message.startsWith(prefix) ? received.message.slice(prefix.length) : received.message;
-  const data =
-    received.data && typeof received.data === 'object' && !Array.isArray(received.data)
-      ? Object.fromEntries(Object.entries(received.data).filter(([key]) => !key.startsWith(WARDEN_META_PREFIX)))
-      : received.data;
+  const data = isObject(received.data)
+    ? Object.fromEntries(Object.entries(received.data).filter(([key]) => !key.startsWith(WARDEN_META_PREFIX)))
+    : received.data;
   const relayed = new McpError(received.code === POLICY_REFUSED ? -32603 : received.code, '', data);
   relayed.message = received.code === POLICY_REFUSED ? `The upstream answered ${prefix}${message}` : message;
   return relayed;

@@ -15,6 +15,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ErrorCode, RELATED_TASK_META_KEY, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+import { isObject } from '../../shared/objects.ts';
 
 /** A tools/call the gateway answers itself: its JSON-RPC id, the name called, its arguments and `_meta`. */
 export interface PlainToolCall {
@@ -25,8 +26,6 @@ export interface PlainToolCall {
 }
 
 const MESSAGE_KEYS = new Set(['jsonrpc', 'id', 'method', 'params']);
-const isPlainObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Content-Type headers among a request's raw headers (Node keeps the first of several; the SDK reads them all). */
 const contentTypes = (raw: string[]) => {
@@ -49,14 +48,14 @@ export function plainToolCall(req: Pick<IncomingMessage, 'headers' | 'rawHeaders
     (version !== undefined && (typeof version !== 'string' || !SUPPORTED_PROTOCOL_VERSIONS.includes(version)))
   )
     return undefined;
-  if (!isPlainObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call') return undefined;
+  if (!isObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call') return undefined;
   if (Object.keys(body).some((key) => !MESSAGE_KEYS.has(key))) return undefined;
   const { id, params } = body;
-  if (!(typeof id === 'string' || Number.isSafeInteger(id)) || !isPlainObject(params)) return undefined;
+  if (!(typeof id === 'string' || Number.isSafeInteger(id)) || !isObject(params)) return undefined;
   const { name, arguments: args, _meta: meta } = params;
   if (typeof name !== 'string' || 'task' in params) return undefined;
-  if (args !== undefined && !isPlainObject(args)) return undefined;
-  if (meta !== undefined && (!isPlainObject(meta) || 'progressToken' in meta || RELATED_TASK_META_KEY in meta)) return undefined;
+  if (args !== undefined && !isObject(args)) return undefined;
+  if (meta !== undefined && (!isObject(meta) || 'progressToken' in meta || RELATED_TASK_META_KEY in meta)) return undefined;
   return { id: id as string | number, name, args: args ?? {}, ...(meta ? { meta } : {}) };
 }
 
