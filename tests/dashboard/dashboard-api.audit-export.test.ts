@@ -216,6 +216,16 @@ describe('exportDashboardAuditLogs', () => {
     const ws = await freshWorkspace('*');
     const session = await login(ws.key);
     for (let i = 0; i < 12; i++) await record(ws.key, { action: `bulk.${i % 3}`, context: { i, secret: `s-${i}` } });
+    // the sealer may seal these events between the download and the listing (their hash and
+    // sequence then differ): both are read once every one is sealed
+    await until(
+      'the events sealed',
+      async () => {
+        const page = await session.api('GET', '/audit-logs', { query: { action: 'bulk.1', limit: 100 } });
+        return page.body.data.length === 4 && page.body.data.every((e: { sequence: number | null }) => e.sequence !== null);
+      },
+      40_000,
+    );
     const res = await download(session, { format: 'ndjson', action: 'bulk.1' });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('application/x-ndjson; charset=utf-8');
