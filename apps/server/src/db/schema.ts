@@ -113,14 +113,29 @@ export interface AuditSeals {
 }
 
 export interface AuditTreeHeads {
+  /**
+   * The tree's root, hex. Default: SHA-256 of nothing, the root of the empty tree.
+   */
   root_hash: Generated<string>;
+  /**
+   * Leaves in the workspace's Merkle tree (RFC 9162); 0: the empty tree.
+   */
   tree_size: Generated<number>;
   workspace_id: string;
 }
 
 export interface AuditTreeNodes {
+  /**
+   * The subtree's hash, hex.
+   */
   hash: string;
+  /**
+   * (level, node_index) is the complete subtree over leaves [node_index·2^level, (node_index+1)·2^level).
+   */
   level: number;
+  /**
+   * (level, node_index) is the complete subtree over leaves [node_index·2^level, (node_index+1)·2^level).
+   */
   node_index: number;
   workspace_id: string;
 }
@@ -132,7 +147,13 @@ export interface AuditUnsealed {
 }
 
 export interface AuditVerifications {
+  /**
+   * The tree's right edge at tree_size: the hex hashes of its compact range, a JSON array.
+   */
   frontier: Json;
+  /**
+   * How far the rolling re-check of older events has come (it wraps around).
+   */
   rechecked_to: Generated<number>;
   tree_size: number;
   verified_at: Timestamp;
