@@ -28,7 +28,10 @@ const APPROVAL = { id: '8bd26fb8-de66-4173-9441-9fe73cfad062' };
 const SERVER = { id: 'github' };
 const EVENT_ID = '01a210d1-d0a0-7c3e-9f4b-5a6b7c8d9e0f';
 
-/** Every v1 operation's sample: a new operation fails `npm run generate` until it has one. */
+/**
+ * The operations' own samples. An operation without one gets the default: its generated
+ * operation through the SDK, with each path parameter's example from the spec (defaultSample).
+ */
 export const SAMPLES: Record<string, Sample> = {
   getHealth: { sdk: 'warden.health()' },
   listAgents: { sdk: 'warden.agents.list({ limit: 20 })', query: { limit: 20 } },
@@ -45,16 +48,12 @@ export const SAMPLES: Record<string, Sample> = {
   listApprovals: { sdk: "warden.approvals.list({ status: 'pending' })", query: { status: 'pending' } },
   createApproval: { sdk: 'warden.approvals.create(BODY)' },
   listApprovalRequests: { query: { status: 'pending' } },
-  createApprovalRequest: {},
   getApproval: { sdk: `warden.approvals.get('${APPROVAL.id}')`, path: APPROVAL },
   decideApproval: { sdk: `warden.approvals.decide('${APPROVAL.id}', BODY)`, path: APPROVAL },
   createAuditEvent: { sdk: 'warden.audit.record(BODY)' },
-  createAuditEventAlias: {},
   listAuditLogs: { sdk: "warden.audit.logs({ result: 'blocked', limit: 50 })", query: { result: 'blocked', limit: 50 } },
   listEvents: { sdk: "warden.audit.events({ agent: 'billing-bot' })", query: { agent: 'billing-bot' } },
   verifyAuditChain: { sdk: 'warden.audit.verify()' },
-  getAuditCheckpoint: {},
-  getAuditSigningKey: {},
   getAuditInclusionProof: { query: { event_id: EVENT_ID } },
   getAuditConsistencyProof: { query: { from_size: 1 } },
   getComplianceStatus: { sdk: 'warden.compliance.status()' },
@@ -68,8 +67,6 @@ export const SAMPLES: Record<string, Sample> = {
   getMcpServer: { sdk: "warden.mcpServers.get('github')", path: SERVER },
   updateMcpServer: { sdk: "warden.mcpServers.update('github', BODY)", path: SERVER },
   deleteMcpServer: { sdk: "warden.mcpServers.delete('github')", path: SERVER },
-  getSettings: {},
-  updateSettings: {},
 };
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch'];
@@ -88,6 +85,25 @@ function bodyExample(doc: JsonObject, operation: JsonObject): Json | undefined {
   if (schema.example === undefined) throw new Error(`${operation.operationId}: its request body has no example to make a code sample of`);
   return schema.example;
 }
+
+/** The sample of an operation that has none of its own: the generated operation, path values from the spec's examples. */
+function defaultSample(doc: JsonObject, item: JsonObject, operation: JsonObject): Sample {
+  const parameters = [...asArray(item.parameters), ...asArray(operation.parameters)].map((parameter) => {
+    const ref = isObject(parameter) ? parameter.$ref : undefined;
+    return typeof ref === 'string'
+      ? (((doc.components as JsonObject).parameters as JsonObject)[ref.split('/').at(-1) as string] as JsonObject)
+      : (parameter as JsonObject);
+  });
+  const path: Record<string, string> = {};
+  for (const parameter of parameters.filter((p) => p.in === 'path')) {
+    const example = parameter.example ?? (parameter.schema as JsonObject | undefined)?.example;
+    if (typeof example !== 'string')
+      throw new Error(`${operation.operationId}: path parameter '${parameter.name}' has no example to make a code sample of`);
+    path[parameter.name as string] = example;
+  }
+  return Object.keys(path).length ? { path } : {};
+}
+const asArray = (value: Json | undefined): Json[] => (Array.isArray(value) ? value : []);
 
 const shellQuote = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`;
 const queryString = (query: Sample['query']) =>
@@ -143,8 +159,7 @@ export function addCodeSamples(doc: JsonObject): void {
       const operation = item[method];
       if (!isObject(operation) || typeof operation.operationId !== 'string') continue;
       const operationId = operation.operationId;
-      const sample = SAMPLES[operationId];
-      if (!sample) throw new Error(`${operationId}: no code sample (add it to tools/code-samples.ts)`);
+      const sample = SAMPLES[operationId] ?? defaultSample(doc, item, operation);
       seen.add(operationId);
       const security = (operation.security ?? doc.security ?? []) as JsonObject[];
       const withKey = security.some((requirement) => 'bearerAuth' in requirement);

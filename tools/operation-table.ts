@@ -1,7 +1,8 @@
 /**
  * Emits packages/contract/src/generated/operations.gen.ts: one row per operation of the
  * bundled spec (method, path, permission, validation error codes) and the `Operations` type
- * that maps each operationId to hey-api's generated request/response types. The server's
+ * that maps each operationId to its method and hey-api's generated request/response types (the
+ * tests' typed `server.api` reads both). The server's
  * handler map is typed from it, so a spec change a handler no longer matches fails to compile.
  */
 import { writeFileSync } from 'node:fs';
@@ -33,7 +34,9 @@ export function writeOperationTable(
       const authenticated = !(Array.isArray(op.security) && op.security.length === 0);
       const agentKey = JSON.stringify(op.security ?? []).includes('agentKey');
       imports.push(`${name}Data`, `${name}Errors`, `${name}Responses`);
-      types.push(`  ${op.operationId}: { data: ${name}Data; responses: ${name}Responses; errors: ${name}Errors };`);
+      types.push(
+        `  ${op.operationId}: { method: '${method.toUpperCase()}'; data: ${name}Data; responses: ${name}Responses; errors: ${name}Errors };`,
+      );
       rows.push(
         `  { operationId: '${op.operationId}', method: '${method}', path: '${path}', authenticated: ${authenticated}, ` +
           `agentKey: ${agentKey}, permission: ${JSON.stringify(op['x-required-permission'] ?? null)}, ` +
@@ -46,7 +49,7 @@ import type {
 ${imports.map((name) => `  ${name},`).join('\n')}
 } from './types.gen.js';
 
-/** operationId → hey-api's request (\`data\`), success (\`responses\`) and error (\`errors\`) types. */
+/** operationId → its HTTP method, and hey-api's request (\`data\`), success (\`responses\`) and error (\`errors\`) types. */
 export interface ${names.types} {
 ${types.join('\n')}
 }

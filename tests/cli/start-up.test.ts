@@ -4,7 +4,7 @@
  * command that makes a key (and that command works); with the data directory held by another
  * server, or the port taken, one line with the fix, exit 1 and no stack trace.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -52,9 +52,9 @@ interface Exited {
 }
 
 /** Runs a child (node + tsx + script) to its end, killing it after `timeoutMs`. */
-function runToEnd(script: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Exited> {
+function runToEnd(script: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number, node = process.execPath): Promise<Exited> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, script, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(node, [TSX, script, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => {
@@ -202,4 +202,37 @@ describe('npm start without WARDEN_BOOTSTRAP_KEY, then a second start on the sam
     },
     START_CAP_MS + 10_000,
   );
+});
+
+/**
+ * A Node.js older than the supported ones, if this machine has one (the machines here come with
+ * Node 20 at /usr/bin/node, while the suite runs on 24): the first `node` on PATH or in the usual
+ * places whose major version is below 24.
+ */
+const OLD_NODE = [...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'node')), '/usr/bin/node', '/usr/local/bin/node'].find(
+  (node) => {
+    try {
+      return existsSync(node) && Number(execFileSync(node, ['-p', 'process.versions.node.split(".")[0]'], { encoding: 'utf8' })) < 24;
+    } catch {
+      return false;
+    }
+  },
+);
+
+describe.skipIf(!OLD_NODE)(`npm start and the CLI on an older Node.js (${OLD_NODE})`, () => {
+  const env = { ...process.env, WARDEN_DATA_DIR: join(tmpdir(), 'warden-never-created'), PORT: '1' };
+  for (const [name, script, args] of [
+    ['npm start', SERVER, []],
+    ['the CLI', CLI, ['keys', 'list', '--workspace', 'default']],
+  ] as const) {
+    it(`${name} prints one line naming the Node.js needed, exits 1, and touches nothing`, async () => {
+      const run = await runToEnd(script, [...args], env, 30_000, OLD_NODE);
+      expect(run.code).toBe(1);
+      expect(run.stdout).toBe('');
+      const lines = linesOf(run.stderr);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toMatch(/^warden: Node\.js 24\.18 or later \(24 LTS\) is needed, this is Node\.js \d+\.\d+\.\d+ /);
+      expect(existsSync(env.WARDEN_DATA_DIR)).toBe(false);
+    });
+  }
 });

@@ -260,17 +260,18 @@ function gitAvailable(): boolean {
 describe('npm run generate', () => {
   /*
    * Regenerates in a copy of the sources (with node_modules linked), not in the working tree:
-   * generation rewrites spec/dist and packages/*\/src/generated, which test files running in
-   * parallel import. The copy is committed to a scratch git repository, so "generation
-   * changes no file" is exactly `git status --porcelain spec packages` being empty there.
+   * generation rewrites spec/dist, packages/*\/src/generated and apps/server/src/db/schema.ts,
+   * which test files running in parallel import. The copy is committed to a scratch git
+   * repository, so "generation changes no file" is exactly `git status --porcelain spec
+   * packages apps` being empty there.
    */
-  it('is deterministic: regenerating changes no file under spec/ or packages/', (ctx) => {
+  it('is deterministic: regenerating changes no file under spec/, packages/ or apps/', (ctx) => {
     if (!gitAvailable()) ctx.skip('git is not available: cannot check that generation changes no file');
     const sandbox = mkdtempSync(join(tmpdir(), 'warden-generate-'));
     try {
       const skip = (source: string) =>
         !/[/\\](node_modules|\.turbo|coverage)([/\\]|$)/.test(source) && !/[/\\]packages[/\\][^/\\]+[/\\]dist([/\\]|$)/.test(source);
-      for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.base.json', 'biome.json', 'spec', 'tools', 'packages']) {
+      for (const entry of ['package.json', 'tsconfig.json', 'tsconfig.base.json', 'biome.json', 'spec', 'tools', 'packages', 'apps']) {
         if (existsSync(join(ROOT, entry))) cpSync(join(ROOT, entry), join(sandbox, entry), { recursive: true, filter: skip });
       }
       symlinkSync(join(ROOT, 'node_modules'), join(sandbox, 'node_modules'), 'dir');
@@ -290,9 +291,10 @@ describe('npm run generate', () => {
       git('add', '-A');
       git('commit', '-q', '-m', 'snapshot');
 
-      const generate = spawnSync('npx', ['tsx', 'tools/generate.ts'], { cwd: sandbox, encoding: 'utf8', timeout: 60_000 });
+      // The table types start a PGlite and migrate it: seconds, more on a busy machine.
+      const generate = spawnSync('npx', ['tsx', 'tools/generate.ts'], { cwd: sandbox, encoding: 'utf8', timeout: 120_000 });
       expect(generate.status, `tools/generate.ts failed:\n${generate.stdout}\n${generate.stderr}`).toBe(0);
-      const changed = git('status', '--porcelain', 'spec', 'packages');
+      const changed = git('status', '--porcelain', 'spec', 'packages', 'apps');
       expect(
         changed,
         'npm run generate changed these files: the committed generated output is stale or generation is not deterministic',
@@ -300,5 +302,5 @@ describe('npm run generate', () => {
     } finally {
       rmSync(sandbox, { recursive: true, force: true });
     }
-  }, 60_000);
+  }, 150_000);
 });

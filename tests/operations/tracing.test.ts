@@ -175,6 +175,40 @@ describe('traces exported over OTLP/HTTP (JSON) with an incoming traceparent', (
   });
 });
 
+describe('the default sampler (parent-based, 1 in 10 of the traces that start here)', () => {
+  it('records every trace its caller sampled, none that its caller did not, and about 1 in 10 of the rest', async () => {
+    const server = await startWarden({
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiverUrl,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    });
+    const evaluate = (headers: Record<string, string>) =>
+      request(server.url, key, 'POST', '/policy/evaluate', { headers, body: { input: { action: 'read', agent: 'trace-bot' } } });
+    const traceparent = (flags: string) => {
+      const id = randomBytes(16).toString('hex');
+      return { id, header: `00-${id}-${randomBytes(8).toString('hex')}-${flags}` };
+    };
+    const sampled = Array.from({ length: 10 }, () => traceparent('01'));
+    const unsampled = Array.from({ length: 10 }, () => traceparent('00'));
+    for (const t of [...sampled, ...unsampled]) expect((await evaluate({ traceparent: t.header })).status).toBe(200);
+    const ROOTS = 200;
+    for (let i = 0; i < ROOTS; i += 20)
+      for (const res of await Promise.all(Array.from({ length: 20 }, () => evaluate({})))) expect(res.status).toBe(200);
+    const isEvaluate = (s: OtlpSpan) => s.kind === 2 && s.name === 'POST evaluatePolicy';
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && !sampled.every((t) => spans.some((s) => s.traceId === t.id && isEvaluate(s))))
+      await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 1_000)); // the rest of the batches
+    const traced = new Set(spans.filter(isEvaluate).map((s) => s.traceId));
+    expect(sampled.filter((t) => traced.has(t.id))).toHaveLength(sampled.length);
+    expect(unsampled.filter((t) => traced.has(t.id))).toHaveLength(0);
+    const roots = spans.filter((s) => isEvaluate(s) && !s.parentSpanId).length;
+    // Binomial(200, 0.1): 20 expected; outside 3..50 has a probability below 1e-9.
+    expect(roots).toBeGreaterThanOrEqual(3);
+    expect(roots).toBeLessThanOrEqual(50);
+  }, 240_000);
+});
+
 describe('without OTEL_EXPORTER_OTLP_ENDPOINT', () => {
   it('exports nothing and sends no traceparent of its own upstream', async () => {
     const server = await startWarden({});

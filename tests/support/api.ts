@@ -29,136 +29,34 @@
  * The same typing serves the dashboard API (`DashboardSession.api`, from `dashboardLogin`) and
  * a server's API under another key (`withKey(server, key)`).
  */
-import { dashboard, type Error as ErrorBody, type OperationId, type Operations, operations } from '@warden/contract';
+import type { dashboard, Error as ErrorBody, Operations } from '@warden/contract';
 
 type DashboardOperations = dashboard.DashboardOperations;
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 
-/**
- * The method of each operation. The generated operation table has it only at run time (its rows
- * are typed `method: string`), so it is repeated here, checked against that table when this
- * module loads (a method that differs throws). An operation missing here cannot be called
- * typed: its path is then a type error at the call ("not assignable to '/agents' | …") until
- * its line is added. `satisfies` refuses a name that is not an operation of the contract.
- */
-const V1_METHODS = {
-  getHealth: 'GET',
-  listAgents: 'GET',
-  createAgent: 'POST',
-  getAgent: 'GET',
-  deleteAgent: 'DELETE',
-  updateAgent: 'PATCH',
-  listPolicies: 'GET',
-  createPolicy: 'POST',
-  getPolicy: 'GET',
-  updatePolicy: 'PATCH',
-  deletePolicy: 'DELETE',
-  simulatePolicies: 'POST',
-  listApprovals: 'GET',
-  createApproval: 'POST',
-  listApprovalRequests: 'GET',
-  createApprovalRequest: 'POST',
-  getApproval: 'GET',
-  decideApproval: 'PATCH',
-  createAuditEvent: 'POST',
-  createAuditEventAlias: 'POST',
-  listAuditLogs: 'GET',
-  listEvents: 'GET',
-  verifyAuditChain: 'GET',
-  getComplianceStatus: 'GET',
-  evaluatePolicy: 'POST',
-  executeRuntime: 'POST',
-  discoverMcpTools: 'POST',
-  callMcpTool: 'POST',
-  openMcpSession: 'POST',
-  listMcpServers: 'GET',
-  createMcpServer: 'POST',
-  getMcpServer: 'GET',
-  deleteMcpServer: 'DELETE',
-  updateMcpServer: 'PATCH',
-  getSettings: 'GET',
-  updateSettings: 'PATCH',
-  getAuditCheckpoint: 'GET',
-  getAuditSigningKey: 'GET',
-  getAuditInclusionProof: 'GET',
-  getAuditConsistencyProof: 'GET',
-} as const satisfies Partial<Record<OperationId, HttpMethod>>;
-
-const DASHBOARD_METHODS = {
-  getSession: 'GET',
-  login: 'POST',
-  logout: 'DELETE',
-  listWebhookEndpoints: 'GET',
-  createWebhookEndpoint: 'POST',
-  getWebhookEndpoint: 'GET',
-  deleteWebhookEndpoint: 'DELETE',
-  updateWebhookEndpoint: 'PATCH',
-  rotateWebhookSecret: 'POST',
-  sendWebhookTest: 'POST',
-  listWebhookDeliveries: 'GET',
-  replayWebhookDelivery: 'POST',
-  listDashboardApprovals: 'GET',
-  decideDashboardApproval: 'PATCH',
-  listDashboardAuditLogs: 'GET',
-  verifyDashboardAuditChain: 'GET',
-  getDashboardCompliance: 'GET',
-  listDashboardAgents: 'GET',
-  getDashboardSettings: 'GET',
-  updateDashboardSettings: 'PATCH',
-  getBilling: 'GET',
-  setBillingPlan: 'PUT',
-  listDashboardKeys: 'GET',
-  createDashboardKey: 'POST',
-  revokeDashboardKey: 'DELETE',
-  setDashboardAgentStatus: 'PATCH',
-  listDashboardMcpServers: 'GET',
-  createDashboardMcpServer: 'POST',
-  updateDashboardMcpServer: 'PATCH',
-  deleteDashboardMcpServer: 'DELETE',
-  listDashboardPolicies: 'GET',
-  getDashboardPolicy: 'GET',
-  simulateDashboardPolicies: 'POST',
-  createDashboardPolicy: 'POST',
-  updateDashboardPolicy: 'PATCH',
-  deleteDashboardPolicy: 'DELETE',
-  getDashboardInsights: 'GET',
-} as const satisfies Partial<Record<dashboard.DashboardOperationId, HttpMethod>>;
-
-for (const [table, methods] of [
-  [operations, V1_METHODS as Record<string, HttpMethod>],
-  [dashboard.dashboardOperations, DASHBOARD_METHODS as Record<string, HttpMethod>],
-] as const) {
-  for (const op of table) {
-    if (op.operationId in methods && methods[op.operationId] !== op.method.toUpperCase()) {
-      throw new Error(
-        `tests/support/api.ts: ${op.operationId} is ${op.method.toUpperCase()} ${op.path} in the contract, not ${methods[op.operationId]}`,
-      );
-    }
-  }
-}
-
 /** '/agents/{id}' → `/agents/${string}`: what a test writes as `/agents/${id}`. */
 type PathPattern<T extends string> = T extends `${infer Head}{${string}}${infer Tail}` ? `${Head}${string}${PathPattern<Tail>}` : T;
 
 interface OperationTypes {
+  method: HttpMethod;
   data: { body?: unknown; query?: unknown; url: string };
   responses: object;
 }
 
-/** One row per operation: its method, its path pattern and its types. */
-type RoutesOf<Ops extends { [K in keyof Ops]: OperationTypes }, Methods extends Partial<Record<keyof Ops, HttpMethod>>> = {
-  [Id in keyof Ops & keyof Methods]: {
+/** One row per operation of the generated contract: its method, its path pattern and its types. */
+type RoutesOf<Ops extends { [K in keyof Ops]: OperationTypes }> = {
+  [Id in keyof Ops]: {
     id: Id;
-    method: Methods[Id];
+    method: Ops[Id]['method'];
     pattern: PathPattern<Ops[Id]['data']['url']>;
     data: Ops[Id]['data'];
     responses: Ops[Id]['responses'];
   };
-}[keyof Ops & keyof Methods];
+}[keyof Ops];
 
-export type V1Route = RoutesOf<Operations, typeof V1_METHODS>;
-export type DashboardRoute = RoutesOf<DashboardOperations, typeof DASHBOARD_METHODS>;
+export type V1Route = RoutesOf<Operations>;
+export type DashboardRoute = RoutesOf<DashboardOperations>;
 type AnyRoute = { method: HttpMethod; pattern: string; data: OperationTypes['data']; responses: object };
 
 /** A path of an operation with this method, optionally followed by a query string. */

@@ -4,11 +4,22 @@ import pg from 'pg';
 import { type Database, openDatabase } from '../../apps/server/src/db/database.ts';
 import { migrate } from '../../apps/server/src/db/migrate.ts';
 
+/**
+ * Throws in a file of vitest's `no-database` project (vitest.config.ts): the harness calls it
+ * before it opens a database or starts a server, so a file listed there by mistake fails at
+ * once instead of being skipped by CI's PostgreSQL run.
+ */
+export function assertDatabaseAllowed(): void {
+  if (process.env.WARDEN_TEST_NO_DATABASE === 'true')
+    throw new Error('this test file opens a database: move it out of NO_DATABASE in vitest.config.ts');
+}
+
 /** A fresh database on the PostgreSQL server of `baseUrl`; `drop` removes it (forcing out connections). */
 export async function freshDatabase(
   baseUrl: string,
   prefix = 'warden_test',
 ): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
+  assertDatabaseAllowed();
   const name = `${prefix}_${Date.now()}_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: baseUrl });
   await admin.connect();

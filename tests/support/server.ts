@@ -9,7 +9,7 @@ import type { Config } from '../../apps/server/src/config.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
 import { type ApiResponse, type DashboardRoute, type RequestOptions, type TypedApi, type V1Route, withQuery } from './api.ts';
-import { freshDatabase } from './database.ts';
+import { assertDatabaseAllowed, freshDatabase } from './database.ts';
 import { useFixture } from './fixture.ts';
 
 export type { ApiResponse, RequestOptions } from './api.ts';
@@ -29,6 +29,7 @@ export interface TestServer extends RunningServer {
 }
 
 export async function startTestServer(overrides: Partial<Config> = {}): Promise<TestServer> {
+  assertDatabaseAllowed();
   const key = `wk_test_${randomBytes(24).toString('base64url')}`;
   const baseUrl = process.env.DATABASE_URL;
   const pgdb = baseUrl ? await freshDatabase(baseUrl) : undefined;

@@ -10,6 +10,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { waitForServer } from '../../support/child-ready.ts';
+import { assertDatabaseAllowed } from '../../support/database.ts';
 
 export const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
@@ -67,6 +68,7 @@ export async function startChildServer(options: {
   readyTimeoutMs?: number;
   nodeArgs?: string[];
 }): Promise<ChildServer> {
+  assertDatabaseAllowed();
   const port = options.port ?? (await freePort());
   const child: ChildProcess = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', TSX_LOADER, SERVER], {
     cwd: ROOT,

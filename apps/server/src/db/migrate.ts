@@ -9,8 +9,9 @@ import type { Database } from './database.ts';
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 const LOCK_ID = 7_140_001; // arbitrary, fixed: Warden's migration lock
 
-export async function migrate(database: Database): Promise<string[]> {
-  const files = readdirSync(MIGRATIONS_DIR)
+/** `directory` (a file: URL ending in `/`) is for the schema generator's tests: a copy with a migration more. */
+export async function migrate(database: Database, directory: URL = MIGRATIONS_DIR): Promise<string[]> {
+  const files = readdirSync(directory)
     .filter((name) => name.endsWith('.sql'))
     .sort();
   return database.session(async (exec) => {
@@ -22,7 +23,7 @@ export async function migrate(database: Database): Promise<string[]> {
       for (const file of files) {
         const name = file.replace(/\.sql$/, '');
         if (done.has(name)) continue;
-        const script = readFileSync(new URL(file, MIGRATIONS_DIR), 'utf8');
+        const script = readFileSync(new URL(file, directory), 'utf8');
         await exec(`BEGIN;\n${script}\n;INSERT INTO schema_migrations (name) VALUES ('${name}');\nCOMMIT;`);
         applied.push(name);
       }

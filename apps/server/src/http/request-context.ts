@@ -1,6 +1,8 @@
 /**
  * Every response carries X-Request-Id, X-Response-Time and Access-Control-Allow-Origin.
- * X-Response-Time is stamped when the headers are written, so it covers the handler's work.
+ * X-Response-Time is stamped when the headers are written, so it covers the handler's work:
+ * by a writeHead on the app's response prototype, which Node also calls for implicit headers
+ * (test/request-context.test.ts fails if an upgrade writes headers another way).
  */
 import { randomUUID } from 'node:crypto';
 import type { Express, NextFunction, Request, RequestHandler, Response } from 'express';

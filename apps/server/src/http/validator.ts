@@ -9,6 +9,9 @@
  * the compiled form is memoised here, on the copy of path-to-regexp the validator itself
  * loads. A compiled route is a plain value ({ regexp, keys }; the regexp has no `g` or `y`
  * flag, so it keeps no state between uses).
+ *
+ * Both patches (this memo and withoutRepeatedWork below) lean on the validator's internals:
+ * test/validator.test.ts fails when either stops applying, e.g. after an upgrade.
  */
 import { createRequire } from 'node:module';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';

@@ -1,6 +1,6 @@
 import { type Insertable, type Kysely, sql, type Updateable } from 'kysely';
 import { isUuid } from '../../db/paginate.ts';
-import type { AgentsTable, DB } from '../../db/schema.ts';
+import type { Agents, DB } from '../../db/schema.ts';
 
 export type AgentRow = Awaited<ReturnType<typeof findAgent>> & {};
 
@@ -21,10 +21,10 @@ export const agentsQuery = (db: Kysely<DB>, workspaceId: string, filters: { stat
   return q;
 };
 
-export const insertAgent = (db: Kysely<DB>, row: Insertable<AgentsTable>) =>
+export const insertAgent = (db: Kysely<DB>, row: Insertable<Agents>) =>
   db.insertInto('agents').values(row).returningAll().executeTakeFirstOrThrow();
 
-export const updateAgent = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<AgentsTable>) =>
+export const updateAgent = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<Agents>) =>
   db
     .updateTable('agents')
     .set({ ...changes, updated_at: new Date() })

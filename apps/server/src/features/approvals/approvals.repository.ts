@@ -1,5 +1,5 @@
 import { type Insertable, type Kysely, sql } from 'kysely';
-import type { ApprovalsTable, DB } from '../../db/schema.ts';
+import type { Approvals, DB } from '../../db/schema.ts';
 
 export type ApprovalRow = Awaited<ReturnType<typeof findApproval>> & {};
 
@@ -22,7 +22,7 @@ export function approvalsQuery(db: Kysely<DB>, workspaceId: string, filters: { s
   return q;
 }
 
-export const insertApproval = (db: Kysely<DB>, row: Insertable<ApprovalsTable>) =>
+export const insertApproval = (db: Kysely<DB>, row: Insertable<Approvals>) =>
   db.insertInto('approvals').values(row).returningAll().executeTakeFirstOrThrow();
 
 export const decideApproval = (

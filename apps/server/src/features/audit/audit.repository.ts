@@ -1,6 +1,6 @@
 import { CompiledQuery, type Kysely, type Selectable, type SelectQueryBuilder, sql } from 'kysely';
 import type { Database } from '../../db/database.ts';
-import type { AuditCheckpointsTable, AuditEventsTable, DB } from '../../db/schema.ts';
+import type { AuditCheckpoints, AuditEvents, DB } from '../../db/schema.ts';
 import { subscribedSql } from '../events/outbox.repository.ts';
 
 export interface AuditFilters {
@@ -300,7 +300,7 @@ export async function readTreeHead(db: Kysely<DB>, workspaceId: string): Promise
 }
 
 /** An audit event's row, and what auditRows (audit.service.ts) builds of one event: its row, with the event. */
-export type AuditRow = Selectable<AuditEventsTable>;
+export type AuditRow = Selectable<AuditEvents>;
 type AuditRows = { row: AuditRow };
 
 /** Every column of an audit row with its SQL type (a compile error if one is missing or unknown). */
@@ -470,7 +470,7 @@ export async function readTreeHeads(database: Database, workspaceIds: string[]):
 }
 
 /** A signed checkpoint as stored. */
-export type CheckpointRow = Selectable<AuditCheckpointsTable>;
+export type CheckpointRow = Selectable<AuditCheckpoints>;
 
 /** The workspace's checkpoint of exactly `size` events, or its latest when no size is given. */
 export const findCheckpoint = (db: Kysely<DB>, workspaceId: string, size?: number) => {

@@ -14,7 +14,7 @@
  */
 import { hash as digest } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
-import type { AuditEventsTable, DB } from '../../db/schema.ts';
+import type { AuditEvents, DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Logger } from '../../logger.ts';
 import { stableJson } from '../../shared/canonical-json.ts';
@@ -34,7 +34,7 @@ import { Frontier, nodeMap } from './merkle.ts';
 const BATCH = 1000;
 /** Batches one round seals per workspace before the next round goes on (docs/decisions/0003-audit-sealing.md). */
 const BATCHES_PER_ROUND = 10;
-export type EventFields = Selectable<AuditEventsTable>;
+export type EventFields = Selectable<AuditEvents>;
 
 /** The event's fields in the order the canonical array lists them (never reorder: hashes depend on it). */
 const CANONICAL_FIELDS = [

@@ -1,8 +1,8 @@
 import type { Selectable } from 'kysely';
-import type { OutboxEventsTable } from '../../db/schema.ts';
+import type { OutboxEvents } from '../../db/schema.ts';
 
 /** The body POSTed for an outbox event (Standard Webhooks' envelope), the same on every attempt and replay. */
-export const webhookPayload = (event: Selectable<OutboxEventsTable>) => ({
+export const webhookPayload = (event: Selectable<OutboxEvents>) => ({
   id: event.id,
   type: event.type,
   created_at: new Date(event.created_at).toISOString(),

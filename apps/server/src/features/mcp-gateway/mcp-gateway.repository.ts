@@ -1,5 +1,5 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
-import type { DB, McpGatewayTasksTable } from '../../db/schema.ts';
+import type { DB, McpGatewayTasks } from '../../db/schema.ts';
 
 /** The agents whose key has this hash (any workspace), with what authentication needs of their workspace. */
 export const findAgentsByKeyHash = (db: Kysely<DB>, keyHash: string) =>
@@ -52,7 +52,7 @@ export const findApprovalState = (db: Kysely<DB>, workspaceId: string, id: strin
 
 /** What reaching a task takes: its row once the upstream created it (no column of it NULL). */
 export type GatewayTaskRow = {
-  [K in Exclude<keyof Selectable<McpGatewayTasksTable>, 'finished_at' | 'created_at'>]: NonNullable<Selectable<McpGatewayTasksTable>[K]>;
+  [K in Exclude<keyof Selectable<McpGatewayTasks>, 'finished_at' | 'created_at'>]: NonNullable<Selectable<McpGatewayTasks>[K]>;
 };
 
 /**

@@ -1,6 +1,6 @@
 import type { Insertable, Kysely, Updateable } from 'kysely';
 import { isUuid } from '../../db/paginate.ts';
-import type { DB, McpServersTable } from '../../db/schema.ts';
+import type { DB, McpServers } from '../../db/schema.ts';
 
 export type McpServerRow = Awaited<ReturnType<typeof findMcpServer>> & {};
 
@@ -16,10 +16,10 @@ export const findMcpServer = (db: Kysely<DB>, workspaceId: string, idOrSlug: str
 export const mcpServersQuery = (db: Kysely<DB>, workspaceId: string) =>
   db.selectFrom('mcp_servers').selectAll().where('workspace_id', '=', workspaceId);
 
-export const insertMcpServer = (db: Kysely<DB>, row: Insertable<McpServersTable>) =>
+export const insertMcpServer = (db: Kysely<DB>, row: Insertable<McpServers>) =>
   db.insertInto('mcp_servers').values(row).returningAll().executeTakeFirstOrThrow();
 
-export const updateMcpServer = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<McpServersTable>) =>
+export const updateMcpServer = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<McpServers>) =>
   db
     .updateTable('mcp_servers')
     .set({ ...changes, updated_at: new Date() })

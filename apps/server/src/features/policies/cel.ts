@@ -323,6 +323,8 @@ function comprehensionNesting(node: Node): { depth: number; at: number | null } 
 //   excerpt of the source.
 // A charge that finds the budget spent throws BUDGET_EXCEEDED; the flag it leaves makes
 // evaluateCondition fail even where the expression absorbed the throw.
+// The hooks are cel-js internals (a node's `evaluate`, a comprehension's `iterCtx.setIterValue`):
+// test/policy-limits.unit.test.ts's runtime-budget tests fail if an upgrade bypasses either.
 
 /** Units per character of an operand, per function or method name, where it is not DEFAULT_CHAR_UNITS. */
 const CHAR_UNITS: Record<string, number> = {

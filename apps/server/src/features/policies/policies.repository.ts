@@ -1,6 +1,6 @@
 import type { Insertable, Kysely, Updateable } from 'kysely';
 import { isUuid } from '../../db/paginate.ts';
-import type { DB, PoliciesTable } from '../../db/schema.ts';
+import type { DB, Policies } from '../../db/schema.ts';
 
 export type PolicyRow = Awaited<ReturnType<typeof findPolicy>> & {};
 
@@ -22,10 +22,10 @@ export const policiesQuery = (db: Kysely<DB>, workspaceId: string, filters: { en
 export const enabledPolicies = (db: Kysely<DB>, workspaceId: string) =>
   db.selectFrom('policies').selectAll().where('workspace_id', '=', workspaceId).where('enabled', '=', true).execute();
 
-export const insertPolicy = (db: Kysely<DB>, row: Insertable<PoliciesTable>) =>
+export const insertPolicy = (db: Kysely<DB>, row: Insertable<Policies>) =>
   db.insertInto('policies').values(row).returningAll().executeTakeFirstOrThrow();
 
-export const updatePolicy = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<PoliciesTable>) =>
+export const updatePolicy = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<Policies>) =>
   db
     .updateTable('policies')
     .set((eb) => ({ ...changes, version: eb('version', '+', 1), updated_at: new Date() }))

@@ -1,5 +1,5 @@
 import type { Kysely, Updateable } from 'kysely';
-import type { DB, WorkspaceSettingsTable } from '../../db/schema.ts';
+import type { DB, WorkspaceSettings } from '../../db/schema.ts';
 
 export type SettingsRow = Awaited<ReturnType<typeof findSettings>> & {};
 
@@ -11,7 +11,7 @@ export const findSettings = (db: Kysely<DB>, workspaceId: string) =>
     .where('workspace_id', '=', workspaceId)
     .executeTakeFirst();
 
-type Changes = Pick<Updateable<WorkspaceSettingsTable>, 'default_development' | 'default_staging' | 'default_production'>;
+type Changes = Pick<Updateable<WorkspaceSettings>, 'default_development' | 'default_staging' | 'default_production'>;
 
 /**
  * Sets the given columns, creating the row on first change; one statement, so concurrent

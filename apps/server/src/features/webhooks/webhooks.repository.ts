@@ -1,5 +1,5 @@
 import { type Insertable, type Kysely, sql, type Updateable } from 'kysely';
-import type { DB, WebhookDeliveriesTable, WebhookEndpointsTable } from '../../db/schema.ts';
+import type { DB, WebhookDeliveries, WebhookEndpoints } from '../../db/schema.ts';
 
 export type EndpointRow = Awaited<ReturnType<typeof findEndpoint>> & {};
 export type DeliveryRow = Awaited<ReturnType<typeof findDelivery>> & {};
@@ -10,10 +10,10 @@ export const findEndpoint = (db: Kysely<DB>, workspaceId: string, id: string) =>
 export const endpointsQuery = (db: Kysely<DB>, workspaceId: string) =>
   db.selectFrom('webhook_endpoints').selectAll().where('workspace_id', '=', workspaceId);
 
-export const insertEndpoint = (db: Kysely<DB>, row: Insertable<WebhookEndpointsTable>) =>
+export const insertEndpoint = (db: Kysely<DB>, row: Insertable<WebhookEndpoints>) =>
   db.insertInto('webhook_endpoints').values(row).returningAll().executeTakeFirstOrThrow();
 
-export const updateEndpoint = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<WebhookEndpointsTable>) =>
+export const updateEndpoint = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<WebhookEndpoints>) =>
   db
     .updateTable('webhook_endpoints')
     .set({ ...changes, updated_at: new Date() })
@@ -31,10 +31,10 @@ export const findDelivery = (db: Kysely<DB>, workspaceId: string, id: string) =>
 export const deliveriesQuery = (db: Kysely<DB>, workspaceId: string, endpointId: string) =>
   db.selectFrom('webhook_deliveries').selectAll().where('workspace_id', '=', workspaceId).where('endpoint_id', '=', endpointId);
 
-export const insertDelivery = (db: Kysely<DB>, row: Insertable<WebhookDeliveriesTable>) =>
+export const insertDelivery = (db: Kysely<DB>, row: Insertable<WebhookDeliveries>) =>
   db.insertInto('webhook_deliveries').values(row).returningAll().executeTakeFirstOrThrow();
 
-export const insertDeliveries = (db: Kysely<DB>, rows: Insertable<WebhookDeliveriesTable>[]) =>
+export const insertDeliveries = (db: Kysely<DB>, rows: Insertable<WebhookDeliveries>[]) =>
   db.insertInto('webhook_deliveries').values(rows).execute();
 
 /** The endpoints of these workspaces that are not disabled, with their subscriptions. */
@@ -55,7 +55,7 @@ export const disableEndpoint = (db: Kysely<DB>, workspaceId: string, id: string)
     .execute();
 
 /** Records a delivery attempt's outcome and releases its lease. */
-export const finishDelivery = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<WebhookDeliveriesTable>) =>
+export const finishDelivery = (db: Kysely<DB>, workspaceId: string, id: string, changes: Updateable<WebhookDeliveries>) =>
   db
     .updateTable('webhook_deliveries')
     .set({ ...changes, locked_until: null, updated_at: new Date() })

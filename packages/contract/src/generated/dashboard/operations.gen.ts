@@ -119,47 +119,47 @@ import type {
   SetBillingPlanResponses,
 } from './types.gen.js';
 
-/** operationId → hey-api's request (`data`), success (`responses`) and error (`errors`) types. */
+/** operationId → its HTTP method, and hey-api's request (`data`), success (`responses`) and error (`errors`) types. */
 export interface DashboardOperations {
-  getSession: { data: GetSessionData; responses: GetSessionResponses; errors: GetSessionErrors };
-  login: { data: LoginData; responses: LoginResponses; errors: LoginErrors };
-  logout: { data: LogoutData; responses: LogoutResponses; errors: LogoutErrors };
-  listWebhookEndpoints: { data: ListWebhookEndpointsData; responses: ListWebhookEndpointsResponses; errors: ListWebhookEndpointsErrors };
-  createWebhookEndpoint: { data: CreateWebhookEndpointData; responses: CreateWebhookEndpointResponses; errors: CreateWebhookEndpointErrors };
-  getWebhookEndpoint: { data: GetWebhookEndpointData; responses: GetWebhookEndpointResponses; errors: GetWebhookEndpointErrors };
-  deleteWebhookEndpoint: { data: DeleteWebhookEndpointData; responses: DeleteWebhookEndpointResponses; errors: DeleteWebhookEndpointErrors };
-  updateWebhookEndpoint: { data: UpdateWebhookEndpointData; responses: UpdateWebhookEndpointResponses; errors: UpdateWebhookEndpointErrors };
-  rotateWebhookSecret: { data: RotateWebhookSecretData; responses: RotateWebhookSecretResponses; errors: RotateWebhookSecretErrors };
-  sendWebhookTest: { data: SendWebhookTestData; responses: SendWebhookTestResponses; errors: SendWebhookTestErrors };
-  listWebhookDeliveries: { data: ListWebhookDeliveriesData; responses: ListWebhookDeliveriesResponses; errors: ListWebhookDeliveriesErrors };
-  getWebhookDelivery: { data: GetWebhookDeliveryData; responses: GetWebhookDeliveryResponses; errors: GetWebhookDeliveryErrors };
-  replayWebhookDelivery: { data: ReplayWebhookDeliveryData; responses: ReplayWebhookDeliveryResponses; errors: ReplayWebhookDeliveryErrors };
-  listDashboardApprovals: { data: ListDashboardApprovalsData; responses: ListDashboardApprovalsResponses; errors: ListDashboardApprovalsErrors };
-  decideDashboardApproval: { data: DecideDashboardApprovalData; responses: DecideDashboardApprovalResponses; errors: DecideDashboardApprovalErrors };
-  listDashboardAuditLogs: { data: ListDashboardAuditLogsData; responses: ListDashboardAuditLogsResponses; errors: ListDashboardAuditLogsErrors };
-  exportDashboardAuditLogs: { data: ExportDashboardAuditLogsData; responses: ExportDashboardAuditLogsResponses; errors: ExportDashboardAuditLogsErrors };
-  verifyDashboardAuditChain: { data: VerifyDashboardAuditChainData; responses: VerifyDashboardAuditChainResponses; errors: VerifyDashboardAuditChainErrors };
-  getDashboardCompliance: { data: GetDashboardComplianceData; responses: GetDashboardComplianceResponses; errors: GetDashboardComplianceErrors };
-  listDashboardAgents: { data: ListDashboardAgentsData; responses: ListDashboardAgentsResponses; errors: ListDashboardAgentsErrors };
-  setDashboardAgentStatus: { data: SetDashboardAgentStatusData; responses: SetDashboardAgentStatusResponses; errors: SetDashboardAgentStatusErrors };
-  listDashboardKeys: { data: ListDashboardKeysData; responses: ListDashboardKeysResponses; errors: ListDashboardKeysErrors };
-  createDashboardKey: { data: CreateDashboardKeyData; responses: CreateDashboardKeyResponses; errors: CreateDashboardKeyErrors };
-  revokeDashboardKey: { data: RevokeDashboardKeyData; responses: RevokeDashboardKeyResponses; errors: RevokeDashboardKeyErrors };
-  listDashboardMcpServers: { data: ListDashboardMcpServersData; responses: ListDashboardMcpServersResponses; errors: ListDashboardMcpServersErrors };
-  createDashboardMcpServer: { data: CreateDashboardMcpServerData; responses: CreateDashboardMcpServerResponses; errors: CreateDashboardMcpServerErrors };
-  deleteDashboardMcpServer: { data: DeleteDashboardMcpServerData; responses: DeleteDashboardMcpServerResponses; errors: DeleteDashboardMcpServerErrors };
-  updateDashboardMcpServer: { data: UpdateDashboardMcpServerData; responses: UpdateDashboardMcpServerResponses; errors: UpdateDashboardMcpServerErrors };
-  listDashboardPolicies: { data: ListDashboardPoliciesData; responses: ListDashboardPoliciesResponses; errors: ListDashboardPoliciesErrors };
-  createDashboardPolicy: { data: CreateDashboardPolicyData; responses: CreateDashboardPolicyResponses; errors: CreateDashboardPolicyErrors };
-  simulateDashboardPolicies: { data: SimulateDashboardPoliciesData; responses: SimulateDashboardPoliciesResponses; errors: SimulateDashboardPoliciesErrors };
-  getDashboardPolicy: { data: GetDashboardPolicyData; responses: GetDashboardPolicyResponses; errors: GetDashboardPolicyErrors };
-  deleteDashboardPolicy: { data: DeleteDashboardPolicyData; responses: DeleteDashboardPolicyResponses; errors: DeleteDashboardPolicyErrors };
-  updateDashboardPolicy: { data: UpdateDashboardPolicyData; responses: UpdateDashboardPolicyResponses; errors: UpdateDashboardPolicyErrors };
-  getDashboardInsights: { data: GetDashboardInsightsData; responses: GetDashboardInsightsResponses; errors: GetDashboardInsightsErrors };
-  getDashboardSettings: { data: GetDashboardSettingsData; responses: GetDashboardSettingsResponses; errors: GetDashboardSettingsErrors };
-  updateDashboardSettings: { data: UpdateDashboardSettingsData; responses: UpdateDashboardSettingsResponses; errors: UpdateDashboardSettingsErrors };
-  getBilling: { data: GetBillingData; responses: GetBillingResponses; errors: GetBillingErrors };
-  setBillingPlan: { data: SetBillingPlanData; responses: SetBillingPlanResponses; errors: SetBillingPlanErrors };
+  getSession: { method: 'GET'; data: GetSessionData; responses: GetSessionResponses; errors: GetSessionErrors };
+  login: { method: 'POST'; data: LoginData; responses: LoginResponses; errors: LoginErrors };
+  logout: { method: 'DELETE'; data: LogoutData; responses: LogoutResponses; errors: LogoutErrors };
+  listWebhookEndpoints: { method: 'GET'; data: ListWebhookEndpointsData; responses: ListWebhookEndpointsResponses; errors: ListWebhookEndpointsErrors };
+  createWebhookEndpoint: { method: 'POST'; data: CreateWebhookEndpointData; responses: CreateWebhookEndpointResponses; errors: CreateWebhookEndpointErrors };
+  getWebhookEndpoint: { method: 'GET'; data: GetWebhookEndpointData; responses: GetWebhookEndpointResponses; errors: GetWebhookEndpointErrors };
+  deleteWebhookEndpoint: { method: 'DELETE'; data: DeleteWebhookEndpointData; responses: DeleteWebhookEndpointResponses; errors: DeleteWebhookEndpointErrors };
+  updateWebhookEndpoint: { method: 'PATCH'; data: UpdateWebhookEndpointData; responses: UpdateWebhookEndpointResponses; errors: UpdateWebhookEndpointErrors };
+  rotateWebhookSecret: { method: 'POST'; data: RotateWebhookSecretData; responses: RotateWebhookSecretResponses; errors: RotateWebhookSecretErrors };
+  sendWebhookTest: { method: 'POST'; data: SendWebhookTestData; responses: SendWebhookTestResponses; errors: SendWebhookTestErrors };
+  listWebhookDeliveries: { method: 'GET'; data: ListWebhookDeliveriesData; responses: ListWebhookDeliveriesResponses; errors: ListWebhookDeliveriesErrors };
+  getWebhookDelivery: { method: 'GET'; data: GetWebhookDeliveryData; responses: GetWebhookDeliveryResponses; errors: GetWebhookDeliveryErrors };
+  replayWebhookDelivery: { method: 'POST'; data: ReplayWebhookDeliveryData; responses: ReplayWebhookDeliveryResponses; errors: ReplayWebhookDeliveryErrors };
+  listDashboardApprovals: { method: 'GET'; data: ListDashboardApprovalsData; responses: ListDashboardApprovalsResponses; errors: ListDashboardApprovalsErrors };
+  decideDashboardApproval: { method: 'PATCH'; data: DecideDashboardApprovalData; responses: DecideDashboardApprovalResponses; errors: DecideDashboardApprovalErrors };
+  listDashboardAuditLogs: { method: 'GET'; data: ListDashboardAuditLogsData; responses: ListDashboardAuditLogsResponses; errors: ListDashboardAuditLogsErrors };
+  exportDashboardAuditLogs: { method: 'GET'; data: ExportDashboardAuditLogsData; responses: ExportDashboardAuditLogsResponses; errors: ExportDashboardAuditLogsErrors };
+  verifyDashboardAuditChain: { method: 'GET'; data: VerifyDashboardAuditChainData; responses: VerifyDashboardAuditChainResponses; errors: VerifyDashboardAuditChainErrors };
+  getDashboardCompliance: { method: 'GET'; data: GetDashboardComplianceData; responses: GetDashboardComplianceResponses; errors: GetDashboardComplianceErrors };
+  listDashboardAgents: { method: 'GET'; data: ListDashboardAgentsData; responses: ListDashboardAgentsResponses; errors: ListDashboardAgentsErrors };
+  setDashboardAgentStatus: { method: 'PATCH'; data: SetDashboardAgentStatusData; responses: SetDashboardAgentStatusResponses; errors: SetDashboardAgentStatusErrors };
+  listDashboardKeys: { method: 'GET'; data: ListDashboardKeysData; responses: ListDashboardKeysResponses; errors: ListDashboardKeysErrors };
+  createDashboardKey: { method: 'POST'; data: CreateDashboardKeyData; responses: CreateDashboardKeyResponses; errors: CreateDashboardKeyErrors };
+  revokeDashboardKey: { method: 'DELETE'; data: RevokeDashboardKeyData; responses: RevokeDashboardKeyResponses; errors: RevokeDashboardKeyErrors };
+  listDashboardMcpServers: { method: 'GET'; data: ListDashboardMcpServersData; responses: ListDashboardMcpServersResponses; errors: ListDashboardMcpServersErrors };
+  createDashboardMcpServer: { method: 'POST'; data: CreateDashboardMcpServerData; responses: CreateDashboardMcpServerResponses; errors: CreateDashboardMcpServerErrors };
+  deleteDashboardMcpServer: { method: 'DELETE'; data: DeleteDashboardMcpServerData; responses: DeleteDashboardMcpServerResponses; errors: DeleteDashboardMcpServerErrors };
+  updateDashboardMcpServer: { method: 'PATCH'; data: UpdateDashboardMcpServerData; responses: UpdateDashboardMcpServerResponses; errors: UpdateDashboardMcpServerErrors };
+  listDashboardPolicies: { method: 'GET'; data: ListDashboardPoliciesData; responses: ListDashboardPoliciesResponses; errors: ListDashboardPoliciesErrors };
+  createDashboardPolicy: { method: 'POST'; data: CreateDashboardPolicyData; responses: CreateDashboardPolicyResponses; errors: CreateDashboardPolicyErrors };
+  simulateDashboardPolicies: { method: 'POST'; data: SimulateDashboardPoliciesData; responses: SimulateDashboardPoliciesResponses; errors: SimulateDashboardPoliciesErrors };
+  getDashboardPolicy: { method: 'GET'; data: GetDashboardPolicyData; responses: GetDashboardPolicyResponses; errors: GetDashboardPolicyErrors };
+  deleteDashboardPolicy: { method: 'DELETE'; data: DeleteDashboardPolicyData; responses: DeleteDashboardPolicyResponses; errors: DeleteDashboardPolicyErrors };
+  updateDashboardPolicy: { method: 'PATCH'; data: UpdateDashboardPolicyData; responses: UpdateDashboardPolicyResponses; errors: UpdateDashboardPolicyErrors };
+  getDashboardInsights: { method: 'GET'; data: GetDashboardInsightsData; responses: GetDashboardInsightsResponses; errors: GetDashboardInsightsErrors };
+  getDashboardSettings: { method: 'GET'; data: GetDashboardSettingsData; responses: GetDashboardSettingsResponses; errors: GetDashboardSettingsErrors };
+  updateDashboardSettings: { method: 'PATCH'; data: UpdateDashboardSettingsData; responses: UpdateDashboardSettingsResponses; errors: UpdateDashboardSettingsErrors };
+  getBilling: { method: 'GET'; data: GetBillingData; responses: GetBillingResponses; errors: GetBillingErrors };
+  setBillingPlan: { method: 'PUT'; data: SetBillingPlanData; responses: SetBillingPlanResponses; errors: SetBillingPlanErrors };
 }
 
 export type DashboardOperationId = keyof DashboardOperations;

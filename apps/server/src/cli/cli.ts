@@ -1,0 +1,444 @@
+/**
+ * The `warden` CLI (`npm run warden -- …`):
+ *   warden workspaces create --slug S [--name N] [--json]
+ *   warden keys create --workspace S --permissions a,b|* [--name N] [--json]
+ *   warden keys list --workspace S [--json]
+ *   warden keys revoke ID [--json]
+ *   warden migrate [--json]
+ *   warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
+ *   warden webhooks list --workspace S [--json]
+ *   warden webhooks pause|resume|delete ID --workspace S [--json]
+ *   warden billing set-plan --workspace S --plan P [--json]
+ *   warden audit export --workspace S [--out FILE] [--json]
+ *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--json]
+ * `--json` prints one JSON document on stdout and nothing else (messages go to stderr); npm's own
+ * `--json` (before `--`) counts too. Run through npm, use `npm run -s warden -- …` (or `npx warden
+ * …`): plain `npm run` prints its banner on stdout first.
+ * With DATABASE_URL it talks to PostgreSQL directly. On the embedded database it goes
+ * through the running server's admin channel when a server holds the data directory, and
+ * opens the directory itself otherwise. `audit export` reads the log a page per request (so
+ * through the channel too) and writes it here, to --out or stdout. `audit verify` needs no
+ * database: it checks an export against signed checkpoints with the public key alone
+ * (docs/decisions/0011-audit-merkle-tree.md); it exits 0 when the log verifies, 1 when it
+ * finds a problem, 2 on a usage error.
+ */
+import { once } from 'node:events';
+import { createReadStream, createWriteStream, existsSync, readFileSync, rmSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import type { AdminCommand } from '../admin/commands.ts';
+import type { Config } from '../config.ts';
+import type { ExportPage } from '../features/audit/audit-export.ts';
+import { CheckpointError, parseVerifierKey } from '../features/audit/checkpoint.ts';
+import { type ExportLine, notesIn, type OfflineReport, OfflineVerifier } from '../features/audit/offline-verify.ts';
+import { isObject } from '../shared/objects.ts';
+
+/**
+ * What the commands on the database use, loaded by them only: `audit verify` runs without a
+ * database and starts without loading its drivers.
+ */
+const databaseModules = async () => {
+  const [channel, commands, lock, database, migrations, egress, auditExport, secrets, webhooks] = await Promise.all([
+    import('../admin/channel.ts'),
+    import('../admin/commands.ts'),
+    import('../db/data-dir-lock.ts'),
+    import('../db/database.ts'),
+    import('../db/migrate.ts'),
+    import('../egress/guard.ts'),
+    import('../features/audit/audit-export.ts'),
+    import('../features/webhooks/secrets.ts'),
+    import('../features/webhooks/webhooks.service.ts'),
+  ]);
+  return { ...channel, ...commands, ...lock, ...database, ...migrations, ...egress, ...auditExport, ...secrets, ...webhooks };
+};
+
+const USAGE = `usage:
+  warden workspaces create --slug S [--name N] [--json]
+  warden keys create --workspace S --permissions a,b|* [--name N] [--json]
+  warden keys list --workspace S [--json]
+  warden keys revoke ID [--json]
+  warden migrate [--json]
+  warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
+  warden webhooks list --workspace S [--json]
+  warden webhooks pause|resume|delete ID --workspace S [--json]
+  warden billing set-plan --workspace S --plan P [--json]
+  warden audit export --workspace S [--out FILE] [--json]
+      the workspace's audit log as NDJSON (stdout without --out): a header, its events in
+      leaf order, its signed checkpoints
+  warden audit verify --export FILE [--checkpoint FILE ...] --public-key KEY|FILE [--json]
+      verifies an export without the database against its checkpoints and those held outside
+      (the server's checkpoint file, a webhook body, a GET /audit/checkpoint answer, a note);
+      KEY is the log's verifier key (GET /audit/signing-key verifier_key), or a file holding it;
+      exit 0: valid, 1: a problem (each printed with its first bad index), 2: usage error
+--json prints one JSON document on stdout; through npm, run \`npm run -s warden -- …\` (or \`npx warden …\`)
+so that npm's banner does not come first`;
+
+/** Bad arguments: exit 2. */
+class UsageError extends Error {}
+
+type Args = Record<string, string | undefined>;
+
+/** Where admin commands run, opened once for as many commands as the CLI sends. */
+interface Connection {
+  call(command: AdminCommand, args: Args): Promise<unknown>;
+  close(): Promise<void>;
+}
+
+async function connect(config: Config, command: AdminCommand): Promise<Connection> {
+  const m = await databaseModules();
+  if (!config.databaseUrl && m.lockHolder(config.dataDir) !== null) {
+    return { call: (name, args) => m.sendAdminCommand(config.dataDir, name, args), close: async () => {} };
+  }
+  const database = await m.openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 1 });
+  const egress = m.createEgressGuard(config.egressAllowlist);
+  const close = async () => {
+    await egress.close();
+    await database.close();
+  };
+  try {
+    if (command !== 'migrate') await m.migrate(database);
+    const webhooks = new m.WebhookService(database.db, m.createSecretBox(m.loadMasterKey(config.masterKey, config.dataDir)), egress);
+    const context = { database, webhooks, auditLog: m.auditLogKeys(config) };
+    return { call: (name, args) => m.runAdminCommand(context, name, args), close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+const loadConfig = async () => (await import('../config.ts')).loadConfig();
+
+async function run(command: AdminCommand, args: Args): Promise<unknown> {
+  const connection = await connect(await loadConfig(), command);
+  try {
+    return await connection.call(command, args);
+  } finally {
+    await connection.close();
+  }
+}
+
+function printHuman(command: AdminCommand, result: unknown): void {
+  const r = result as Record<string, unknown>;
+  switch (command) {
+    case 'keys.create':
+      console.log(`key ${r.id} for workspace ${r.workspace} (${(r.permissions as string[]).join(', ')})`);
+      console.log(`${r.key}\n(shown once: store it now)`);
+      break;
+    case 'workspaces.create':
+      console.log(`workspace ${r.slug} created (${r.id})`);
+      break;
+    case 'keys.revoke':
+      console.log(`key ${r.id} revoked`);
+      break;
+    case 'webhooks.create':
+      console.log(`webhook ${r.id} → ${r.url} (${(r.events as string[]).join(', ')})`);
+      console.log(`signing secret: ${r.secret}\n(shown once: store it now)`);
+      break;
+    case 'billing.set-plan':
+      console.log(`plan: ${r.previous_plan} → ${r.plan}`);
+      break;
+    case 'migrate':
+      console.log((r.applied as string[]).length ? `applied: ${(r.applied as string[]).join(', ')}` : 'up to date');
+      break;
+    case 'keys.list':
+      printTable(result as Record<string, unknown>[], ['id', 'prefix', 'name', 'created_at', 'revoked_at', 'permissions'], 'no keys');
+      break;
+    case 'webhooks.list':
+      printTable(result as Record<string, unknown>[], ['id', 'url', 'events', 'paused', 'disabled', 'created_at'], 'no webhook endpoints');
+      break;
+    case 'webhooks.pause':
+    case 'webhooks.resume':
+      console.log(`webhook ${r.id} ${r.paused ? 'paused' : 'active'}`);
+      break;
+    case 'webhooks.delete':
+      console.log(`webhook ${r.id} deleted`);
+      break;
+    default:
+      console.log(JSON.stringify(result, null, 2));
+  }
+}
+
+/** Rows as aligned columns for a person (`--json` prints the rows as JSON); lists become a,b. */
+function printTable(rows: Record<string, unknown>[], columns: string[], empty: string): void {
+  if (rows.length === 0) {
+    console.log(empty);
+    return;
+  }
+  const cell = (value: unknown) => (Array.isArray(value) ? value.join(',') : value === null || value === undefined ? '-' : String(value));
+  const table = [columns.map((c) => c.toUpperCase()), ...rows.map((row) => columns.map((c) => cell(row[c])))];
+  const widths = columns.map((_, i) => Math.max(...table.map((line) => (line[i] as string).length)));
+  for (const line of table)
+    console.log(
+      line
+        .map((text, i) => (i === line.length - 1 ? text : text.padEnd(widths[i] as number)))
+        .join('  ')
+        .trimEnd(),
+    );
+}
+
+/**
+ * `npm run warden -- … --json` prints npm's `> warden …` banner on stdout before the JSON; npm
+ * leaves it out with `--silent` and moves it to stderr with its own `--json` (given before `--`,
+ * which npm keeps and passes on as npm_config_json). Says so on stderr when the banner went to stdout.
+ */
+function warnAboutNpmBanner(what: string): void {
+  const env = process.env;
+  if (env.npm_lifecycle_event !== 'warden' || env.npm_config_loglevel === 'silent' || env.npm_config_json === 'true') return;
+  console.error(
+    `warden: npm printed its banner on stdout before the ${what}; for the ${what} alone run \`npm run -s warden -- …\` or \`npx warden …\``,
+  );
+}
+
+// ---- audit export -------------------------------------------------------------------------------
+
+async function auditExport(values: { workspace?: string | undefined; out?: string | undefined }, json: boolean): Promise<number> {
+  if (!values.workspace) throw new UsageError('audit export needs --workspace S');
+  const connection = await connect(await loadConfig(), 'audit.export');
+  const out = values.out ? createWriteStream(values.out, { mode: 0o600 }) : process.stdout;
+  const summary = {
+    workspace: values.workspace,
+    workspace_id: '',
+    origin: '',
+    tree_size: 0,
+    events: 0,
+    checkpoints: 0,
+    out: values.out ?? null,
+  };
+  try {
+    let cursor: string | undefined;
+    do {
+      const page = (await connection.call('audit.export', { workspace: values.workspace, cursor })) as ExportPage;
+      let chunk = '';
+      for (const line of page.lines) {
+        chunk += `${JSON.stringify(line)}\n`;
+        if (line.type === 'log')
+          Object.assign(summary, { workspace_id: line.workspace_id, origin: line.origin, tree_size: line.tree_size });
+        else if (line.type === 'event') summary.events++;
+        else summary.checkpoints++;
+      }
+      if (!out.write(chunk)) await once(out, 'drain');
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+  } catch (error) {
+    // A partial file would read as a log cut short: leave none.
+    if (values.out) {
+      out.destroy();
+      rmSync(values.out, { force: true });
+    }
+    throw error;
+  } finally {
+    await connection.close();
+  }
+  if (!values.out) return 0; // stdout is the export itself
+  await new Promise<void>((done, fail) => out.end((error?: Error | null) => (error ? fail(error) : done())));
+  if (json) console.log(JSON.stringify(summary));
+  else {
+    console.log(
+      `exported ${summary.origin}: ${summary.events} events (tree size ${summary.tree_size}), ${summary.checkpoints} checkpoints → ${values.out}`,
+    );
+  }
+  return 0;
+}
+
+// ---- audit verify -------------------------------------------------------------------------------
+
+/** The verifier key: given as is, or read from a file (the key alone, or GET /audit/signing-key's JSON). */
+function readVerifierKey(value: string): string {
+  let key = value.trim();
+  if (!/^[^+\s]+\+[0-9a-f]{8}\+/.test(key)) {
+    if (!existsSync(value)) throw new UsageError(`--public-key: neither a verifier key nor a file: ${value}`);
+    key = readFileSync(value, 'utf8').trim();
+    if (key.startsWith('{')) {
+      try {
+        const parsed = JSON.parse(key) as { verifier_key?: unknown; data?: { verifier_key?: unknown } };
+        key = String(parsed.verifier_key ?? parsed.data?.verifier_key ?? '');
+      } catch {
+        throw new UsageError(`--public-key: ${value} is neither a verifier key nor JSON`);
+      }
+    }
+  }
+  try {
+    parseVerifierKey(key);
+  } catch (error) {
+    if (error instanceof CheckpointError) throw new UsageError(`--public-key: ${error.message}`);
+    throw error;
+  }
+  return key;
+}
+
+/** The lines of a file, one at a time. */
+function linesOf(file: string) {
+  return createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Number.POSITIVE_INFINITY });
+}
+
+/** An export line, checked for the fields the verifier reads; a reason when it is not one. */
+function exportLine(text: string): ExportLine | string {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return 'not JSON';
+  }
+  if (!isObject(parsed)) return 'not an export line';
+  const value = parsed;
+  const isCount = (name: string) => Number.isSafeInteger(value[name]) && (value[name] as number) >= 0;
+  const isText = (name: string) => typeof value[name] === 'string';
+  switch (value.type) {
+    case 'log':
+      return isText('origin') && isText('workspace_id') && isCount('tree_size')
+        ? (value as ExportLine)
+        : 'a log header without origin, workspace_id or tree_size';
+    case 'event':
+      return isCount('index') && isText('event_id') && isText('leaf_hash') && (value.leaf === null || isText('leaf'))
+        ? (value as ExportLine)
+        : 'an event without index, event_id, leaf or leaf_hash';
+    case 'checkpoint':
+      return isText('note') ? (value as ExportLine) : 'a checkpoint without its note';
+    default:
+      return `an unknown line type ${JSON.stringify(value.type)}`;
+  }
+}
+
+/** How the exporter writes each line's start: the two passes parse only the lines they need. */
+const EVENT_PREFIX = '{"type":"event"';
+const OTHER_PREFIXES = ['{"type":"log"', '{"type":"checkpoint"'];
+
+async function auditVerify(
+  values: { export?: string | undefined; checkpoint?: string[] | undefined; 'public-key'?: string | undefined },
+  json: boolean,
+): Promise<number> {
+  if (!values.export || !values['public-key']) throw new UsageError('audit verify needs --export FILE and --public-key KEY');
+  const verifier = new OfflineVerifier(readVerifierKey(values['public-key']));
+  if (!existsSync(values.export)) throw new UsageError(`--export: no file ${values.export}`);
+  const outside = (values.checkpoint ?? []).flatMap((file) => {
+    if (!existsSync(file)) throw new UsageError(`--checkpoint: no file ${file}`);
+    try {
+      return notesIn(readFileSync(file, 'utf8'));
+    } catch (error) {
+      throw new UsageError(`--checkpoint ${file}: ${(error as Error).message}`);
+    }
+  });
+
+  // First pass: the header and the checkpoints, which the events are compared with as they come.
+  let number = 0;
+  for await (const text of linesOf(values.export)) {
+    number++;
+    if (text.trim() === '' || text.startsWith(EVENT_PREFIX)) continue;
+    const line = exportLine(text);
+    if (typeof line === 'string') verifier.malformed(number, line);
+    else if (line.type === 'log') verifier.header(line);
+    else if (line.type === 'checkpoint') verifier.checkpoint(line.note, 'export');
+  }
+  for (const note of outside) verifier.checkpoint(note, 'outside');
+  // Second pass: the events, in order.
+  number = 0;
+  for await (const text of linesOf(values.export)) {
+    number++;
+    if (text.trim() === '' || OTHER_PREFIXES.some((prefix) => text.startsWith(prefix))) continue;
+    const line = exportLine(text);
+    if (typeof line === 'string') {
+      if (text.startsWith(EVENT_PREFIX)) verifier.malformed(number, line); // others were reported by the first pass
+    } else if (line.type === 'event') verifier.event(line);
+  }
+
+  const report = verifier.finish();
+  if (json) console.log(JSON.stringify(report));
+  else printReport(report);
+  return report.valid ? 0 : 1;
+}
+
+function printReport(report: OfflineReport): void {
+  console.log(`log ${report.origin}`);
+  const claimed = report.tree_size !== null && report.tree_size !== report.events ? ` (its header claims ${report.tree_size})` : '';
+  console.log(`events: ${report.events}${claimed}, root ${report.root_hash}`);
+  const skipped = report.other_logs > 0 ? `; ${report.other_logs} of other logs skipped` : '';
+  console.log(`checkpoints: ${report.checkpoints} verified, ${report.checkpoints_outside} of them given from outside the export${skipped}`);
+  for (const warning of report.warnings) console.log(`warning: ${warning}`);
+  if (report.valid) {
+    console.log(`VALID: every event hashes to its leaf and the tree makes every signed checkpoint, up to size ${report.verified_size}`);
+    if (report.events > report.verified_size) {
+      console.log(`(events from index ${report.verified_size} on are not yet covered by a checkpoint you hold)`);
+    }
+    return;
+  }
+  const count = report.problems.length + report.problems_omitted;
+  console.log(`INVALID: ${count} problem${count === 1 ? '' : 's'}, first bad index ${report.first_bad_index ?? 'none'}`);
+  for (const problem of report.problems) {
+    const range =
+      problem.last_index !== null && problem.last_index !== problem.index ? `${problem.index}..${problem.last_index}` : `${problem.index}`;
+    console.log(`  ${problem.index === null ? '-' : `index ${range}`}: ${problem.kind}: ${problem.message}`);
+  }
+  if (report.problems_omitted > 0) console.log(`  … and ${report.problems_omitted} more`);
+}
+
+// ---- main ---------------------------------------------------------------------------------------
+
+function parse(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: {
+        json: { type: 'boolean' },
+        slug: { type: 'string' },
+        name: { type: 'string' },
+        workspace: { type: 'string' },
+        permissions: { type: 'string' },
+        url: { type: 'string' },
+        events: { type: 'string' },
+        description: { type: 'string' },
+        plan: { type: 'string' },
+        out: { type: 'string' },
+        export: { type: 'string' },
+        checkpoint: { type: 'string', multiple: true },
+        'public-key': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parse(argv);
+  const [group, verb, id] = positionals;
+  // npm's own --json (`npm run warden --json -- …`, or after the command without `--`) asks for JSON too.
+  if (process.env.npm_config_json === 'true') values.json = true;
+  if (values.json) warnAboutNpmBanner('JSON');
+  else if (group === 'audit' && verb === 'export' && !values.out) warnAboutNpmBanner('export');
+  const command = verb && group !== 'migrate' ? `${group}.${verb}` : (group ?? '');
+  if (values.help) {
+    console.error(USAGE);
+    return 0;
+  }
+  if (command === 'audit.verify') return auditVerify(values, values.json === true);
+  if (command === 'audit.export') return auditExport(values, values.json === true);
+  if (!(await import('../admin/commands.ts')).isAdminCommand(command)) {
+    console.error(USAGE);
+    return 2;
+  }
+  const { json, help: _help, checkpoint: _checkpoint, ...args } = values;
+  const result = await run(command, { ...args, id });
+  if (json) console.log(JSON.stringify(result));
+  else printHuman(command, result);
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  async (code) => {
+    // Piped stdout may still hold an export's last lines: exit once they are written.
+    await new Promise<void>((done) => process.stdout.write('', () => done()));
+    process.exit(code);
+  },
+  async (error: unknown) => {
+    if (error instanceof UsageError) {
+      console.error(`warden: ${error.message}\n${USAGE}`);
+      process.exit(2);
+    }
+    const { AdminError } = await import('../features/identity/workspaces.service.ts');
+    if (error instanceof AdminError || (error as Error).name === 'TypeError') console.error(`warden: ${(error as Error).message}`);
+    else console.error(error);
+    process.exit(1);
+  },
+);
