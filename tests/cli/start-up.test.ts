@@ -207,12 +207,12 @@ describe('npm start without WARDEN_BOOTSTRAP_KEY, then a second start on the sam
 /**
  * A Node.js older than the supported ones, if this machine has one (the machines here come with
  * Node 20 at /usr/bin/node, while the suite runs on 24): the first `node` on PATH or in the usual
- * places whose major version is below 22.
+ * places whose major version is below 24.
  */
 const OLD_NODE = [...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 'node')), '/usr/bin/node', '/usr/local/bin/node'].find(
   (node) => {
     try {
-      return existsSync(node) && Number(execFileSync(node, ['-p', 'process.versions.node.split(".")[0]'], { encoding: 'utf8' })) < 22;
+      return existsSync(node) && Number(execFileSync(node, ['-p', 'process.versions.node.split(".")[0]'], { encoding: 'utf8' })) < 24;
     } catch {
       return false;
     }
@@ -231,7 +231,7 @@ describe.skipIf(!OLD_NODE)(`npm start and the CLI on an older Node.js (${OLD_NOD
       expect(run.stdout).toBe('');
       const lines = linesOf(run.stderr);
       expect(lines).toHaveLength(1);
-      expect(lines[0]).toMatch(/^warden: Node\.js 24 LTS \(or 22\.18 and later\) is needed, this is Node\.js \d+\.\d+\.\d+ /);
+      expect(lines[0]).toMatch(/^warden: Node\.js 24\.18 or later \(24 LTS\) is needed, this is Node\.js \d+\.\d+\.\d+ /);
       expect(existsSync(env.WARDEN_DATA_DIR)).toBe(false);
     });
   }

@@ -164,7 +164,8 @@ describe('tools/call on /mcp/{server}', () => {
           method: 'POST',
           headers: {
             authorization: `Bearer ${ws.agentKey}`,
-            'content-type': ['application/json', 'application/json'],
+            // capitalised: @types/node 24 types the lower-case key as one string; Node sends both
+            'Content-Type': ['application/json', 'application/json'],
             accept: 'application/json, text/event-stream',
           },
         },

@@ -17,6 +17,7 @@ import { useTestServer } from '../support/server.ts';
 const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const SDK = join(ROOT, 'packages/sdk');
+/** An integrator's TypeScript older than the repo's 6.0 (registry.test.ts compiles with that): the declarations 6.0 emits must read under 5.9. */
 const TSC_VERSION = '5.9.3';
 
 const server = useTestServer();

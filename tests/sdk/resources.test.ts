@@ -2,7 +2,7 @@
  * Every resource method of the SDK against a real server: the right operation is called, the
  * answer's `data` comes back unwrapped, lists page, and iterators walk every page.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { createWarden, operations, type Warden } from '../../packages/sdk/src/index.ts';
 import { useFixture } from '../support/fixture.ts';
 import { startTestMcpServer } from '../support/mcp-server.ts';
@@ -217,5 +217,10 @@ describe('raw generated operations', () => {
     const missing = await operations.getAgent({ client: warden.client, path: { id: 'no-such-agent' } });
     expect(missing.response.status).toBe(404);
     expect(missing.error).toMatchObject({ error: { code: 'not_found' } });
+    // The SDK 0.1 types, kept over @hey-api/openapi-ts 0.97+ (tools/generate.ts, keepSdkResultTypes).
+    expectTypeOf(ok.response).toEqualTypeOf<Response>();
+    expectTypeOf(missing.request).toEqualTypeOf<Request>();
+    type ErrorInterceptor = Parameters<typeof warden.client.interceptors.error.use>[0];
+    expectTypeOf<Parameters<ErrorInterceptor>[1]>().toEqualTypeOf<Response>();
   });
 });

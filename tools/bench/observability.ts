@@ -1,6 +1,7 @@
 /**
  * What metrics and tracing cost (issue 26): Warden's POST /policy/evaluate with both on —
- * Prometheus metrics scraped every second, every request traced and exported over OTLP/HTTP to a
+ * Prometheus metrics scraped every second, requests traced by Warden's default sampler (1 in 10;
+ * BENCH_OTEL_TRACES_SAMPLER=always_on: every request) and exported over OTLP/HTTP to a
  * sink on 127.0.0.1 — against the same server with both off, each beside B1 in the same rounds
  * (closed loop). Target: S/B1 with both on ≥ 0.9 × S/B1 with both off (medians over the rounds).
  *
@@ -234,7 +235,7 @@ export function formatObservability(f: ObservabilityFigures): string[] {
     `  on: ${f.on.which === 'both' ? 'metrics and tracing' : `${f.on.which} only`}; ${
       Object.entries(f.on.otel)
         .map(([k, v]) => `${k}=${v}`)
-        .join(' ') || 'the SDK defaults (every request traced)'
+        .join(' ') || "Warden's default sampler (parent-based, 1 in 10 of the traces started here)"
     }`,
     ...f.rounds.map((r) => `  round ${r.round} (${r.order.join(', ')}): B1 ${r.b1}/s, S off ${r.off}/s, S on ${r.on}/s`),
     `  S/B1 with both off ${f.ratioOff}, with both on ${f.ratioOn}: ${f.relative} × (target ≥ 0.9)`,

@@ -1,14 +1,15 @@
 /**
- * The Node.js versions Warden runs on: 24 LTS (`.nvmrc`), and 22 from 22.18 (package.json
- * `engines`, which says the same). The entry points check it before they load anything else,
- * so that an older Node is told in one line rather than failing inside a library.
+ * The Node.js versions Warden runs on: 24 LTS from 24.18 (`.nvmrc`, package.json `engines`;
+ * why not 22: docs/decisions/0015-node-24-toolchain.md). The entry points check it before they
+ * load anything else, so that an older Node is told in one line rather than failing inside a
+ * library.
  */
-export const SUPPORTED_NODE = '24 LTS (or 22.18 and later)';
+export const SUPPORTED_NODE = '24.18 or later (24 LTS)';
 
 /** Whether `version` (as in `process.versions.node`) is one Warden runs on. */
 export function isSupportedNode(version: string): boolean {
   const [major = 0, minor = 0] = version.split('.').map(Number);
-  return major >= 24 || (major === 22 && minor >= 18);
+  return major > 24 || (major === 24 && minor >= 18);
 }
 
 /** Exits 1 with one line on stderr unless this Node.js is supported. */

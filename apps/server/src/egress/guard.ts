@@ -86,7 +86,9 @@ export function createEgressGuard(allowlist: readonly string[], options: { conne
     });
   };
 
-  const dispatcher = new Agent({ connect: { lookup: lookup as never, timeout: options.connectTimeoutMs ?? 5_000 } });
+  // allowH2 false: undici 8 would speak HTTP/2 to a TLS upstream that offers it; the proxies
+  // and webhooks were built and tested on HTTP/1.1 (docs/decisions/0015-node-24-toolchain.md).
+  const dispatcher = new Agent({ allowH2: false, connect: { lookup: lookup as never, timeout: options.connectTimeoutMs ?? 5_000 } });
 
   const checkUrl = (raw: string, { httpsOnly = false } = {}): URL => {
     let url: URL;
