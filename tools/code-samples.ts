@@ -72,28 +72,28 @@ export const SAMPLES: Record<string, Sample> = {
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch'];
 const isObject = (value: Json | undefined): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** A component the bundled spec refers to (`#/components/<kind>/<name>`), or the value itself. */
+function dereference(doc: JsonObject, value: Json | undefined): JsonObject {
+  const ref = isObject(value) ? value.$ref : undefined;
+  if (typeof ref !== 'string') return value as JsonObject;
+  const [, , kind, name] = ref.split('/');
+  return ((doc.components as JsonObject)[kind as string] as JsonObject)[name as string] as JsonObject;
+}
+
 /** The request body's example: the operation's own, else its schema's. */
 function bodyExample(doc: JsonObject, operation: JsonObject): Json | undefined {
   const content = (operation.requestBody as JsonObject | undefined)?.content as JsonObject | undefined;
   const media = content?.['application/json'] as JsonObject | undefined;
   if (!media) return undefined;
   if (media.example !== undefined) return media.example;
-  let schema = media.schema as JsonObject;
-  const ref = schema.$ref;
-  if (typeof ref === 'string')
-    schema = ((doc.components as JsonObject).schemas as JsonObject)[ref.split('/').at(-1) as string] as JsonObject;
+  const schema = dereference(doc, media.schema);
   if (schema.example === undefined) throw new Error(`${operation.operationId}: its request body has no example to make a code sample of`);
   return schema.example;
 }
 
 /** The sample of an operation that has none of its own: the generated operation, path values from the spec's examples. */
 function defaultSample(doc: JsonObject, item: JsonObject, operation: JsonObject): Sample {
-  const parameters = [...asArray(item.parameters), ...asArray(operation.parameters)].map((parameter) => {
-    const ref = isObject(parameter) ? parameter.$ref : undefined;
-    return typeof ref === 'string'
-      ? (((doc.components as JsonObject).parameters as JsonObject)[ref.split('/').at(-1) as string] as JsonObject)
-      : (parameter as JsonObject);
-  });
+  const parameters = [...asArray(item.parameters), ...asArray(operation.parameters)].map((parameter) => dereference(doc, parameter));
   const path: Record<string, string> = {};
   for (const parameter of parameters.filter((p) => p.in === 'path')) {
     const example = parameter.example ?? (parameter.schema as JsonObject | undefined)?.example;
