@@ -52,6 +52,29 @@ module.exports = {
       to: { path: SRC, pathNot: `${SRC}shared/` },
     },
     {
+      name: 'edges-record-nothing-themselves',
+      severity: 'error',
+      comment:
+        'An edge (the MCP gateway) acts only through the act pipeline: it never writes audit events, approvals or any table itself.',
+      from: { path: `${SRC}features/mcp-gateway/` },
+      to: {
+        path: [`${SRC}db/`, `${SRC}features/(audit|approvals|agents|policies)/`, '(^|/)node_modules/kysely/'],
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
+      name: 'edges-act-through-the-pipeline',
+      severity: 'error',
+      comment:
+        'An edge reaches upstreams through ExecutionService (decide, act, record) and MCP tasks through McpTasks: never the connector or a repository.',
+      from: { path: `${SRC}features/mcp-gateway/` },
+      to: {
+        path: `${SRC}features/execution/`,
+        pathNot: `${SRC}features/execution/(execution\\.service|mcp-tasks)\\.ts$`,
+        dependencyTypesNot: ['type-only'],
+      },
+    },
+    {
       name: 'no-orphans',
       // A warning while features/audit/merkle.ts and checkpoint.ts are being written (not yet used).
       severity: 'warn',

@@ -23,6 +23,7 @@ import { DecisionService } from './features/decisions/decisions.ts';
 import { ExecutionService } from './features/execution/execution.service.ts';
 import { McpConnector } from './features/execution/mcp-connector.ts';
 import { McpRegistry } from './features/execution/mcp-registry.ts';
+import { McpTasks } from './features/execution/mcp-tasks.ts';
 import { healthService } from './features/health/health.service.ts';
 import { idempotencyService } from './features/idempotency/idempotency.service.ts';
 import { AgentDirectory } from './features/identity/agent-identity.ts';
@@ -114,9 +115,8 @@ export function compose({
     settings: settingsService(db),
     decisions,
     execution,
-    mcpGateway: new McpGateway(db, execution, mcp, agentDirectory, {
+    mcpGateway: new McpGateway(db, execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, {
       approvalWaitMs: config.mcpApprovalWaitMs,
-      taskSweepMs: mcp.sweepMs,
     }),
     webhooks,
     billing: billingService(db),

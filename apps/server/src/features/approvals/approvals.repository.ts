@@ -50,3 +50,34 @@ export const consumeApproval = async (db: Kysely<DB>, workspaceId: string, id: s
     .where('consumed_at', 'is', null)
     .returning('id')
     .executeTakeFirst()) !== undefined;
+
+/**
+ * The approval of this agent for the act with this digest that decides it now: an approved,
+ * unused one first, else a pending one, else a rejected one; never an expired or used one.
+ */
+export const findApprovalForAct = async (db: Kysely<DB>, workspaceId: string, agentId: string, digest: string) =>
+  (
+    await db
+      .selectFrom('approvals')
+      .select(['id', 'status', 'created_at'])
+      .where('workspace_id', '=', workspaceId)
+      .where('input_digest', '=', digest)
+      .where('agent_id', '=', agentId)
+      .where('consumed_at', 'is', null)
+      .where('expires_at', '>', new Date())
+      .where('status', 'in', ['approved', 'pending', 'rejected'])
+      .orderBy('created_at', 'desc')
+      .limit(20)
+      .execute()
+  ).sort((a, b) => rank(a.status) - rank(b.status))[0]?.id;
+
+const rank = (status: string) => (status === 'approved' ? 0 : status === 'pending' ? 1 : 2);
+
+/** What a held call waits on: an approval's state. */
+export const findApprovalState = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db
+    .selectFrom('approvals')
+    .select(['status', 'expires_at', 'consumed_at'])
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .executeTakeFirst();

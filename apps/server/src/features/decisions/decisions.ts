@@ -17,7 +17,8 @@ import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
-import { consumeApproval, findApproval } from '../approvals/approvals.repository.ts';
+import { type ApprovalWait, awaitApproval, type WaitOptions } from '../approvals/approval-wait.ts';
+import { consumeApproval, findApproval, findApprovalForAct } from '../approvals/approvals.repository.ts';
 import { insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
 import { persistOrRefuse, recordIn } from '../audit/audit.service.ts';
 import type { AuditRecord } from '../audit/audit-event.ts';
@@ -38,11 +39,11 @@ export interface DecisionRequest {
   /** The action an MCP operation stands for, whatever the caller declares. */
   fixedAction?: string;
   /**
-   * When no approval is named and policy requires one: finds an approval of this agent for
-   * this exact act (its digest), so that a caller that cannot name one (an MCP client) retries
+   * When no approval is named and policy requires one, the approval of this agent for this
+   * exact act (its digest) decides it: a caller that cannot name one (an MCP client) retries
    * the same act and gets it decided by the approval it already asked for.
    */
-  findApproval?: (act: { digest: string; agentId: string; workspaceId: string }) => Promise<string | undefined>;
+  retried?: boolean;
 }
 
 export interface DecisionOutcome {
@@ -202,8 +203,8 @@ export class DecisionService {
     const actDigestOnce = () => (digest ??= actDigest(agent.id, environment, input, facts));
     const namedApproval =
       request.approvalId ??
-      (decision.effect === 'require_approval' && request.findApproval
-        ? await request.findApproval({ digest: actDigestOnce(), agentId: agent.id, workspaceId })
+      (decision.effect === 'require_approval' && request.retried
+        ? await findApprovalForAct(this.db, workspaceId, agent.id, actDigestOnce())
         : undefined);
     if (namedApproval !== undefined) {
       const approval = await findApproval(this.db, workspaceId, namedApproval);
@@ -329,6 +330,11 @@ export class DecisionService {
    */
   async recordOutcome(ctx: RequestContext, decided: DecisionOutcome, outcome: ExecutionOutcome): Promise<void> {
     await persistOrRefuse(() => this.auditWriter.write(ctx.auth.workspaceId, outcomeRecord(ctx.requestId, outcomeBasis(decided), outcome)));
+  }
+
+  /** Holds an act open until its approval `id` is decided (or `options.until`, or the caller goes). */
+  awaitApproval(ctx: RequestContext, id: string, options: WaitOptions): Promise<ApprovalWait> {
+    return awaitApproval(this.db, ctx.auth.workspaceId, id, options);
   }
 
   /**

@@ -26,13 +26,15 @@ import type { DB } from '../../db/schema.ts';
 import type { EgressGuard } from '../../egress/guard.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
+import type { ApprovalWait, WaitOptions } from '../approvals/approval-wait.ts';
 import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, mcpFacts } from '../decisions/act.ts';
-import type { DecisionOutcome, DecisionRequest, DecisionService } from '../decisions/decisions.ts';
+import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
 import { type HeldSession, MCP_REQUEST_TIMEOUT_MS, type McpConnector, type McpTarget, type UseOptions } from './mcp-connector.ts';
 import type { McpRegistry } from './mcp-registry.ts';
 import { findOpenSession, insertSession } from './mcp-sessions.repository.ts';
 
+export { MCP_REQUEST_TIMEOUT_MS } from './mcp-connector.ts';
 export const MCP_SESSION_MINUTES = 30;
 
 type ToolResult = { content: Array<Record<string, unknown>>; isError: boolean; structuredContent?: Record<string, unknown> };
@@ -79,8 +81,8 @@ export interface McpOperation {
   tool?: string;
   arguments?: Record<string, unknown>;
   approvalId?: string;
-  /** Finds an approval for this exact act when none is named (see DecisionRequest). */
-  findApproval?: DecisionRequest['findApproval'];
+  /** An act the caller retries rather than naming its approval (see DecisionRequest). */
+  retried?: boolean;
   /** A governed session (`/runtime/mcp/session`) whose upstream session to use. */
   sessionId?: string;
   source?: 'mcp' | 'execution';
@@ -126,6 +128,11 @@ export class ExecutionService {
     return value;
   }
 
+  /** Holds an act open until its approval is decided (see DecisionService.awaitApproval). */
+  awaitApproval(ctx: RequestContext, id: string, options: WaitOptions): Promise<ApprovalWait> {
+    return this.decisions.awaitApproval(ctx, id, options);
+  }
+
   /** The enabled server with this slug (or id) in the caller's workspace, from the cached registry (404 otherwise). */
   async registeredServer(ctx: RequestContext, slug: string): Promise<McpTarget> {
     const server = await this.registry.find(ctx.auth, slug);
@@ -165,7 +172,7 @@ export class ExecutionService {
       execution: facts,
       fixedAction: operation.action,
       approvalId: operation.approvalId,
-      findApproval: operation.findApproval,
+      retried: operation.retried,
       source: operation.source ?? 'mcp',
       viaProxy: true,
     });

@@ -59,40 +59,21 @@ import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv
 import type { Permission } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import { inTransaction } from '../../db/transaction.ts';
 import type { AuthContext, RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
-import { recordIn } from '../audit/audit.service.ts';
-import { type DecisionOutcome, type OutcomeBasis, outcomeBasis, outcomeRecord } from '../decisions/decisions.ts';
-import { callUpstreamTool, type ExecutionService, type McpOperation } from '../execution/execution.service.ts';
-import {
-  MCP_REQUEST_TIMEOUT_MS,
-  type McpConnector,
-  type McpTarget,
-  type UpstreamSession,
-  upstreamSessionOf,
-} from '../execution/mcp-connector.ts';
+import { type DecisionOutcome, type OutcomeBasis, outcomeBasis } from '../decisions/decisions.ts';
+import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
+import type { McpTarget, UpstreamSession } from '../execution/mcp-connector.ts';
+import { type GatewayTaskRow, type McpTasks, upstreamSessionOf } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
-import {
-  claimExpiredTasks,
-  completeTask,
-  findAgentsByKeyHash,
-  findApprovalForAct,
-  findApprovalState,
-  findTask,
-  type GatewayTaskRow,
-  markTaskFinished,
-  releaseTask,
-  reserveTask,
-} from './mcp-gateway.repository.ts';
+import { findAgentsByKeyHash } from './mcp-gateway.repository.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
 export const NAMESPACE_SEPARATOR = '__';
 export const DEFAULT_APPROVAL_WAIT_MS = 30_000;
-const APPROVAL_POLL_MS = 250;
 /** JSON-RPC error code of an operation policy refused (resources/read, prompts/get). */
 export const POLICY_REFUSED = -32003;
 /** Warden's namespace for `_meta` and error `data` keys. */
@@ -103,8 +84,6 @@ export const APPROVAL_META = `${WARDEN_META_PREFIX}approval`;
 export const MAX_LIVE_TASKS_PER_AGENT = 100;
 /** How long Warden keeps a task reachable at most, whatever TTL was asked or granted. */
 export const MAX_TASK_TTL_MS = 24 * 3600_000;
-/** How long a finished task stays reachable (its result asked again), whatever is left of its TTL. */
-const FINISHED_TASK_KEEP_MS = 3600_000;
 /** How long a task-augmented call's reservation may wait for its approval and the upstream, beyond the approval wait. */
 const RESERVATION_MARGIN_MS = 2 * MCP_REQUEST_TIMEOUT_MS + 60_000;
 /** How long a tasks/result waits for the task to end, at most (the client may ask again). */
@@ -121,8 +100,6 @@ export interface GatewayCaller {
 export interface GatewayOptions {
   /** How long a call that needs an approval is held open for it (WARDEN_MCP_APPROVAL_WAIT_MS). */
   approvalWaitMs: number;
-  /** How often expired tasks' upstream sessions are terminated (the connector's sweep period). */
-  taskSweepMs: number;
 }
 
 /** A tools/call through the gateway: who calls, the server and tool it names there, and where it came from. */
@@ -158,16 +135,6 @@ const text = (message: string, meta?: Record<string, unknown>): CallToolResult =
   isError: true,
   ...(meta ? { _meta: meta } : {}),
 });
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 /** What a refused decision says, for a person reading the client's transcript. */
 function refusal(decided: DecisionOutcome): string {
@@ -229,66 +196,17 @@ async function taskSupportOf(client: Client, tool: string, signal: AbortSignal):
 }
 
 export class McpGateway {
-  private readonly taskSweeper: NodeJS.Timeout;
-
   constructor(
     private readonly db: Kysely<DB>,
     private readonly execution: ExecutionService,
-    private readonly connector: McpConnector,
+    private readonly tasks: McpTasks,
     private readonly agents: AgentDirectory,
     private readonly options: GatewayOptions,
-  ) {
-    this.taskSweeper = setInterval(() => void this.sweepTasks().catch(() => undefined), options.taskSweepMs);
-    this.taskSweeper.unref();
-  }
+  ) {}
 
-  /** Stops the task sweep (shutdown). Live tasks keep their upstream sessions: a restarted Warden reaches them again. */
+  /** Stops the task sweep (shutdown). */
   close(): void {
-    clearInterval(this.taskSweeper);
-  }
-
-  /**
-   * Ends expired tasks, each claimed by one process: the end of one no request saw is recorded
-   * (`task_expired`) in the transaction that removes it, then its upstream session is
-   * terminated. Answers how many were removed.
-   */
-  async sweepTasks(): Promise<number> {
-    let swept = 0;
-    for (;;) {
-      const expired = await inTransaction(this.db, async (trx) => {
-        const rows = await claimExpiredTasks(trx, 100);
-        for (const row of rows)
-          if (row.finished_at === null && row.outcome_basis !== null)
-            await recordIn(
-              trx,
-              row.workspace_id,
-              outcomeRecord(undefined, row.outcome_basis as OutcomeBasis, {
-                result: 'allowed',
-                message: 'task expired',
-                context: { outcome: 'task_expired', task_id: row.id },
-              }),
-            );
-        return rows;
-      });
-      await Promise.all(
-        expired.map((row) =>
-          row.upstream_session_id === null || row.protocol_version === null
-            ? undefined
-            : this.connector.terminate(
-                {
-                  id: row.server_id,
-                  workspace_id: row.workspace_id,
-                  slug: row.server_id,
-                  transport_url: row.upstream_url,
-                  transport: 'streamable_http',
-                },
-                { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
-              ),
-        ),
-      );
-      swept += expired.length;
-      if (expired.length < 100) return swept;
-    }
+    this.tasks.close();
   }
 
   /**
@@ -396,7 +314,7 @@ export class McpGateway {
           timeout: MCP_REQUEST_TIMEOUT_MS,
           signal: extra.signal,
         });
-        if (TERMINAL.has(task.status)) await this.finishTask(caller, row, { task_status: task.status });
+        if (TERMINAL.has(task.status)) await this.tasks.finish(caller.ctx.requestId, row, { task_status: task.status });
         return { ...task, taskId: row.id };
       }),
     );
@@ -412,10 +330,11 @@ export class McpGateway {
           })
           .catch(async (error) => {
             // an error the upstream answered is the task's result (a failed task's, or none left)
-            if (upstreamAnswered(error)) await this.finishTask(caller, row, { task_status: 'failed', error_code: error.code });
+            if (upstreamAnswered(error))
+              await this.tasks.finish(caller.ctx.requestId, row, { task_status: 'failed', error_code: error.code });
             throw error;
           });
-        await this.finishTask(caller, row, { task_status: 'ended', tool_error: result.isError === true });
+        await this.tasks.finish(caller.ctx.requestId, row, { task_status: 'ended', tool_error: result.isError === true });
         // the upstream's task id is its own: the client knows this task by Warden's
         const meta = result._meta?.[RELATED_TASK_META_KEY]
           ? { ...result._meta, [RELATED_TASK_META_KEY]: { taskId: row.id } }
@@ -430,7 +349,7 @@ export class McpGateway {
           timeout: MCP_REQUEST_TIMEOUT_MS,
           signal: extra.signal,
         });
-        await this.finishTask(caller, row, { task_status: task.status, cancelled_by: 'client' });
+        await this.tasks.finish(caller.ctx.requestId, row, { task_status: task.status, cancelled_by: 'client' });
         return { ...task, taskId: row.id };
       }),
     );
@@ -582,7 +501,7 @@ export class McpGateway {
       .governMcp(
         caller.ctx,
         target,
-        { action: act.action, input: this.input(caller, act.action, act.resource), findApproval: this.findApproval },
+        { action: act.action, input: this.input(caller, act.action, act.resource), retried: true },
         'call_failed',
         work,
         () => ({}),
@@ -601,9 +520,6 @@ export class McpGateway {
     }
     return value;
   }
-
-  private readonly findApproval: McpOperation['findApproval'] = (act) =>
-    findApprovalForAct(this.db, act.workspaceId, act.agentId, act.digest);
 
   private async callTool(call: ToolCall): Promise<CallToolResult> {
     const { tool, args, extra } = call;
@@ -636,19 +552,16 @@ export class McpGateway {
     const { caller, target, tool, args, extra } = call;
     const workspaceId = caller.ctx.auth.workspaceId;
     const id = randomUUID();
-    const reserved = await inTransaction(this.db, (trx) =>
-      reserveTask(
-        trx,
-        {
-          workspace_id: workspaceId,
-          id,
-          agent_id: caller.agent.id,
-          server_id: target.id,
-          upstream_url: target.transport_url,
-          expires_at: new Date(Date.now() + this.options.approvalWaitMs + RESERVATION_MARGIN_MS),
-        },
-        MAX_LIVE_TASKS_PER_AGENT,
-      ),
+    const reserved = await this.tasks.reserve(
+      {
+        workspace_id: workspaceId,
+        id,
+        agent_id: caller.agent.id,
+        server_id: target.id,
+        upstream_url: target.transport_url,
+        expires_at: new Date(Date.now() + this.options.approvalWaitMs + RESERVATION_MARGIN_MS),
+      },
+      MAX_LIVE_TASKS_PER_AGENT,
     );
     if (!reserved)
       throw new McpError(
@@ -688,7 +601,7 @@ export class McpGateway {
       const session = upstream as UpstreamSession;
       // Warden reaches a task for the TTL the upstream granted, at most MAX_TASK_TTL_MS (null: unlimited)
       const ttl = Math.min(created.task.ttl ?? MAX_TASK_TTL_MS, MAX_TASK_TTL_MS);
-      await completeTask(this.db, workspaceId, id, {
+      await this.tasks.complete(workspaceId, id, {
         upstream_session_id: session.sessionId,
         protocol_version: session.protocolVersion,
         upstream_task_id: created.task.taskId,
@@ -698,8 +611,7 @@ export class McpGateway {
       return { ...created, task: { ...created.task, taskId: id, ttl } };
     } catch (error) {
       // no task for the client: none left running upstream either (its outcome not recorded, its row not written)
-      if (upstream) await this.connector.terminate(target, upstream);
-      await releaseTask(this.db, workspaceId, id).catch(() => undefined);
+      await this.tasks.abandon(workspaceId, id, target, upstream);
       throw asProtocolError(error);
     }
   }
@@ -733,7 +645,7 @@ export class McpGateway {
       this.execution.governMcp(
         caller.ctx,
         target,
-        { action: 'mcp.call', input: this.input(caller, 'mcp.call'), tool, arguments: args, findApproval: this.findApproval },
+        { action: 'mcp.call', input: this.input(caller, 'mcp.call'), tool, arguments: args, retried: true },
         'call_failed',
         work,
         describe,
@@ -743,9 +655,13 @@ export class McpGateway {
     if (value !== null) return { value, basis: outcomeBasis(decided) };
     const approvalId = decided.result.approval_id;
     if (decided.result.action !== 'require_approval' || approvalId === null) return { refused: { message: refusal(decided) } };
-    const waited = await this.waitForApproval(caller, approvalId, extra, async (message) => {
-      progress += 1;
-      await notify(progress, message);
+    const waited = await this.execution.awaitApproval(caller.ctx, approvalId, {
+      until: Date.now() + this.options.approvalWaitMs,
+      signal: extra.signal,
+      onWait: async (message) => {
+        progress += 1;
+        await notify(progress, message);
+      },
     });
     if (waited === 'approved') {
       ({ decided, value } = await attempt());
@@ -781,53 +697,14 @@ export class McpGateway {
     id: string,
     work: (row: GatewayTaskRow, client: Client) => Promise<T>,
   ): Promise<T> {
-    const row = UUID.test(id) ? await findTask(this.db, caller.ctx.auth.workspaceId, caller.agent.id, id) : undefined;
+    const row = UUID.test(id) ? await this.tasks.find(caller.ctx.auth.workspaceId, caller.agent.id, id) : undefined;
     const target = row && (single ?? (await this.execution.registeredServer(caller.ctx, row.server_id).catch(() => undefined)));
     if (!row || !target || target.id !== row.server_id || target.transport_url !== row.upstream_url)
       throw new McpError(INVALID_PARAMS, `Task not found: ${id}`);
-    return this.connector
-      .attach(target, 'call_failed', { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version }, (client) =>
-        work(row, client),
-      )
+    return this.tasks
+      .attach(target, row, (client) => work(row, client))
       .catch((error) => {
         throw asProtocolError(error);
       });
-  }
-
-  /** Records the end of a task: once, by whoever sees it first, in the transaction that marks it recorded. */
-  private async finishTask(caller: GatewayCaller, row: GatewayTaskRow, context: Record<string, unknown>): Promise<void> {
-    await inTransaction(this.db, async (trx) => {
-      if (!(await markTaskFinished(trx, row.workspace_id, row.id, FINISHED_TASK_KEEP_MS))) return;
-      await recordIn(
-        trx,
-        row.workspace_id,
-        outcomeRecord(caller.ctx.requestId, row.outcome_basis as OutcomeBasis, {
-          result: 'allowed',
-          message: 'task ended',
-          context: { outcome: 'task_ended', task_id: row.id, ...context },
-        }),
-      );
-    });
-  }
-
-  /** Waits for an approval to be decided, up to approvalWaitMs (and while the client still waits). */
-  private async waitForApproval(
-    caller: GatewayCaller,
-    id: string,
-    extra: Extra,
-    onWait: (message: string) => Promise<void>,
-  ): Promise<'approved' | 'rejected' | 'expired' | 'pending'> {
-    const deadline = Date.now() + this.options.approvalWaitMs;
-    for (;;) {
-      const state = await findApprovalState(this.db, caller.ctx.auth.workspaceId, id);
-      if (!state || state.status === 'rejected') return 'rejected';
-      // an approved one (used since by an identical call, perhaps): the next decision says which
-      if (state.status === 'approved') return 'approved';
-      if (state.status === 'expired' || new Date(state.expires_at).getTime() <= Date.now()) return 'expired';
-      const left = deadline - Date.now();
-      if (left <= 0 || extra.signal.aborted) return 'pending';
-      await onWait(`Waiting for approval ${id}`);
-      await sleep(Math.min(APPROVAL_POLL_MS, left), extra.signal);
-    }
   }
 }

@@ -1,0 +1,100 @@
+import { type Kysely, type Selectable, sql } from 'kysely';
+import type { DB, McpGatewayTasks } from '../../db/schema.ts';
+
+/** What reaching a task takes: its row once the upstream created it (no column of it NULL). */
+export type GatewayTaskRow = {
+  [K in Exclude<keyof Selectable<McpGatewayTasks>, 'finished_at' | 'created_at'>]: NonNullable<Selectable<McpGatewayTasks>[K]>;
+};
+
+/**
+ * Reserves a task's row for an agent that holds fewer than `cap` live tasks (false otherwise).
+ * `trx` is a transaction of its own: its advisory lock serialises one agent's reservations.
+ */
+export async function reserveTask(
+  trx: Kysely<DB>,
+  row: { workspace_id: string; id: string; agent_id: string; server_id: string; upstream_url: string; expires_at: Date },
+  cap: number,
+): Promise<boolean> {
+  await sql`SELECT pg_advisory_xact_lock(hashtextextended(${`mcp-task:${row.workspace_id}:${row.agent_id}`}, 0))`.execute(trx);
+  const live = await trx
+    .selectFrom('mcp_gateway_tasks')
+    .select('id')
+    .where('workspace_id', '=', row.workspace_id)
+    .where('agent_id', '=', row.agent_id)
+    .where('expires_at', '>', new Date())
+    .limit(cap)
+    .execute();
+  if (live.length >= cap) return false;
+  await trx.insertInto('mcp_gateway_tasks').values(row).execute();
+  return true;
+}
+
+/** Fills in a reserved row once the upstream created its task. */
+export const completeTask = (
+  db: Kysely<DB>,
+  workspaceId: string,
+  id: string,
+  upstream: { upstream_session_id: string; protocol_version: string; upstream_task_id: string; outcome_basis: string; expires_at: Date },
+) => db.updateTable('mcp_gateway_tasks').set(upstream).where('workspace_id', '=', workspaceId).where('id', '=', id).execute();
+
+/** Drops a reservation whose call did not create a task. */
+export const releaseTask = (db: Kysely<DB>, workspaceId: string, id: string) =>
+  db.deleteFrom('mcp_gateway_tasks').where('workspace_id', '=', workspaceId).where('id', '=', id).execute();
+
+/** The agent's unexpired, created task with this id (another agent's is nobody's). */
+export const findTask = async (db: Kysely<DB>, workspaceId: string, agentId: string, id: string) =>
+  (await db
+    .selectFrom('mcp_gateway_tasks')
+    .selectAll()
+    .where('workspace_id', '=', workspaceId)
+    .where('agent_id', '=', agentId)
+    .where('id', '=', id)
+    .where('expires_at', '>', new Date())
+    .where('upstream_task_id', 'is not', null)
+    .executeTakeFirst()) as GatewayTaskRow | undefined;
+
+/**
+ * Marks the task's end recorded, and keeps the task reachable `keepMs` more at most (a finished
+ * task's session and its place under the cap are not held for the rest of its TTL); true for
+ * the one caller that marked it.
+ */
+export const markTaskFinished = async (db: Kysely<DB>, workspaceId: string, id: string, keepMs: number) =>
+  (
+    await db
+      .updateTable('mcp_gateway_tasks')
+      .set({ finished_at: new Date(), expires_at: sql`least(expires_at, now() + ${`${keepMs} milliseconds`}::interval)` })
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', id)
+      .where('finished_at', 'is', null)
+      .returning('id')
+      .execute()
+  ).length === 1;
+
+/** Removes up to `limit` expired tasks and answers them (each to one caller: whoever deletes it ends it). */
+export const claimExpiredTasks = (db: Kysely<DB>, limit: number) =>
+  db
+    .deleteFrom('mcp_gateway_tasks')
+    .where(({ eb, selectFrom, refTuple }) =>
+      eb(
+        refTuple('workspace_id', 'id'),
+        'in',
+        selectFrom('mcp_gateway_tasks')
+          .select(['workspace_id', 'id'])
+          .where('expires_at', '<=', new Date())
+          .limit(limit)
+          .forUpdate()
+          .skipLocked()
+          .$asTuple('workspace_id', 'id'),
+      ),
+    )
+    .returning([
+      'workspace_id',
+      'id',
+      'server_id',
+      'upstream_url',
+      'upstream_session_id',
+      'protocol_version',
+      'outcome_basis',
+      'finished_at',
+    ])
+    .execute();

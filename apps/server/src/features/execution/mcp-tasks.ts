@@ -1,0 +1,142 @@
+/**
+ * MCP tasks' lifecycle, for the gateway (docs/decisions/0013-mcp-gateway.md, point 6): an
+ * upstream task lives in the upstream session that created it, so a task-augmented call runs
+ * on a session of its own, kept by id in `mcp_gateway_tasks` and reached again from any
+ * process; the task's end is recorded once, by whoever sees it first, and its session is
+ * terminated when the task expires. The gateway reaches tasks only through this class: the
+ * rows, the sessions and the end's audit event are the execution layer's.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Kysely } from 'kysely';
+import type { DB } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
+import { recordIn } from '../audit/audit.service.ts';
+import { type OutcomeBasis, outcomeRecord } from '../decisions/decisions.ts';
+import type { McpConnector, McpTarget, UpstreamSession } from './mcp-connector.ts';
+import {
+  claimExpiredTasks,
+  completeTask,
+  findTask,
+  type GatewayTaskRow,
+  markTaskFinished,
+  releaseTask,
+  reserveTask,
+} from './mcp-tasks.repository.ts';
+
+export { upstreamSessionOf } from './mcp-connector.ts';
+export type { GatewayTaskRow } from './mcp-tasks.repository.ts';
+
+/** How long a finished task stays reachable (its result asked again), whatever is left of its TTL. */
+const FINISHED_TASK_KEEP_MS = 3600_000;
+const SWEEP_BATCH = 100;
+
+type Reservation = Parameters<typeof reserveTask>[1];
+
+export class McpTasks {
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly connector: McpConnector,
+    sweepMs: number,
+  ) {
+    this.sweeper = setInterval(() => void this.sweep().catch(() => undefined), sweepMs);
+    this.sweeper.unref();
+  }
+
+  /** Stops the sweep (shutdown). Live tasks keep their upstream sessions: a restarted Warden reaches them again. */
+  close(): void {
+    clearInterval(this.sweeper);
+  }
+
+  /** Reserves a task's row under the agent's cap of live tasks (false: the agent holds `cap` already). */
+  reserve(row: Reservation, cap: number): Promise<boolean> {
+    return inTransaction(this.db, (trx) => reserveTask(trx, row, cap));
+  }
+
+  /** Fills in a reserved row once the upstream created its task. */
+  async complete(workspaceId: string, id: string, upstream: Parameters<typeof completeTask>[3]): Promise<void> {
+    await completeTask(this.db, workspaceId, id, upstream);
+  }
+
+  /** A call that created no task: its reservation dropped and, when it opened one, its session terminated. */
+  async abandon(workspaceId: string, id: string, target: McpTarget, upstream: UpstreamSession | undefined): Promise<void> {
+    if (upstream) await this.connector.terminate(target, upstream);
+    await releaseTask(this.db, workspaceId, id).catch(() => undefined);
+  }
+
+  /** The agent's live task with this id, if it has one. */
+  find(workspaceId: string, agentId: string, id: string): Promise<GatewayTaskRow | undefined> {
+    return findTask(this.db, workspaceId, agentId, id);
+  }
+
+  /** Runs `work` on the task's own upstream session (no handshake, not pooled). */
+  attach<T>(target: McpTarget, row: GatewayTaskRow, work: (client: Client) => Promise<T>): Promise<T> {
+    return this.connector.attach(
+      target,
+      'call_failed',
+      { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
+      work,
+    );
+  }
+
+  /** Records the end of a task: once, by whoever sees it first, in the transaction that marks it recorded. */
+  async finish(requestId: string, row: GatewayTaskRow, context: Record<string, unknown>): Promise<void> {
+    await inTransaction(this.db, async (trx) => {
+      if (!(await markTaskFinished(trx, row.workspace_id, row.id, FINISHED_TASK_KEEP_MS))) return;
+      await recordIn(
+        trx,
+        row.workspace_id,
+        outcomeRecord(requestId, row.outcome_basis as OutcomeBasis, {
+          result: 'allowed',
+          message: 'task ended',
+          context: { outcome: 'task_ended', task_id: row.id, ...context },
+        }),
+      );
+    });
+  }
+
+  /**
+   * Ends expired tasks, each claimed by one process: the end of one no request saw is recorded
+   * (`task_expired`) in the transaction that removes it, then its upstream session is
+   * terminated. Answers how many were removed.
+   */
+  async sweep(): Promise<number> {
+    let swept = 0;
+    for (;;) {
+      const expired = await inTransaction(this.db, async (trx) => {
+        const rows = await claimExpiredTasks(trx, SWEEP_BATCH);
+        for (const row of rows)
+          if (row.finished_at === null && row.outcome_basis !== null)
+            await recordIn(
+              trx,
+              row.workspace_id,
+              outcomeRecord(undefined, row.outcome_basis as OutcomeBasis, {
+                result: 'allowed',
+                message: 'task expired',
+                context: { outcome: 'task_expired', task_id: row.id },
+              }),
+            );
+        return rows;
+      });
+      await Promise.all(
+        expired.map((row) =>
+          row.upstream_session_id === null || row.protocol_version === null
+            ? undefined
+            : this.connector.terminate(
+                {
+                  id: row.server_id,
+                  workspace_id: row.workspace_id,
+                  slug: row.server_id,
+                  transport_url: row.upstream_url,
+                  transport: 'streamable_http',
+                },
+                { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
+              ),
+        ),
+      );
+      swept += expired.length;
+      if (expired.length < SWEEP_BATCH) return swept;
+    }
+  }
+}
