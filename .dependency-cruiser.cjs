@@ -54,8 +54,7 @@ module.exports = {
     {
       name: 'edges-record-nothing-themselves',
       severity: 'error',
-      comment:
-        'An edge (the MCP gateway) acts only through the act pipeline: it never writes audit events, approvals or any table itself.',
+      comment: 'An edge (the MCP gateway) acts only through the act pipeline: it never writes audit events, approvals or any table itself.',
       from: { path: `${SRC}features/mcp-gateway/` },
       to: {
         path: [`${SRC}db/`, `${SRC}features/(audit|approvals|agents|policies)/`, '(^|/)node_modules/kysely/'],

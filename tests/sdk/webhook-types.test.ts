@@ -150,6 +150,7 @@ describe('verifyWebhook at run time', () => {
       | 'policy.updated'
       | 'audit.created'
       | 'audit.checkpoint'
+      | 'audit.integrity_failed'
       | 'approval.requested'
       | 'approval.completed'
       | 'billing.updated'

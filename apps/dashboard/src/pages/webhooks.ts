@@ -23,6 +23,8 @@ const EVENT_TYPES: { value: WebhookEventType; label: string }[] = [
   { value: 'agent.created', label: 'agent.created' },
   { value: 'policy.updated', label: 'policy.updated' },
   { value: 'audit.created', label: 'audit.created' },
+  { value: 'audit.checkpoint', label: 'audit.checkpoint' },
+  { value: 'audit.integrity_failed', label: 'audit.integrity_failed (the audit log cannot be signed)' },
   { value: 'approval.requested', label: 'approval.requested' },
   { value: 'approval.completed', label: 'approval.completed' },
   { value: 'billing.updated', label: 'billing.updated' },

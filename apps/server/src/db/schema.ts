@@ -112,6 +112,31 @@ export interface AuditSeals {
   workspace_id: string;
 }
 
+export interface AuditSigningRefusals {
+  detected_at: Generated<Timestamp>;
+  /**
+   * That head's root hash, hex.
+   */
+  head_root: string;
+  /**
+   * The size of the tree head it refused to sign.
+   */
+  head_size: number;
+  /**
+   * Why: no consistency proof leads from the signed checkpoint to the head, the tree shrank, or a second root for a signed size.
+   */
+  reason: string;
+  /**
+   * Its root hash, hex.
+   */
+  signed_root: string;
+  /**
+   * The size of the last checkpoint the signer signed for this log.
+   */
+  signed_size: number;
+  workspace_id: string;
+}
+
 export interface AuditTreeHeads {
   /**
    * The tree's root, hex. Default: SHA-256 of nothing, the root of the empty tree.
@@ -314,6 +339,7 @@ export interface DB {
   audit_checkpoints: AuditCheckpoints;
   audit_events: AuditEvents;
   audit_seals: AuditSeals;
+  audit_signing_refusals: AuditSigningRefusals;
   audit_tree_heads: AuditTreeHeads;
   audit_tree_nodes: AuditTreeNodes;
   audit_unsealed: AuditUnsealed;

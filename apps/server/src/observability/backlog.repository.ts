@@ -8,6 +8,8 @@ export interface Backlog {
   unsealedAgeS: number;
   /** Leaves sealed into trees but not covered by a signed checkpoint yet (all workspaces). */
   uncheckpointed: number;
+  /** Workspaces whose audit tree the signer refuses to sign (its history was rewritten). */
+  signingRefused: number;
   /** Webhook deliveries still to send (pending), and the age (s) of the oldest. */
   pendingDeliveries: number;
   pendingDeliveryAgeS: number;
@@ -25,6 +27,7 @@ export async function readBacklog(db: Kysely<DB>): Promise<Backlog> {
          FROM audit_tree_heads h
          LEFT JOIN (SELECT workspace_id, max(tree_size) AS size FROM audit_checkpoints GROUP BY workspace_id) c
            ON c.workspace_id = h.workspace_id) AS uncheckpointed,
+      (SELECT count(*) FROM audit_signing_refusals) AS refused,
       (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending') AS pending,
       (SELECT extract(epoch FROM now() - min(created_at)) FROM webhook_deliveries WHERE status = 'pending') AS pending_age,
       (SELECT count(*) FROM outbox_events WHERE dispatched_at IS NULL) AS undispatched,
@@ -36,6 +39,7 @@ export async function readBacklog(db: Kysely<DB>): Promise<Backlog> {
     unsealed: n(row.unsealed),
     unsealedAgeS: n(row.unsealed_age),
     uncheckpointed: n(row.uncheckpointed),
+    signingRefused: n(row.refused),
     pendingDeliveries: n(row.pending),
     pendingDeliveryAgeS: n(row.pending_age),
     undispatched: n(row.undispatched),

@@ -115,6 +115,11 @@ export function createMetrics(sources: MetricsSources): Metrics {
   backlogGauge('warden_audit_unsealed_events', 'Audit events written but not yet sealed into their Merkle tree.', (b) => b.unsealed);
   backlogGauge('warden_audit_seal_lag_seconds', 'Age of the oldest audit event not yet sealed (0 when none).', (b) => b.unsealedAgeS);
   backlogGauge('warden_audit_checkpoint_lag_leaves', 'Sealed leaves not yet covered by a signed checkpoint.', (b) => b.uncheckpointed);
+  backlogGauge(
+    'warden_audit_signing_refused_logs',
+    'Workspaces whose audit tree the signer refuses to sign: it does not extend the last signed checkpoint (alert on > 0).',
+    (b) => b.signingRefused,
+  );
   backlogGauge('warden_webhook_queue_depth', 'Webhook deliveries waiting to be sent (pending).', (b) => b.pendingDeliveries);
   backlogGauge('warden_webhook_oldest_pending_seconds', 'Age of the oldest pending webhook delivery.', (b) => b.pendingDeliveryAgeS);
   backlogGauge('warden_outbox_undispatched_events', 'Outbox events not yet fanned out to deliveries.', (b) => b.undispatched);

@@ -2,6 +2,7 @@ import { CompiledQuery, type Kysely, type Selectable, type SelectQueryBuilder, s
 import type { Database } from '../../db/database.ts';
 import type { AuditCheckpoints, AuditEvents, DB } from '../../db/schema.ts';
 import { subscribedSql } from '../events/outbox.repository.ts';
+import { type NodeHashes, type NodeId, nodeMap } from './merkle.ts';
 
 export interface AuditFilters {
   agent?: string;
@@ -271,6 +272,17 @@ export async function readNodes(db: Kysely<DB>, wanted: WantedNode[]): Promise<(
     ),
   );
   return rows.map((row) => ({ ...row, level: Number(row.level), node_index: Number(row.node_index) }));
+}
+
+/** The stored hashes of these nodes of one workspace's tree, as the map merkle.ts computes from (a missing one throws). */
+export async function readNodeHashes(db: Kysely<DB>, workspaceId: string, ids: NodeId[]): Promise<NodeHashes> {
+  const rows = await readNodes(
+    db,
+    ids.map(({ level, index }) => ({ workspace_id: workspaceId, level, node_index: index })),
+  );
+  const missing = rows.find((row) => row.hash === null);
+  if (missing) throw new Error(`audit tree node (${missing.level}, ${missing.node_index}) of workspace ${workspaceId} is missing`);
+  return nodeMap(rows.map((row) => ({ level: row.level, index: row.node_index, hash: Buffer.from(row.hash as string, 'hex') })));
 }
 
 /** Locks a workspace's tree head (creating it, empty, on its first seal) and returns it. */

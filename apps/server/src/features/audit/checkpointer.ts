@@ -5,14 +5,22 @@
  * as an `audit.checkpoint` webhook (its outbox row is written with it) and as a line appended to
  * the checkpoint file. Every process checkpoints; a size already checkpointed by another one is
  * skipped by the table's primary key.
+ *
+ * The signer checks before it signs (docs/decisions/0018-audit-signer-checks.md): it keeps the
+ * last (size, root) it signed per log outside the database — the checkpoint file, read at
+ * start, and memory — and signs a larger head only when a consistency proof from that
+ * checkpoint to the head verifies. A head that does not extend it (history rewritten, cut or
+ * forked under it) is refused, every round, loudly: an error log line, the
+ * `audit_signing_refusals` row (GET /audit/verify and the compliance control fail, the metric
+ * counts it) and an `audit.integrity_failed` webhook.
  */
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import { readOrCreateSecretFile } from '../../db/data-dir-lock.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
-import { insertCheckpoint, treesDueForCheckpoint } from './audit.repository.ts';
+import { findCheckpoint, insertCheckpoint, readNodeHashes, treesDueForCheckpoint } from './audit.repository.ts';
 import {
   exportSigningKey,
   formatVerifierKey,
@@ -25,6 +33,8 @@ import {
   type SigningKey,
   signCheckpoint,
 } from './checkpoint.ts';
+import { consistencyProof, nodesForConsistency, verifyConsistency } from './merkle.ts';
+import { clearSigningRefusal, findSigningRefusal, recordSigningRefusal } from './signing-refusals.repository.ts';
 
 /** Signs the checkpoints of every workspace's log, each named by its origin `<log name>/audit/<workspace id>`. */
 export interface AuditSigner {
@@ -65,6 +75,25 @@ export function openSignedCheckpoint(signer: AuditSigner, note: string): ParsedC
 /** The first line of a note: its origin, which is also the key's name. */
 const parseOrigin = (note: string) => note.slice(0, Math.max(0, note.indexOf('\n')));
 
+/** A refusal as GET /audit/verify and the `audit.integrity_failed` webhook show it. */
+export function integrityFailureView(row: {
+  detected_at: Date | string;
+  signed_size: number | string;
+  signed_root: string;
+  head_size: number | string;
+  head_root: string;
+  reason: string;
+}) {
+  return {
+    detected_at: new Date(row.detected_at).toISOString(),
+    signed_size: Number(row.signed_size),
+    signed_root: row.signed_root,
+    head_size: Number(row.head_size),
+    head_root: row.head_root,
+    reason: row.reason,
+  };
+}
+
 /** A checkpoint as the API and the webhook show it. */
 export function checkpointView(row: {
   tree_size: number | string;
@@ -83,17 +112,57 @@ export function checkpointView(row: {
   };
 }
 
+/** A log's last signed checkpoint, as the signer knows it from outside the database. */
+interface Signed {
+  size: number;
+  root: string;
+}
+
+/** Why a head is not signed; undefined when it extends the signed checkpoint. */
+type Refusal = string | undefined;
+
+/** How often a refusal that goes on is logged again (it is checked every round). */
+const REFUSAL_LOG_EVERY_MS = 60_000;
+
+/** The largest checkpoint per log in the checkpoint file whose signature verifies with the signer's key. */
+export function readSignedCheckpoints(file: string | undefined, signer: AuditSigner, logger: Logger): Map<string, Signed> {
+  const signed = new Map<string, Signed>();
+  if (!file || !existsSync(file)) return signed;
+  let unreadable = 0;
+  for (const line of readFileSync(file, 'utf8').split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      const entry = JSON.parse(line) as { workspace_id: string; note: string };
+      const opened = openSignedCheckpoint(signer, entry.note);
+      if (!opened || originOf(signer, entry.workspace_id) !== opened.origin) throw new Error('not signed by this key for this log');
+      const known = signed.get(entry.workspace_id);
+      if (!known || opened.size > known.size) signed.set(entry.workspace_id, { size: opened.size, root: opened.rootHash.toString('hex') });
+    } catch {
+      unreadable += 1;
+    }
+  }
+  if (unreadable > 0)
+    logger.error('audit checkpoint file: lines that are not checkpoints signed by this key were skipped', { file, unreadable });
+  return signed;
+}
+
 export class Checkpointer {
   private last = 0;
+  /** Per workspace: the largest checkpoint this signer knows it signed (file, memory, or a note in the database it signed). */
+  private readonly signed: Map<string, Signed>;
+  /** Per workspace refused: when the refusal was last logged. */
+  private readonly refused = new Map<string, number>();
 
   constructor(
     private readonly db: Kysely<DB>,
     private readonly signer: AuditSigner,
     private readonly logger: Logger,
     private readonly intervalMs: number,
-    /** Where each checkpoint is appended (one JSON line); undefined: nowhere. */
+    /** Where each checkpoint is appended (one JSON line) and read from at start; undefined: nowhere. */
     private readonly file: string | undefined,
-  ) {}
+  ) {
+    this.signed = readSignedCheckpoints(file, signer, logger);
+  }
 
   static fileFor(config: { auditCheckpointFile: string | undefined; dataDir: string }): string | undefined {
     if (config.auditCheckpointFile) return config.auditCheckpointFile;
@@ -113,7 +182,78 @@ export class Checkpointer {
     }
   }
 
+  /**
+   * The last checkpoint signed for this log: what this signer kept outside the database, or the
+   * newest checkpoint in the database if it is larger and its note verifies with this key (then
+   * this signer, or another process with the same key, did sign it).
+   */
+  private async anchorOf(workspaceId: string): Promise<Signed | undefined> {
+    const kept = this.signed.get(workspaceId);
+    const stored = await findCheckpoint(this.db, workspaceId);
+    const opened = stored && openSignedCheckpoint(this.signer, stored.note);
+    if (opened && opened.origin === originOf(this.signer, workspaceId) && opened.size > (kept?.size ?? 0))
+      return { size: opened.size, root: opened.rootHash.toString('hex') };
+    return kept;
+  }
+
+  /** Why the head (size, root) must not be signed after `anchor`; undefined when it extends it. */
+  private async refusal(workspaceId: string, anchor: Signed, size: number, rootHash: string): Promise<Refusal> {
+    if (size < anchor.size) return `the tree has ${size} leaves, fewer than the ${anchor.size} already signed`;
+    if (size === anchor.size)
+      return rootHash === anchor.root ? undefined : `a second root for size ${size}, which was signed with another root`;
+    let proof: Buffer[];
+    try {
+      proof = consistencyProof(anchor.size, size, await readNodeHashes(this.db, workspaceId, nodesForConsistency(anchor.size, size)));
+    } catch (cause) {
+      return `no consistency proof from size ${anchor.size} to ${size} can be read (${(cause as Error).message})`;
+    }
+    return verifyConsistency(anchor.size, size, Buffer.from(anchor.root, 'hex'), Buffer.from(rootHash, 'hex'), proof)
+      ? undefined
+      : `the tree of size ${size} does not extend the checkpoint signed at size ${anchor.size}: the history under it was rewritten`;
+  }
+
+  private async refuse(workspaceId: string, anchor: Signed, head: Signed, reason: string): Promise<void> {
+    const refusal = {
+      workspace_id: workspaceId,
+      signed_size: anchor.size,
+      signed_root: anchor.root,
+      head_size: head.size,
+      head_root: head.root,
+      reason,
+    };
+    const fresh = await recordSigningRefusal(this.db, refusal, (detectedAt) => ({
+      refusal: integrityFailureView({ ...refusal, detected_at: detectedAt }),
+    }));
+    const logged = this.refused.get(workspaceId);
+    if (fresh || logged === undefined || Date.now() - logged >= REFUSAL_LOG_EVERY_MS) {
+      this.refused.set(workspaceId, Date.now());
+      this.logger.error('audit log integrity failed: checkpoint not signed', {
+        workspaceId,
+        signedSize: anchor.size,
+        signedRoot: anchor.root,
+        headSize: head.size,
+        headRoot: head.root,
+        reason,
+      });
+    }
+  }
+
   private async checkpoint(workspaceId: string, size: number, rootHash: string, time: Date): Promise<void> {
+    const anchor = await this.anchorOf(workspaceId);
+    const reason = anchor && (await this.refusal(workspaceId, anchor, size, rootHash));
+    if (anchor && reason) return this.refuse(workspaceId, anchor, { size, root: rootHash }, reason);
+    await this.sign(workspaceId, size, rootHash, time);
+    this.signed.set(workspaceId, { size, root: rootHash });
+    // a refusal is over once a head extends what this signer signed, if it knew at least as much as the refuser
+    this.refused.delete(workspaceId);
+    const row = await findSigningRefusal(this.db, workspaceId);
+    if (row && Number(row.signed_size) <= (anchor?.size ?? 0)) {
+      await clearSigningRefusal(this.db, workspaceId);
+      this.logger.info('audit log signed again: the tree extends the last signed checkpoint', { workspaceId, size });
+    }
+  }
+
+  private async sign(workspaceId: string, size: number, rootHash: string, time: Date): Promise<void> {
     const origin = originOf(this.signer, workspaceId);
     const signer = noteSigner(this.signer.key, origin);
     // The note carries whole seconds; the row keeps the same instant, so both say one time.

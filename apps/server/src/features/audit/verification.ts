@@ -20,13 +20,14 @@ import {
   findCheckpoint,
   findSeal,
   findVerification,
+  readNodeHashes,
   readNodes,
   readTreeHead,
   saveVerification,
   sealsWithEvents,
   type TreeHead,
 } from './audit.repository.ts';
-import { type AuditSigner, openSignedCheckpoint } from './checkpointer.ts';
+import { type AuditSigner, integrityFailureView, openSignedCheckpoint } from './checkpointer.ts';
 import {
   consistencyProof,
   EMPTY_ROOT,
@@ -40,6 +41,7 @@ import {
   nodesForRoot,
   rootFrom,
 } from './merkle.ts';
+import { findSigningRefusal } from './signing-refusals.repository.ts';
 import { canonicalEvent, type EventFields, eventLeafHash } from './tree.ts';
 
 const BATCH = 1000;
@@ -49,17 +51,6 @@ const RECHECK_PER_CALL = 1000;
 const UNACCOUNTED_MARGIN_MS = 5 * 60_000;
 
 type Verification = AuditVerification['data'];
-
-/** The stored hashes of these nodes of one workspace's tree, as the map merkle.ts computes from. */
-async function fetchNodes(db: Kysely<DB>, workspaceId: string, ids: NodeId[]) {
-  const rows = await readNodes(
-    db,
-    ids.map(({ level, index }) => ({ workspace_id: workspaceId, level, node_index: index })),
-  );
-  const missing = rows.find((row) => row.hash === null);
-  if (missing) throw new Error(`audit tree node (${missing.level}, ${missing.node_index}) of workspace ${workspaceId} is missing`);
-  return nodeMap(rows.map((row) => ({ level: row.level, index: row.node_index, hash: Buffer.from(row.hash!, 'hex') })));
-}
 
 export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceId: string, full: boolean): Promise<Verification> {
   // One snapshot for the tree, its checkpoint and the queue, so a batch sealed meanwhile cannot
@@ -87,7 +78,7 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
       let checkpointRoot: Buffer | undefined;
       const checkpointSize = checkpoint ? Number(checkpoint.tree_size) : 0;
       if (checkpoint && checkpointSize <= frontier.size) {
-        checkpointRoot = rootFrom(checkpointSize, await fetchNodes(trx, workspaceId, nodesForRoot(checkpointSize)));
+        checkpointRoot = rootFrom(checkpointSize, await readNodeHashes(trx, workspaceId, nodesForRoot(checkpointSize)));
       }
 
       while (firstInvalid === null && frontier.size < head.size) {
@@ -156,10 +147,11 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
           checkpointRoot !== undefined &&
           checkpointRoot.toString('hex') === checkpoint.root_hash;
       }
+      const refused = await findSigningRefusal(trx, workspaceId);
       const unsealed = await countQueued(trx, workspaceId);
       const unaccounted = await countUnaccounted(trx, workspaceId, since);
       const verifiedAt = new Date();
-      const valid = firstInvalid === null && checkpointValid !== false && unaccounted === 0;
+      const valid = firstInvalid === null && checkpointValid !== false && unaccounted === 0 && refused === undefined;
       return {
         valid,
         checked,
@@ -170,6 +162,7 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
         unsealed,
         unaccounted,
         first_invalid_sequence: firstInvalid,
+        signing_refused: refused ? integrityFailureView(refused) : null,
         verified_at: verifiedAt.toISOString(),
         frontier,
         recheckedTo,
@@ -211,7 +204,7 @@ export async function proveInclusion(db: Kysely<DB>, workspaceId: string, eventI
   if (index >= size) throw new ApiError('invalid_request', `The event's leaf index ${index} is not within tree_size ${size}`);
   const [row] = await sealsWithEvents(db, workspaceId, index, 1);
   if (!row || row.id === null) throw new ApiError('not_found', 'The sealed event could not be read');
-  const nodes = await fetchNodes(db, workspaceId, [...nodesForInclusion(index, size), ...nodesForRoot(size)]);
+  const nodes = await readNodeHashes(db, workspaceId, [...nodesForInclusion(index, size), ...nodesForRoot(size)]);
   return {
     event_id: eventId,
     leaf_index: index,
@@ -226,7 +219,11 @@ export async function proveInclusion(db: Kysely<DB>, workspaceId: string, eventI
 export async function proveConsistency(db: Kysely<DB>, workspaceId: string, fromSize: number, toSize: number | undefined) {
   const to = await sizeFor(db, workspaceId, toSize, 'to_size');
   if (fromSize > to) throw new ApiError('invalid_request', `from_size ${fromSize} is larger than to_size ${to}`);
-  const nodes = await fetchNodes(db, workspaceId, [...nodesForConsistency(fromSize, to), ...nodesForRoot(fromSize), ...nodesForRoot(to)]);
+  const nodes = await readNodeHashes(db, workspaceId, [
+    ...nodesForConsistency(fromSize, to),
+    ...nodesForRoot(fromSize),
+    ...nodesForRoot(to),
+  ]);
   return {
     from_size: fromSize,
     to_size: to,

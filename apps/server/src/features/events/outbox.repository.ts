@@ -18,6 +18,7 @@ export type EventType =
   | 'policy.updated'
   | 'audit.created'
   | 'audit.checkpoint'
+  | 'audit.integrity_failed'
   | 'approval.requested'
   | 'approval.completed'
   | 'billing.updated'

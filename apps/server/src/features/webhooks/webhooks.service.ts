@@ -23,6 +23,7 @@ export const SUBSCRIBABLE_EVENTS: readonly EventType[] = [
   'policy.updated',
   'audit.created',
   'audit.checkpoint',
+  'audit.integrity_failed',
   'approval.requested',
   'approval.completed',
   'billing.updated',

@@ -4,7 +4,7 @@ export type ClientOptions = {
     baseUrl: 'https://api.agentwarden.dev/api/v1' | 'https://localhost:8080/api/v1' | (string & {});
 };
 
-export type Webhooks = AgentCreatedWebhookRequest | PolicyUpdatedWebhookRequest | AuditCreatedWebhookRequest | AuditCheckpointWebhookRequest | ApprovalRequestedWebhookRequest | ApprovalCompletedWebhookRequest | BillingUpdatedWebhookRequest | WebhookTestWebhookRequest;
+export type Webhooks = AgentCreatedWebhookRequest | PolicyUpdatedWebhookRequest | AuditCreatedWebhookRequest | AuditCheckpointWebhookRequest | AuditIntegrityFailedWebhookRequest | ApprovalRequestedWebhookRequest | ApprovalCompletedWebhookRequest | BillingUpdatedWebhookRequest | WebhookTestWebhookRequest;
 
 /**
  * Stable machine-readable error codes. The HTTP status is fixed per code:
@@ -756,7 +756,8 @@ export type AuditVerification = {
          * True when every event checked has the leaf hash of its content, the tree's stored
          * nodes and root are the ones its leaves make, the latest signed checkpoint verifies
          * with the signing key and is a prefix of the tree, and no event is left out of the
-         * tree (`unaccounted` is 0).
+         * tree (`unaccounted` is 0), and the signer has not refused the tree
+         * (`signing_refused` is null).
          *
          */
         valid: boolean;
@@ -796,8 +797,36 @@ export type AuditVerification = {
          * Sequence (leaf index + 1) of the first event whose leaf, or the first tree position whose stored hash, does not verify; `null` when valid.
          */
         first_invalid_sequence: number | null;
+        /**
+         * The signer's refusal to sign this tree, or `null`. Before it signs a larger tree the
+         * signer proves it consistent with the last checkpoint it signed (kept outside the
+         * database); a tree it cannot prove so is refused, and stays refused until the
+         * database's tree extends that checkpoint again. While refused, decisions are still
+         * made and recorded, but no checkpoint is signed and `valid` is false.
+         *
+         */
+        signing_refused: null | AuditSigningRefusal;
         verified_at: Timestamp;
     };
+};
+
+/**
+ * The signer refused to sign a workspace's audit tree: its head does not extend the last
+ * checkpoint the signer signed (the history under it was rewritten, cut or forked). Restore
+ * the database from a backup taken before the tampering (see the README's "When the audit
+ * log cannot be signed"); the signer signs again once the tree extends that checkpoint.
+ *
+ */
+export type AuditSigningRefusal = {
+    detected_at: Timestamp;
+    signed_size: TreeSize;
+    signed_root: HexHash;
+    head_size: TreeSize;
+    head_root: HexHash;
+    /**
+     * Why, in a sentence.
+     */
+    reason: string;
 };
 
 /**
@@ -1348,6 +1377,8 @@ export type WebhookEvent = ({
 } & AuditCreatedEvent) | ({
     type: 'audit.checkpoint';
 } & AuditCheckpointEvent) | ({
+    type: 'audit.integrity_failed';
+} & AuditIntegrityFailedEvent) | ({
     type: 'approval.requested';
 } & ApprovalRequestedEvent) | ({
     type: 'approval.completed';
@@ -1422,6 +1453,23 @@ export type AuditCheckpointEvent = {
     workspace_id: Uuid;
     data: {
         checkpoint: AuditCheckpoint;
+    };
+};
+
+/**
+ * `audit.integrity_failed`: the signer refused to sign the workspace's audit tree, because it
+ * does not extend the last checkpoint the signer signed (see `AuditSigningRefusal`). Sent once
+ * when the refusal begins; the signer keeps refusing (and `GET /audit/verify` answers
+ * `valid: false`) until the tree extends that checkpoint again.
+ *
+ */
+export type AuditIntegrityFailedEvent = {
+    id: WebhookEventId;
+    type: 'audit.integrity_failed';
+    created_at: Timestamp;
+    workspace_id: Uuid;
+    data: {
+        refusal: AuditSigningRefusal;
     };
 };
 
@@ -4258,6 +4306,15 @@ export type AuditCheckpointWebhookPayload = AuditCheckpointEvent;
 export type AuditCheckpointWebhookRequest = {
     body: AuditCheckpointWebhookPayload;
     key: 'audit.checkpoint';
+    path?: never;
+    query?: never;
+};
+
+export type AuditIntegrityFailedWebhookPayload = AuditIntegrityFailedEvent;
+
+export type AuditIntegrityFailedWebhookRequest = {
+    body: AuditIntegrityFailedWebhookPayload;
+    key: 'audit.integrity_failed';
     path?: never;
     query?: never;
 };
