@@ -14,6 +14,7 @@ import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import { stableJson } from '../../shared/canonical-json.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { type AgentRow, findAgentBySlugOrName } from '../agents/agents.repository.ts';
+import { recordIn } from '../audit/audit.service.ts';
 import { actDigest, checkContextSize, declaredInput, type ExecutionFacts, httpFacts, mcpFacts, shownExecution } from '../decisions/act.ts';
 import { recordEvent } from '../events/outbox.repository.ts';
 import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
@@ -128,8 +129,8 @@ export async function createApproval(db: Kysely<DB>, workspaceId: string, input:
   if (input.policy !== undefined && !(await findPolicy(db, workspaceId, input.policy))) throw notFound('policy', input.policy);
   checkContextSize(input.context, 'context');
   const pinned = input.input ? await pinnedAct(db, workspaceId, input, agent) : null;
-  return inTransaction(db, (trx) =>
-    insertPendingApproval(trx, workspaceId, {
+  return inTransaction(db, async (trx) => {
+    const approval = await insertPendingApproval(trx, workspaceId, {
       title: input.title,
       description: input.description,
       priority: input.priority,
@@ -142,8 +143,42 @@ export async function createApproval(db: Kysely<DB>, workspaceId: string, input:
       requestedBy,
       ttlSeconds: input.expires_in_seconds,
       act: pinned?.act,
-    }),
-  );
+    });
+    // a decision's approval is on the record in the decision's event; one asked for by hand is recorded here
+    await recordApproval(trx, workspaceId, approval, 'approval.requested', requestedBy);
+    return approval;
+  });
+}
+
+/**
+ * An approval's creation by hand or its decision, as an audit event (source `approval`) in the
+ * same transaction: who, when, on what, with which note. The act it authorises is named by its
+ * digest (the pinned execution's secrets never enter the log).
+ */
+function recordApproval(trx: Kysely<DB>, workspaceId: string, approval: Approval, action: string, user: string) {
+  return recordIn(trx, workspaceId, {
+    source: 'approval',
+    agent: approval.agent,
+    action,
+    resource: approval.id,
+    environment: approval.environment ?? null,
+    tool: approval.tool ?? null,
+    user,
+    policy: approval.policy,
+    result: 'allowed',
+    severity: action === 'approval.approved' ? 'medium' : 'info',
+    message: approval.decision_note ?? approval.title,
+    approvalId: approval.id,
+    context: {
+      title: approval.title,
+      status: approval.status,
+      act_action: approval.action,
+      act_resource: approval.resource,
+      input_digest: approval.input_digest ?? null,
+      expires_at: approval.expires_at,
+      ...(approval.decision_note ? { decision_note: approval.decision_note } : {}),
+    },
+  });
 }
 
 /**
@@ -208,6 +243,7 @@ export async function decideApproval(
       await repo.decideApproval(trx, workspaceId, id, { status: input.status, decision_note: note, decided_by: decidedBy }),
     );
     await recordEvent(trx, workspaceId, 'approval.completed', { approval });
+    await recordApproval(trx, workspaceId, approval, `approval.${input.status}`, decidedBy);
     return approval;
   });
 }

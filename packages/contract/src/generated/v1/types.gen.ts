@@ -651,9 +651,9 @@ export type ApprovalPage = {
 export type AuditResult = 'allowed' | 'blocked' | 'approval_required';
 
 /**
- * What recorded the event; `manual` for `POST /audit`; `configuration` for a change to the workspace's configuration (a policy, agent, MCP server, key, webhook endpoint, setting or plan), recorded in the change's own transaction, with the actor in `user` (`key:<key id>`, `dashboard:<session id>`, or `cli` for the admin commands).
+ * What recorded the event; `manual` for `POST /audit`; `approval` for an approval created with `POST /approvals` (`approval.requested`) or decided (`approval.approved`, `approval.rejected`; resource the approval's id, `user` who decided, the note in `message` and `context.decision_note`), recorded in the approval's own transaction; `configuration` for a change to the workspace's configuration (a policy, agent, MCP server, key, webhook endpoint, setting or plan), recorded in the change's own transaction, with the actor in `user` (`key:<key id>`, `dashboard:<session id>`, or `cli` for the admin commands).
  */
-export type AuditSource = 'evaluation' | 'execution' | 'mcp' | 'manual' | 'configuration';
+export type AuditSource = 'evaluation' | 'execution' | 'mcp' | 'manual' | 'configuration' | 'approval';
 
 export type AuditEventCreate = {
     agent?: string;
