@@ -4,7 +4,9 @@
  * `traceparent` continues that trace: the server span is the caller's span's child, the decision
  * and its audit commit are inside it, the upstream call is a client span of the same trace, and
  * the upstream receives a `traceparent` with the same trace id. The request's log line carries
- * the trace id. Without an OTLP endpoint no span is exported and no traceparent goes upstream.
+ * the trace id. Spans redact secret query values as the audit log does (issue 35: `url.full`
+ * and `url.query` carried `access_token=…`). Without an OTLP endpoint no span is exported and
+ * no traceparent goes upstream.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -161,6 +163,36 @@ describe('traces exported over OTLP/HTTP (JSON) with an incoming traceparent', (
     expect(sent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
     expect(sent.split('-')[1]).toBe(traceId);
     expect(sent.split('-')[2]).toBe(client?.spanId);
+  });
+
+  it('redacts secret query values in every span, incoming and proxied, as the audit log does', async () => {
+    const traced = randomBytes(16).toString('hex');
+    const header = { traceparent: `00-${traced}-${randomBytes(8).toString('hex')}-01` };
+    const incoming = await request(server.url, key, 'POST', '/runtime/execute?access_token=in-secret-3c1f&page=1', {
+      headers: header,
+      body: { input: { action: 'http.get', agent: 'trace-bot' }, execution: { mode: 'http_proxy', method: 'GET', url: upstreamUrl } },
+    });
+    expect(incoming.status).toBeLessThan(500);
+    const proxied = await request(server.url, key, 'POST', '/runtime/execute', {
+      headers: header,
+      body: {
+        input: { action: 'http.get', agent: 'trace-bot' },
+        execution: { mode: 'http_proxy', method: 'GET', url: `${upstreamUrl}?access_token=out-secret-9e2a&page=2&api_key=out-key-41b7` },
+      },
+      timeoutMs: 30_000,
+    });
+    expect(proxied.status).toBe(200);
+    const proxiedSpan = (s: OtlpSpan) => s.traceId === traced && s.kind === 3 && String(attribute(s, 'url.query')).includes('page=2');
+    const hasClientSpan = () => spans.some(proxiedSpan);
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline && !hasClientSpan()) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 500)); // the rest of the batch
+    const these = spans.filter((s) => s.traceId === traced);
+    expect(these.filter((s) => s.kind === 2)).toHaveLength(2);
+    const client = these.find(proxiedSpan) as OtlpSpan;
+    expect(attribute(client, 'url.full')).toBe(`${upstreamUrl}?access_token=%5Bredacted%5D&page=2&api_key=%5Bredacted%5D`);
+    expect(attribute(client, 'url.query')).toBe('?access_token=%5Bredacted%5D&page=2&api_key=%5Bredacted%5D');
+    for (const secret of ['in-secret-3c1f', 'out-secret-9e2a', 'out-key-41b7']) expect(JSON.stringify(these)).not.toContain(secret);
   });
 
   it('logs the trace id with the request id on the request line', () => {

@@ -119,10 +119,10 @@ describe('POST /runtime/execute (executeRuntime) decides on what runs', () => {
     const sent = received.length;
     const res = await execute(key, {
       input: { action: 'read', agent: 'bot' },
-      execution: { mode: 'http_proxy', method: 'GET', url: `${origin}/%7Euser/%2Fkeep?q=1` },
+      execution: { mode: 'http_proxy', method: 'GET', url: `${origin}/%7Euser/%3akeep?q=%2F` },
     });
     expect(res.body.data.allowed).toBe(true);
-    expect(received.slice(sent).map((r) => r.url)).toEqual(['/~user/%2Fkeep?q=1']);
+    expect(received.slice(sent).map((r) => r.url)).toEqual(['/~user/%3Akeep?q=%2F']);
   });
 
   it('blocks an MCP tool by a rule on mcp.call whatever action the caller declares', async () => {
@@ -185,6 +185,7 @@ describe('audit events of governed executions record what ran', () => {
       url: `${origin}/pay?access_token=%5Bredacted%5D&page=2`,
       host: '127.0.0.1',
       path: '/pay',
+      headers: { 'content-type': 'application/json' },
       body_sha256: createHash('sha256').update(JSON.stringify(body)).digest('hex'),
     };
     for (const event of events) expect(event.context.execution).toEqual(expected);

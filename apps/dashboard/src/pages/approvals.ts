@@ -22,13 +22,21 @@ function approvalStatus(a: Approval): HTMLElement {
 const mono = (text: string | null) => (text ? h('span', { class: 'mono' }, text) : dash(null));
 const json = (value: unknown, testid: string) => h('pre', { class: 'json mono', 'data-testid': testid }, JSON.stringify(value, null, 2));
 
-/** What runs if approved: method and URL (and body), or MCP server, tool and arguments. */
+/** The headers that will be sent, one `name: value` a line (credentials arrive redacted from the server). */
+function headerLines(headers: unknown): Child {
+  if (typeof headers !== 'object' || headers === null || Object.keys(headers).length === 0) return null;
+  const lines = Object.entries(headers as Record<string, unknown>).map(([name, value]) => `${name}: ${String(value)}`);
+  return h('pre', { class: 'json mono', 'data-testid': 'approval-execution-headers' }, lines.join('\n'));
+}
+
+/** What runs if approved: method and URL (headers and body), or MCP server, tool and arguments. */
 function execution(a: Approval): Child {
   const run = a.execution as Record<string, unknown> | null;
   if (!run) return a.input_digest ? h('span', { class: 'muted' }, 'a decision only (no execution)') : dash(null);
   if (run.mode === 'http_proxy') {
     return h('div', { 'data-testid': 'approval-execution' }, [
       h('span', { class: 'mono' }, `${String(run.method)} ${String(run.url)}`),
+      headerLines(run.headers),
       run.body === null || run.body === undefined ? null : json(run.body, 'approval-execution-body'),
     ]);
   }

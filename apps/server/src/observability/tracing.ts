@@ -11,10 +11,15 @@
  * upstream HTTP call made with undici — the HTTP proxy, MCP servers, webhook deliveries — which
  * carries `traceparent` to the upstream (@opentelemetry/instrumentation-undici, on undici's
  * diagnostics channels), and `warden.webhook.deliver` around each delivery.
+ *
+ * Spans show URLs as the audit log does (shared/redact.ts): secret query values redacted in
+ * `url.full` and `url.query`; the server span has `url.path` only, and no span has a header
+ * but the client span's `user_agent.original`.
  */
 
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { NodeSDK } from '@opentelemetry/sdk-node';
+import { UndiciInstrumentation, type UndiciRequest } from '@opentelemetry/instrumentation-undici';
+import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
+import { redactQuery, redactUrl } from '../shared/redact.ts';
 
 /**
  * The sampler unless OTEL_TRACES_SAMPLER names another: a trace that the caller samples (its
@@ -32,20 +37,39 @@ export function useDefaultSampler(env: NodeJS.ProcessEnv): void {
   env.OTEL_TRACES_SAMPLER_ARG ||= DEFAULT_SAMPLER.ratio;
 }
 
+/**
+ * The client span's URL attributes, redacted: the instrumentation takes them over the ones it
+ * computed from the request (its startSpanHook). Null when the target is not a URL (it then
+ * records none itself).
+ */
+export function redactedUrlAttributes(request: Pick<UndiciRequest, 'origin' | 'path'>): Record<string, string> | null {
+  let url: URL;
+  try {
+    url = new URL(request.path, request.origin);
+  } catch {
+    return null;
+  }
+  return { 'url.full': redactUrl(url.toString()), 'url.query': redactQuery(url.search) };
+}
+
 export interface Tracing {
   /** Sends the spans still buffered and stops. */
   shutdown(): Promise<void>;
 }
 
-/** Starts the SDK (when Config.tracing says so: config.ts); call before the server starts. */
-export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing {
+/**
+ * Starts the SDK (when Config.tracing says so: config.ts); call before the server starts.
+ * `exporter` replaces the one the OTEL_* variables name (tests keep spans in memory).
+ */
+export function startTracing(env: NodeJS.ProcessEnv = process.env, exporter?: NodeSDKConfiguration['traceExporter']): Tracing {
   // Traces only: metrics are Prometheus's (metrics.ts) and logs are pino's.
   env.OTEL_METRICS_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
   useDefaultSampler(env);
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME || 'warden',
-    instrumentations: [new UndiciInstrumentation()],
+    instrumentations: [new UndiciInstrumentation({ startSpanHook: (request) => redactedUrlAttributes(request) ?? {} })],
+    ...(exporter ? { traceExporter: exporter } : {}),
   });
   sdk.start();
   return { shutdown: () => sdk.shutdown() };

@@ -489,8 +489,8 @@ export const evaluatePolicy = <ThrowOnError extends boolean = false>(options: Op
  * `allowed` false and `execution` null: nothing reaches the upstream. The outcome of the
  * execution is audited too (fires `audit.created`).
  *
- * **The decision is made on what runs.** Rules see the executed method, host, path and URL
- * (HTTP) or server, tool and arguments (MCP) beside the declared input, and the stricter of
+ * **The decision is made on what runs.** Rules see the executed method, host, path, URL and
+ * headers (HTTP) or server, tool and arguments (MCP) beside the declared input, and the stricter of
  * the executed and the declared view decides (see `PolicyRule`). For `mcp_proxy` the action
  * is `mcp.call` as well as the declared one, and `input.tool`, when given, must equal
  * `execution.tool` (400 `invalid_request`). Both audit events record what ran
@@ -498,8 +498,12 @@ export const evaluatePolicy = <ThrowOnError extends boolean = false>(options: Op
  * execution only.
  *
  * - 400 `invalid_execution_mode`: `execution.mode` is not `http_proxy` or `mcp_proxy`.
- * - 400 `invalid_execution`: the execution object is otherwise invalid.
- * - 400 `invalid_execution_url`: `execution.url` is not an absolute http(s) URL.
+ * - 400 `invalid_execution`: the execution object is otherwise invalid, or it overrides
+ * the method or URL it states (`X-HTTP-Method-Override` and the like, `_method`: see
+ * `HttpExecution`).
+ * - 400 `invalid_execution_url`: `execution.url` is not an absolute http(s) URL, or its
+ * path could be read as another path (encoded separators, control characters, …: see
+ * `HttpExecution.url`).
  * - 403 `execution_target_denied`: the egress guard refuses the target (private, loopback,
  * link-local or metadata addresses, checked after DNS resolution on the connected address).
  * - 404 `mcp_server_not_found`: no enabled MCP server with that slug.

@@ -213,8 +213,10 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  * resolved agent: `id`, `slug`, `name`, `status`, `environment`, `risk_level`, `provider`,
  * `tags`, `allowed_tools`, `allowed_resources`; never a key or hash) and `execution` (null
  * without a proxy; for HTTP `{mode: "http_proxy", method, url, scheme, host, port, path,
- * query, body, body_sha256}`, for MCP `{mode: "mcp_proxy", server, tool, arguments,
- * arguments_sha256}`, `tool` and `arguments` null for discovery and sessions).
+ * query, headers, body, body_sha256}`, for MCP `{mode: "mcp_proxy", server, tool, arguments,
+ * arguments_sha256}`, `tool` and `arguments` null for discovery and sessions). An HTTP
+ * execution's `headers` are those sent, names lower-cased (e.g.
+ * `execution.headers["authorization"].startsWith("Bearer ")`; see `HttpExecution.headers`).
  *
  * **What a policy may cost.** Decisions are evaluated in memory, on an event loop all
  * workspaces share, so sizes are limited when a policy is saved (400 `invalid_policy`, the
@@ -258,7 +260,7 @@ export type PolicyRule = {
          */
         host?: GlobList;
         /**
-         * The executed URL's path, with dot segments resolved and percent-encoded unreserved characters decoded (`/%61dmin` is `/admin`); the request is sent in this form.
+         * The executed URL's path, with dot segments resolved and percent-encoded unreserved characters decoded (`/%61dmin` is `/admin`); the request is sent in this form. Paths an upstream could read otherwise (`%2F`, `%5C`, `;`, `//`, …) are refused before deciding (see `HttpExecution.url`).
          */
         path?: GlobList;
         /**
@@ -536,10 +538,11 @@ export type Approval = {
     };
     /**
      * What will run if approved, as the approver should see it: for HTTP `{mode, method,
-     * url, body, body_sha256}`, for MCP `{mode, server, tool, arguments, arguments_sha256}`.
-     * Values of secret-looking query parameters and members (`token`, `password`,
-     * `api_key`, `authorization`, …) are shown as `[redacted]`; the digests cover the real
-     * values. `null` for an approval of a bare evaluation, or of no act.
+     * url, headers, body, body_sha256}` (every header that will be sent), for MCP `{mode,
+     * server, tool, arguments, arguments_sha256}`. Values of secret-looking query
+     * parameters, members and headers (`token`, `password`, `api_key`, `authorization`,
+     * `cookie`, …) are shown as `[redacted]` (an `Authorization` keeps its scheme:
+     * `Bearer [redacted]`); the digests cover the real values. `null` for an approval of a bare evaluation, or of no act.
      *
      */
     execution: {
@@ -547,8 +550,8 @@ export type Approval = {
     } | null;
     /**
      * SHA-256 (hex) of the act the approval authorises: agent, environment, action,
-     * resource, tool, context and execution (method, URL and body digest, or MCP server,
-     * tool and arguments digest), as canonical JSON. An `approval_id` is honoured only by
+     * resource, tool, context and execution (method, URL, header names and values and body
+     * digest, or MCP server, tool and arguments digest), as canonical JSON. An `approval_id` is honoured only by
      * a decision on an act with the same digest (else 400 `approval_invalid`), and only
      * when the deciding rule is `rule` of `policy` (when those are set). `null`: the
      * approval pins no act and authorises no runtime decision.
@@ -1052,16 +1055,44 @@ export type HttpExecution = {
      * link-local, metadata and other non-public addresses, in any encoding and after DNS
      * resolution, answer 403 `execution_target_denied` without any byte being sent.
      *
+     * The URL is decided on and sent in one form: dot segments resolved (`%2E` ones too),
+     * percent-encoded unreserved characters decoded, other escapes upper-cased. A path that
+     * an upstream could read as another path is refused with 400 `invalid_execution_url`
+     * (the message says why), before anything is decided or sent: an encoded `/` or `\`
+     * (`%2F`, `%5C`, any case), a control character (raw, or `%00`–`%1F`, `%7F`), a `;` or
+     * `%3B` (servers that drop path parameters read `/x/..;/admin` as `/admin`), an empty
+     * segment (`//`), a `%` that starts no escape, bytes that are not UTF-8 once decoded
+     * (overlong `%C0%AF`), or a dot segment that appears only once decoded. A double
+     * encoding such as `%252F` is sent as is: an upstream that decodes once reads the
+     * literal `%2F`, not a separator. The query is sent as given, but a `_method` parameter
+     * (any case or encoding of the name) is refused with 400 `invalid_execution`: Laravel
+     * and Symfony run the method it names.
+     *
      */
     url: string;
     /**
-     * Hop-by-hop headers, `Host`, `Content-Length` and `X-Warden-*` are never forwarded.
+     * Part of the act: policy sees the headers as sent (`execution.headers` in conditions:
+     * names lower-cased, values without surrounding spaces), an approval binds their names
+     * and values, the approver and the audit log see every name with the values of
+     * credentials (`Authorization`, `Cookie`, `X-Api-Key`, names with `auth`, `token`,
+     * `secret`, `key`, …) shown as `[redacted]`. Hop-by-hop headers (and those the
+     * `Connection` header names), `Host`, `Content-Length`, `Expect` and `X-Warden-*` are
+     * never forwarded, and are not part of the act; `content-type: application/json` is
+     * added for a body unless given. 400 `invalid_execution`, before anything is decided or
+     * sent: a malformed name or a value with CR, LF or NUL, a name given twice (in any case),
+     * or a header by which frameworks run another method or path than the one decided on
+     * (`X-HTTP-Method-Override`, `X-HTTP-Method`, `X-Method-Override`, `X-Original-URL`,
+     * `X-Rewrite-URL`); the message names it.
+     *
      */
     headers?: {
         [key: string]: string;
     };
     /**
-     * Any JSON value, sent as `application/json`; `null` or absent sends no body.
+     * Any JSON value, sent as `application/json`; `null` or absent sends no body. An object
+     * with a top-level `_method` member is refused with 400 `invalid_execution` (Laravel
+     * reads it from JSON bodies as a method override).
+     *
      */
     body?: unknown;
     /**

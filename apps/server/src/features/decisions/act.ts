@@ -1,7 +1,7 @@
 /**
  * The act a decision is about: what the caller declares (action, resource, tool, context)
- * and, under a proxy, what will actually run (the HTTP method and URL with a digest of the
- * body, or the MCP server, tool and arguments). Policies decide on both, the audit log
+ * and, under a proxy, what will actually run (the HTTP method, URL and headers with a digest
+ * of the body, or the MCP server, tool and arguments). Policies decide on both, the audit log
  * records both, and an approval is bound to the digest of the whole act, so it authorises
  * that act and nothing else.
  */
@@ -9,6 +9,11 @@ import { hash } from 'node:crypto';
 import type { EvaluationInput, HttpExecution } from '@warden/contract';
 import { stableJson } from '../../shared/canonical-json.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { redactHeaders, redactSecrets, redactUrl } from '../../shared/redact.ts';
+import { checkBody, checkQuery, checkRawUrl, sentHeaders, sentPath } from './http-form.ts';
+
+// Redaction lives in shared/ (traces use it too); re-exported for the features that import it from here.
+export { REDACTED, redactSecrets, redactUrl } from '../../shared/redact.ts';
 
 /** What an HTTP execution will send, normalised as the policy sees it. */
 export interface HttpFacts {
@@ -21,6 +26,8 @@ export interface HttpFacts {
   port: number;
   path: string;
   query: string;
+  /** The headers as sent: lower-case names, values trimmed (see http-form.ts). */
+  headers: Record<string, string>;
   body: unknown;
   body_sha256: string | null;
 }
@@ -38,19 +45,9 @@ export type ExecutionFacts = HttpFacts | McpFacts;
 
 const sha256 = (text: string) => hash('sha256', text, 'hex');
 
-const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
-/**
- * RFC 3986 §6.2.2 normalisation of a path: percent-encoded unreserved characters decoded
- * (`/%61dmin` is `/admin` to any server), other escapes upper-cased. The request is sent in
- * this form, so the path a rule matched is the path the upstream receives.
- */
-const normalisePath = (path: string) =>
-  path.replace(/%([0-9A-Fa-f]{2})/g, (escaped, hex: string) => {
-    const char = String.fromCharCode(Number.parseInt(hex, 16));
-    return UNRESERVED.test(char) ? char : escaped.toUpperCase();
-  });
-
+/** The HTTP request as decided on, bound into an approval and sent: one form (http-form.ts says what is refused). */
 export function httpFacts(execution: HttpExecution): HttpFacts {
+  checkRawUrl(execution.url);
   let parsed: URL;
   try {
     parsed = new URL(execution.url);
@@ -63,10 +60,13 @@ export function httpFacts(execution: HttpExecution): HttpFacts {
   const scheme = parsed.protocol.slice(0, -1);
   const host = parsed.hostname.replace(/\.$/, '');
   const port = parsed.port === '' ? (scheme === 'https' ? 443 : 80) : Number(parsed.port);
-  const path = normalisePath(parsed.pathname);
+  const path = sentPath(parsed.pathname);
   const query = parsed.search;
+  checkQuery(query);
   const authority = parsed.port === '' ? host : `${host}:${parsed.port}`;
   const hasBody = execution.body !== undefined && execution.body !== null;
+  if (hasBody) checkBody(execution.body);
+  const headers = sentHeaders(execution.headers, hasBody);
   return {
     mode: 'http_proxy',
     method: execution.method,
@@ -76,6 +76,7 @@ export function httpFacts(execution: HttpExecution): HttpFacts {
     port,
     path,
     query,
+    headers,
     body: hasBody ? execution.body : null,
     // the digest of the very bytes the proxy sends (JSON.stringify of the body)
     body_sha256: hasBody ? sha256(JSON.stringify(execution.body)) : null,
@@ -127,7 +128,8 @@ export function checkContextSize(context: Record<string, unknown> | undefined, w
 /** The parts of an execution an approval is bound to (bodies and arguments by digest). */
 const boundExecution = (facts: ExecutionFacts | null) => {
   if (facts === null) return null;
-  if (facts.mode === 'http_proxy') return { mode: facts.mode, method: facts.method, url: facts.url, body_sha256: facts.body_sha256 };
+  if (facts.mode === 'http_proxy')
+    return { mode: facts.mode, method: facts.method, url: facts.url, headers: facts.headers, body_sha256: facts.body_sha256 };
   return { mode: facts.mode, server: facts.server, tool: facts.tool, arguments_sha256: facts.arguments_sha256 };
 };
 
@@ -151,44 +153,6 @@ export function actDigest(agentId: string, environment: string, input: Evaluatio
   );
 }
 
-const SECRET_NAME =
-  /pass(word|wd|phrase)?$|^pwd$|secret|token|api[-_]?key|access[-_]?key|^(proxy[-_]?)?auth(orization)?$|credential|^session(_?id)?$|signature|^sig$|^code$|cookie/i;
-export const REDACTED = '[redacted]';
-
-/** The URL with the values of secret-looking query parameters replaced. */
-export function redactUrl(url: string): string {
-  const parsed = new URL(url);
-  if (parsed.search === '') return url;
-  const pairs = parsed.search
-    .slice(1)
-    .split('&')
-    .map((pair) => {
-      const at = pair.indexOf('=');
-      const name = at < 0 ? pair : pair.slice(0, at);
-      let decoded = name;
-      try {
-        decoded = decodeURIComponent(name.replace(/\+/g, ' '));
-      } catch {
-        // a malformed escape: judge the name as written
-      }
-      return at >= 0 && SECRET_NAME.test(decoded) ? `${name}=${encodeURIComponent(REDACTED)}` : pair;
-    });
-  return `${url.slice(0, url.indexOf('?'))}?${pairs.join('&')}`;
-}
-
-/** A copy of a JSON value whose secret-looking members are replaced (for showing, never for deciding). */
-export function redactSecrets(value: unknown, depth = 0): unknown {
-  if (depth > 32 || value === null || typeof value !== 'object') return value;
-  if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1));
-  const out: Record<string, unknown> = {};
-  for (const [key, member] of Object.entries(value)) {
-    // A boolean or null says whether there is a secret, never what it is (`has_api_key: false`).
-    const secretValue = typeof member === 'string' || typeof member === 'number' || typeof member === 'bigint';
-    out[key] = SECRET_NAME.test(key) && secretValue ? REDACTED : redactSecrets(member, depth + 1);
-  }
-  return out;
-}
-
 /** What the audit log records of an execution: enough to know what ran, no secret. */
 export function auditedExecution(facts: ExecutionFacts): Record<string, unknown> {
   if (facts.mode === 'http_proxy') {
@@ -198,6 +162,7 @@ export function auditedExecution(facts: ExecutionFacts): Record<string, unknown>
       url: redactUrl(facts.url),
       host: facts.host,
       path: facts.path,
+      headers: redactHeaders(facts.headers),
       body_sha256: facts.body_sha256,
     };
   }
@@ -211,6 +176,7 @@ export function shownExecution(facts: ExecutionFacts): Record<string, unknown> {
       mode: facts.mode,
       method: facts.method,
       url: redactUrl(facts.url),
+      headers: redactHeaders(facts.headers),
       body: redactSecrets(facts.body),
       body_sha256: facts.body_sha256,
     };

@@ -198,12 +198,11 @@ export class ExecutionService {
     const decision = decided.result;
     if (!decision.allowed) return { allowed: false, decision, execution: null };
     if (execution.mode === 'http_proxy') {
-      // sent in the normalised form the policy decided on
-      const sent = { ...execution, url: (facts as HttpFacts).url };
+      // sent in the one form the policy decided on: the facts' method, URL, headers and body
       const result = await this.act(
         ctx,
         decided,
-        () => executeHttp(this.egress, sent),
+        () => executeHttp(this.egress, facts as HttpFacts, execution.timeout_ms),
         (r) => ({ upstream_status: r.status }),
       );
       return { allowed: true, decision, execution: result };

@@ -1,59 +1,22 @@
 /**
  * The HTTP proxy: performs an allowed request through the egress guard and hands the
- * upstream's answer back as data.
- * - Request headers: the caller's `execution.headers` only (Warden's own Authorization never
- *   travels), minus hop-by-hop headers, Host, Content-Length and X-Warden-*.
- * - Body: a JSON value is sent as application/json; null or absent sends none.
+ * upstream's answer back as data. It sends the facts the policy decided on, nothing else:
+ * their method, URL and headers (decisions/http-form.ts: the caller's `execution.headers` only,
+ * so Warden's own Authorization never travels, minus hop-by-hop headers, Host, Content-Length
+ * and X-Warden-*), and their body, a JSON value sent as application/json (none when null).
  * - Redirects are not followed: a 3xx comes back with its Location.
  * - The answer: status, headers (minus hop-by-hop), body as parsed JSON, text or base64 by
  *   content type, cut at 5 MiB (`truncated`), within `timeout_ms` (default 10 s, max 30 s).
  */
-import type { HttpExecution, HttpExecutionResult } from '@warden/contract';
+import type { HttpExecutionResult } from '@warden/contract';
 import { request } from 'undici';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
+import type { HttpFacts } from '../decisions/act.ts';
+import { HOP_BY_HOP_HEADERS } from '../decisions/http-form.ts';
 
 export const MAX_UPSTREAM_BODY = 5 * 1024 * 1024;
 const DEFAULT_TIMEOUT_MS = 10_000;
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authenticate',
-  'proxy-authorization',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-]);
-const NEVER_SENT = new Set([...HOP_BY_HOP, 'host', 'content-length', 'expect']);
-
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const UNSAFE_VALUE = /[\r\n\0]/;
-
-/**
- * The caller's headers minus what never travels: hop-by-hop headers (the fixed list and any
- * named in the caller's own Connection header, RFC 9110 §7.6.1), Host, Content-Length,
- * Expect and X-Warden-*. A malformed name or a value with CR, LF or NUL is the caller's
- * error (400 invalid_execution), refused before anything is sent.
- */
-function outgoingHeaders(headers: Record<string, string> | undefined, hasBody: boolean): Record<string, string> {
-  const declaredHopByHop = new Set(
-    Object.entries(headers ?? {})
-      .filter(([name]) => name.toLowerCase() === 'connection')
-      .flatMap(([, value]) => value.split(',').map((token) => token.trim().toLowerCase())),
-  );
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers ?? {})) {
-    if (!TOKEN.test(name) || UNSAFE_VALUE.test(value)) {
-      throw new ApiError('invalid_execution', `execution.headers: '${name.slice(0, 64)}' is not a valid header name and value`);
-    }
-    const lower = name.toLowerCase();
-    if (!NEVER_SENT.has(lower) && !declaredHopByHop.has(lower) && !lower.startsWith('x-warden-')) out[lower] = value;
-  }
-  if (hasBody) out['content-type'] ??= 'application/json';
-  return out;
-}
 
 function decodeBody(bytes: Buffer, contentType: string, truncated: boolean): Pick<HttpExecutionResult, 'body' | 'body_encoding'> {
   if (bytes.length === 0) return { body: null, body_encoding: 'none' };
@@ -70,23 +33,21 @@ function decodeBody(bytes: Buffer, contentType: string, truncated: boolean): Pic
   return { body: bytes.toString('base64'), body_encoding: 'base64' };
 }
 
-export async function executeHttp(guard: EgressGuard, execution: HttpExecution): Promise<HttpExecutionResult> {
+export async function executeHttp(guard: EgressGuard, facts: HttpFacts, timeoutMs?: number): Promise<HttpExecutionResult> {
   let url: URL;
   try {
-    url = guard.checkUrl(execution.url);
+    url = guard.checkUrl(facts.url);
   } catch (error) {
     if (error instanceof InvalidTarget) throw new ApiError('invalid_execution_url', `execution.url: ${error.message}`);
     throw new ApiError('execution_target_denied', (error as Error).message);
   }
-  const hasBody = execution.body !== undefined && execution.body !== null;
-  const timeout = execution.timeout_ms ?? DEFAULT_TIMEOUT_MS;
-  const headers = outgoingHeaders(execution.headers, hasBody);
+  const timeout = timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const started = performance.now();
   try {
     const res = await request(url, {
-      method: execution.method,
-      headers,
-      body: hasBody ? JSON.stringify(execution.body) : undefined,
+      method: facts.method,
+      headers: facts.headers,
+      body: facts.body === null ? undefined : JSON.stringify(facts.body),
       dispatcher: guard.dispatcher,
       headersTimeout: timeout,
       bodyTimeout: timeout,
@@ -107,7 +68,7 @@ export async function executeHttp(guard: EgressGuard, execution: HttpExecution):
     }
     const answered: Record<string, string> = {};
     for (const [name, value] of Object.entries(res.headers)) {
-      if (value !== undefined && !HOP_BY_HOP.has(name)) answered[name] = Array.isArray(value) ? value.join(', ') : value;
+      if (value !== undefined && !HOP_BY_HOP_HEADERS.has(name)) answered[name] = Array.isArray(value) ? value.join(', ') : value;
     }
     return {
       mode: 'http_proxy',
