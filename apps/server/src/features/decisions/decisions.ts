@@ -340,7 +340,7 @@ export class DecisionService {
   async allowedTools(ctx: RequestContext, decided: DecisionOutcome, server: string, tools: readonly string[]): Promise<Set<string>> {
     const set = await this.policies.get(ctx.auth.workspaceId, ctx.auth.policyVersion);
     const acts = tools.map((tool) => {
-      const declared: DecisionInput = { ...decided.input, environment: decided.environment, tool, execution: mcpFacts(server, tool, {}) };
+      const declared: DecisionInput = { ...decided.input, environment: decided.environment, tool, execution: mcpFacts(server, { method: 'tools/call', params: { name: tool } }) };
       return [{ ...declared, action: 'mcp.call' }, declared];
     });
     const decisions = decideEach(set, acts, decided.agent);
