@@ -143,6 +143,102 @@ async function rpcError(promise: Promise<unknown>): Promise<McpError> {
 const reads = () => upstream.received().filter((line) => line.startsWith('resources/read '));
 const readUris = () => reads().map((line) => (JSON.parse(line.slice('resources/read '.length)) as { uri: string }).uri);
 
+describe('resources/read is decided on the URI in the form it is sent (attack 1)', { timeout: 60_000 }, () => {
+  const blockSecret = [{ match: { action: ['mcp.resources.read'], resource: ['file:///secret*'] }, effect: 'block' }];
+  let ws: Workspace;
+  beforeAll(async () => {
+    ws = await workspace(blockSecret);
+  });
+
+  // every spelling an upstream resolves to file:///secret.txt
+  const spellings = [
+    'file:///secret.txt',
+    'FILE:///secret.txt',
+    'File:///secret.txt',
+    'file:///./secret.txt',
+    'file://localhost/secret.txt',
+    'file://LOCALHOST/secret.txt',
+    'file:/secret.txt',
+    'file:///%73ecret.txt',
+    'file:///%73%65%63%72%65%74.txt',
+    'file:///public/../secret.txt',
+    'file:///a/b/../../secret.txt',
+    'file:///%2e/secret.txt',
+    'file:///%2E%2E/secret.txt',
+    'file:///x/%2e%2e/secret.txt',
+    'file:////secret.txt',
+    'FILE://localhost/./x/.././secret.txt',
+  ];
+  for (const uri of spellings)
+    it(`refuses ${uri}, on a server's endpoint and on the aggregate`, async () => {
+      const before = reads().length;
+      const error = await rpcError(ws.client.readResource({ uri }));
+      expect(error.code).toBe(-32003);
+      expect(error.message).toContain("policy 'Acts'");
+      const viaAggregate = await rpcError(ws.aggregate.readResource({ uri: `acts__${uri}` }));
+      expect(viaAggregate.code).toBe(-32003);
+      expect(reads().length).toBe(before);
+    });
+
+  // encoded separators, backslashes and control characters: refused as invalid params, never sent
+  const refused = [
+    'file:///public%2F..%2Fsecret.txt',
+    'file:///public%2f..%2fsecret.txt',
+    'file:///public%5C..%5Csecret.txt',
+    'file:///public\\..\\secret.txt',
+    'file:///secret.txt%00',
+    'file:///secret.txt%0A',
+    'file:///secret\n.txt',
+    'file:///secret\t.txt',
+    'file:///%zz',
+    ' file:///secret.txt',
+    'file:///secret.txt ',
+    'secret.txt',
+  ];
+  for (const uri of refused)
+    it(`refuses ${JSON.stringify(uri)} as invalid params`, async () => {
+      const before = reads().length;
+      const error = await rpcError(ws.client.readResource({ uri }));
+      expect(error.code).toBe(-32602);
+      expect(error.message).toMatch(/resource URI/i);
+      expect(reads().length).toBe(before);
+    });
+
+  it('sends the upstream exactly the normalised URI it decided on', async () => {
+    const cases: [string, string][] = [
+      ['FILE://LOCALHOST/./x/../public.txt', 'file:///public.txt'],
+      ['file:///%70ublic.txt', 'file:///public.txt'],
+      ['file:/public.txt', 'file:///public.txt'],
+    ];
+    for (const [sent, normalised] of cases) {
+      const before = readUris().length;
+      const result = await ws.client.readResource({ uri: sent });
+      expect(result.contents[0]).toMatchObject({ text: 'public' });
+      expect(readUris().slice(before)).toEqual([normalised]);
+    }
+    // what the audit log records is the normalised URI too
+    const events = await server.api('GET', '/audit-logs', {
+      key: ws.key,
+      query: { action: 'mcp.resources.read', limit: 100 },
+      unchecked: true,
+    });
+    const resources = (events.body.data as { resource: string | null }[]).map((e) => e.resource);
+    expect(resources).toContain('file:///public.txt');
+    expect(resources).not.toContain('FILE://LOCALHOST/./x/../public.txt');
+    expect(resources.filter((r) => r?.includes('secret')).every((r) => r === 'file:///secret.txt')).toBe(true);
+  });
+
+  it('does not forward the client\u2019s _meta to the upstream (it is not part of the act)', async () => {
+    const before = readUris().length;
+    await ws.client.request(
+      { method: 'resources/read', params: { uri: 'file:///public.txt', _meta: { 'example.dev/x': 1 } } },
+      (await import('@modelcontextprotocol/sdk/types.js')).ReadResourceResultSchema,
+    );
+    const [line] = reads().slice(before);
+    expect(JSON.parse((line as string).slice('resources/read '.length))).toEqual({ uri: 'file:///public.txt' });
+  });
+});
+
 describe('prompts/get approvals bind the arguments (attack 3)', { timeout: 60_000 }, () => {
   const askForSql = [{ match: { action: ['mcp.prompts.get'], resource: ['run_sql'] }, effect: 'require_approval' }];
   const pending = async (key: string) =>

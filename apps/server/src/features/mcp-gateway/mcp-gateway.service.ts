@@ -17,9 +17,9 @@
  *   task's end is recorded once, by the first request that sees it; its session is terminated
  *   when the task expires. tasks/list is not offered (see docs/decisions/0013-mcp-gateway.md);
  * - resources/list, resources/templates/list, prompts/list: decided as `mcp.discover`;
- *   resources/read as `mcp.resources.read` (resource: the URI), prompts/get as
- *   `mcp.prompts.get` (resource: the prompt's name); both on every parameter sent (an
- *   approval binds the arguments too).
+ *   resources/read as `mcp.resources.read` (resource: the URI, normalised and sent in that
+ *   form: decisions/resource-uri.ts), prompts/get as `mcp.prompts.get` (resource: the prompt's
+ *   name); both on every parameter sent (an approval binds the arguments too).
  *
  * Stateless: each HTTP request is served by a Server of its own (no session is kept between
  * requests, so any process can serve any request); what upstream sessions are kept, the
@@ -67,6 +67,7 @@ import { isObject } from '../../shared/objects.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { recordIn } from '../audit/audit.service.ts';
 import { type DecisionOutcome, type OutcomeBasis, outcomeBasis, outcomeRecord } from '../decisions/decisions.ts';
+import { normaliseResourceUri, ResourceUriError } from '../decisions/resource-uri.ts';
 import { callUpstreamTool, type ExecutionService, type McpOperation } from '../execution/execution.service.ts';
 import {
   MCP_REQUEST_TIMEOUT_MS,
@@ -124,6 +125,16 @@ export interface GatewayOptions {
   approvalWaitMs: number;
   /** How often expired tasks' upstream sessions are terminated (the connector's sweep period). */
   taskSweepMs: number;
+}
+
+/** A resource URI in the one form it is decided on and sent in; a URI that has none is invalid params. */
+function resourceUri(uri: string): string {
+  try {
+    return normaliseResourceUri(uri);
+  } catch (error) {
+    if (error instanceof ResourceUriError) throw new McpError(INVALID_PARAMS, error.message);
+    throw error;
+  }
 }
 
 /** A tools/call through the gateway: who calls, the server and tool it names there, and where it came from. */
@@ -503,9 +514,9 @@ export class McpGateway {
 
     server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
       const { target, name } = await route(request.params.uri);
-      // the client's `_meta` is not forwarded (act.ts McpFacts)
+      // decided on, and sent in, one form (resource-uri.ts); the client's `_meta` is not forwarded (act.ts McpFacts)
       const { _meta, ...params } = request.params;
-      const sent = { ...params, uri: name };
+      const sent = { ...params, uri: resourceUri(name) };
       const result = await this.governed(
         caller,
         target,
