@@ -308,3 +308,28 @@ describe('prompts/get approvals bind the arguments (attack 3)', { timeout: 60_00
   });
 });
 
+describe('tools/list hides a tool only when policy refuses every call to it', { timeout: 60_000 }, () => {
+  const names = async (client: Client) => (await client.listTools()).tools.map((t) => t.name).sort();
+
+  it('lists a tool whose block depends on the arguments, and still decides each call', async () => {
+    const ws = await workspace([
+      { match: { tool: ['add'] }, condition: 'execution.arguments.a > 10', effect: 'block' },
+      { match: { tool: ['nuke'] }, effect: 'block' },
+      { match: { tool: ['ping'] }, condition: 'execution.server == "acts"', effect: 'block' },
+    ]);
+    expect(await names(ws.client)).toEqual(['add']);
+    expect(await names(ws.aggregate)).toEqual(['acts__add']);
+    const allowed = await ws.client.callTool({ name: 'add', arguments: { a: 1, b: 2 } });
+    expect(allowed.isError).toBeFalsy();
+    const refused = await ws.client.callTool({ name: 'add', arguments: { a: 11, b: 2 } });
+    expect(refused.isError).toBe(true);
+  });
+
+  it('keeps per-call conditions of every spelling from hiding a tool, and hides on conditions that hold for every call', async () => {
+    const ws = await workspace([
+      { match: { tool: ['add'] }, condition: 'has(execution.arguments.a) && execution["arguments"]["a"] > 10', effect: 'block' },
+      { match: { tool: ['ping'] }, condition: 'input.tool == "ping"', effect: 'block' },
+    ]);
+    expect(await names(ws.client)).toEqual(['add', 'nuke']);
+  });
+});
