@@ -222,3 +222,35 @@ describe('compileCondition refuses matches()', () => {
     expect(compileCondition('has(context.matches)').ok).toBe(true);
   });
 });
+
+describe('readsCall: whether a condition may read what differs between calls of one tool', () => {
+  const readsCall = (expression: string) => {
+    const compiled = compileCondition(expression);
+    if (!compiled.ok) throw new Error(compiled.message);
+    return compiled.condition.readsCall;
+  };
+  it.each([
+    'execution.arguments.a > 10',
+    'has(execution.arguments.a)',
+    'execution["arguments"]["a"] > 1',
+    'execution.arguments_sha256 == "x"',
+    'execution.params.size() > 0',
+    'cel.bind(x, execution, x.tool == "a")',
+    'execution.exists(k, k == "tool")',
+    'execution != null && execution.tool == "a" && execution.arguments.a == 1',
+    '[execution][0].tool == "a"',
+    'execution[input.action] == "a"',
+  ])('%s reads the call', (expression) => {
+    expect(readsCall(expression)).toBe(true);
+  });
+  it.each([
+    'execution.tool == "nuke"',
+    'execution["server"] == "github" && execution.method == "tools/call"',
+    'has(execution.tool) && execution.mode == "mcp_proxy"',
+    'execution.prompt == "p" || execution.uri.startsWith("file:")',
+    'context.amount > 10',
+    'input.tool == "x" && agent.slug == "bot"',
+  ])('%s does not', (expression) => {
+    expect(readsCall(expression)).toBe(false);
+  });
+});

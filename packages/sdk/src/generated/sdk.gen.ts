@@ -529,9 +529,12 @@ export const executeRuntime = <ThrowOnError extends boolean = false>(options: Op
  * - 400 `invalid_request`: the body contains `transport_url`, `url`, `upstream` or `endpoint`.
  * - The action is `mcp.discover` whatever `input.action` declares (the stricter of the two
  * views decides, see `PolicyRule`); rules on `server` apply.
- * - Tools the agent may not call are left out: its `allowed_tools`, and tools that a call
- * (`mcp.call` on this server with that tool, no arguments) or the declared input with that
- * tool would block. A rule whose condition fails for a tool hides it (fail closed).
+ * - Tools the agent may not call are left out: its `allowed_tools`, and tools that policy
+ * blocks for every call (`mcp.call` on this server with that tool, or the declared input
+ * with that tool). A rule whose condition reads what differs between calls (anything of
+ * `execution` but `mode`, `server`, `method`, `tool`, `prompt` and `uri`, e.g.
+ * `execution.arguments.a > 10`) never hides a tool: each call is decided when it is made.
+ * A rule whose condition fails for a tool hides it (fail closed).
  * - 404 `mcp_server_not_found`: no enabled MCP server with that slug.
  * - 403 `execution_target_denied`: the registered URL points where the egress guard forbids.
  * - 502 `discovery_failed`: the upstream failed.

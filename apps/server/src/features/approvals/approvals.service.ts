@@ -209,7 +209,7 @@ async function pinnedAct(db: Kysely<DB>, workspaceId: string, body: ApprovalCrea
   else if (execution?.mode === 'mcp_proxy') {
     const server = await findMcpServer(db, workspaceId, execution.server);
     if (!server) throw new ApiError('mcp_server_not_found', `no MCP server '${execution.server}' in this workspace`);
-    facts = mcpFacts(server.slug, execution.tool, execution.arguments);
+    facts = mcpFacts(server.slug, { method: 'tools/call', params: { name: execution.tool, arguments: execution.arguments } });
   }
   const declared = declaredInput(withContext, facts);
   const environment = stated.environment ?? agent.environment;

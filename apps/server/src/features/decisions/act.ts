@@ -32,13 +32,37 @@ export interface HttpFacts {
   body_sha256: string | null;
 }
 
-/** What an MCP operation will do; `tool` and `arguments` only for a tool call. */
+/** An MCP request as Warden sends it upstream: its method and params. */
+export interface McpRequest {
+  method: string;
+  params?: Record<string, unknown>;
+}
+
+/**
+ * What an MCP operation will send upstream: the method, what it names (tool, prompt or
+ * resource URI) and every parameter that says what the upstream does. Not part of the act:
+ * `_meta` (the client's progress token and related task name things of its hop with Warden; the
+ * gateway does not forward them), `task` (how a tool call's result is delivered, not what runs)
+ * and `cursor` (a page of one listing).
+ */
 export interface McpFacts {
   mode: 'mcp_proxy';
   server: string;
+  /** tools/call, resources/read, prompts/get, tools/list, …, initialize for a session. */
+  method: string;
+  /** tools/call: the tool; otherwise null. */
   tool: string | null;
+  /** prompts/get: the prompt; otherwise null. */
+  prompt: string | null;
+  /** resources/read and the like: the URI, normalised (resource-uri.ts) as it is sent; otherwise null. */
+  uri: string | null;
+  /** tools/call and prompts/get: the arguments as sent (`{}` when none); otherwise null. */
   arguments: Record<string, unknown> | null;
   arguments_sha256: string | null;
+  /** Every other parameter sent: `{}` when none. */
+  params: Record<string, unknown>;
+  /** SHA-256 of the canonical JSON of `params`; null when there are none. */
+  params_sha256: string | null;
 }
 
 export type ExecutionFacts = HttpFacts | McpFacts;
@@ -83,10 +107,40 @@ export function httpFacts(execution: HttpExecution): HttpFacts {
   };
 }
 
-export function mcpFacts(server: string, tool?: string, args?: Record<string, unknown>): McpFacts {
-  if (tool === undefined) return { mode: 'mcp_proxy', server, tool: null, arguments: null, arguments_sha256: null };
-  const values = args ?? {};
-  return { mode: 'mcp_proxy', server, tool, arguments: values, arguments_sha256: sha256(stableJson(values)) };
+/** Params that are not part of an MCP act (see McpFacts). */
+const UNBOUND_PARAMS = new Set(['_meta', 'task', 'cursor']);
+/** Methods whose `name` param is a tool's, a prompt's. */
+const NAMES: Record<string, 'tool' | 'prompt'> = { 'tools/call': 'tool', 'prompts/get': 'prompt' };
+
+export function mcpFacts(server: string, request: McpRequest): McpFacts {
+  const { method } = request;
+  const facts: McpFacts = {
+    mode: 'mcp_proxy',
+    server,
+    method,
+    tool: null,
+    prompt: null,
+    uri: null,
+    arguments: null,
+    arguments_sha256: null,
+    params: {},
+    params_sha256: null,
+  };
+  const named = NAMES[method];
+  for (const [key, value] of Object.entries(request.params ?? {})) {
+    if (UNBOUND_PARAMS.has(key) || value === undefined) continue;
+    if (key === 'name' && named && typeof value === 'string') facts[named] = value;
+    else if (key === 'uri' && typeof value === 'string') facts.uri = value;
+    else if (key === 'arguments' && named && (value === null || typeof value === 'object') && !Array.isArray(value))
+      facts.arguments = (value ?? {}) as Record<string, unknown>;
+    else facts.params[key] = value;
+  }
+  if (named) {
+    facts.arguments ??= {};
+    facts.arguments_sha256 = sha256(stableJson(facts.arguments));
+  }
+  if (Object.keys(facts.params).length > 0) facts.params_sha256 = sha256(stableJson(facts.params));
+  return facts;
 }
 
 /**
@@ -130,7 +184,19 @@ const boundExecution = (facts: ExecutionFacts | null) => {
   if (facts === null) return null;
   if (facts.mode === 'http_proxy')
     return { mode: facts.mode, method: facts.method, url: facts.url, headers: facts.headers, body_sha256: facts.body_sha256 };
-  return { mode: facts.mode, server: facts.server, tool: facts.tool, arguments_sha256: facts.arguments_sha256 };
+  // a tool call whose only params are its name and arguments is bound as before, so that approvals asked for stay valid
+  if (facts.method === 'tools/call' && facts.params_sha256 === null)
+    return { mode: facts.mode, server: facts.server, tool: facts.tool, arguments_sha256: facts.arguments_sha256 };
+  return {
+    mode: facts.mode,
+    server: facts.server,
+    method: facts.method,
+    tool: facts.tool,
+    prompt: facts.prompt,
+    uri: facts.uri,
+    arguments_sha256: facts.arguments_sha256,
+    params_sha256: facts.params_sha256,
+  };
 };
 
 /**
@@ -166,7 +232,29 @@ export function auditedExecution(facts: ExecutionFacts): Record<string, unknown>
       body_sha256: facts.body_sha256,
     };
   }
-  return { mode: facts.mode, server: facts.server, tool: facts.tool, arguments_sha256: facts.arguments_sha256 };
+  return {
+    mode: facts.mode,
+    server: facts.server,
+    method: facts.method,
+    tool: facts.tool,
+    ...named(facts),
+    arguments_sha256: facts.arguments_sha256,
+    ...(facts.params_sha256 === null ? {} : { params_sha256: facts.params_sha256 }),
+  };
+}
+
+/** An MCP act's prompt and URI, where it has them (a URI's secret-looking query values redacted: it is shown and recorded). */
+const named = (facts: McpFacts) => ({
+  ...(facts.prompt === null ? {} : { prompt: facts.prompt }),
+  ...(facts.uri === null ? {} : { uri: redactUri(facts.uri) }),
+});
+
+function redactUri(uri: string): string {
+  try {
+    return redactUrl(uri);
+  } catch {
+    return uri; // not a URL WHATWG parses: it has no query it could read either
+  }
 }
 
 /** What an approver is shown of the execution they authorise: all of it, secrets redacted. */
@@ -184,8 +272,11 @@ export function shownExecution(facts: ExecutionFacts): Record<string, unknown> {
   return {
     mode: facts.mode,
     server: facts.server,
+    method: facts.method,
     tool: facts.tool,
+    ...named(facts),
     arguments: redactSecrets(facts.arguments),
     arguments_sha256: facts.arguments_sha256,
+    ...(facts.params_sha256 === null ? {} : { params: redactSecrets(facts.params), params_sha256: facts.params_sha256 }),
   };
 }

@@ -339,14 +339,21 @@ export class DecisionService {
 
   /**
    * The tools policy would let this agent call on the server it discovered (in memory, not
-   * recorded): for tool lists. Each is decided as a call without arguments would be, and as the
-   * discovery's declared input with that tool. The whole list spends one decision's budget:
-   * a tool whose check fails or finds the budget spent is left out (fail closed).
+   * recorded): for tool lists. Each is decided as any call of it (engine.ts decideEach: a rule
+   * whose condition reads the call's arguments cannot hide it, each call is decided when made),
+   * on the executed view and the discovery's declared input with that tool. The whole list
+   * spends one decision's budget: a tool whose check fails or finds the budget spent is left
+   * out (fail closed).
    */
   async allowedTools(ctx: RequestContext, decided: DecisionOutcome, server: string, tools: readonly string[]): Promise<Set<string>> {
     const set = await this.policies.get(ctx.auth.workspaceId, ctx.auth.policyVersion);
     const acts = tools.map((tool) => {
-      const declared: DecisionInput = { ...decided.input, environment: decided.environment, tool, execution: mcpFacts(server, tool, {}) };
+      const declared: DecisionInput = {
+        ...decided.input,
+        environment: decided.environment,
+        tool,
+        execution: mcpFacts(server, { method: 'tools/call', params: { name: tool } }),
+      };
       return [{ ...declared, action: 'mcp.call' }, declared];
     });
     const decisions = decideEach(set, acts, decided.agent);

@@ -27,7 +27,7 @@ import type { EgressGuard } from '../../egress/guard.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import type { ApprovalWait, WaitOptions } from '../approvals/approval-wait.ts';
-import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, mcpFacts } from '../decisions/act.ts';
+import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, type McpRequest, mcpFacts } from '../decisions/act.ts';
 import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
 import { type HeldSession, MCP_REQUEST_TIMEOUT_MS, type McpConnector, type McpTarget, type UseOptions } from './mcp-connector.ts';
@@ -80,6 +80,8 @@ export interface McpOperation {
   /** A tool call's tool and arguments (decided on, and bound into an approval). */
   tool?: string;
   arguments?: Record<string, unknown>;
+  /** Any other request: its method and params as they are sent upstream (decided on, and bound into an approval). */
+  request?: McpRequest;
   approvalId?: string;
   /** An act the caller retries rather than naming its approval (see DecisionRequest). */
   retried?: boolean;
@@ -87,6 +89,12 @@ export interface McpOperation {
   sessionId?: string;
   source?: 'mcp' | 'execution';
 }
+
+/** The request an operation sends: a tool call's, or the one it names (a listing when it names none). */
+const mcpRequestOf = (operation: McpOperation): McpRequest =>
+  operation.tool !== undefined
+    ? { method: 'tools/call', params: { name: operation.tool, arguments: operation.arguments ?? {} } }
+    : (operation.request ?? { method: 'tools/list' });
 
 /** An MCP operation's input: its action is the operation's unless the caller declares one too. */
 const mcpInput = (input: McpRuntimeInput | undefined, action: string): EvaluationInput => ({ ...input, action: input?.action ?? action });
@@ -166,7 +174,7 @@ export class ExecutionService {
     describe: (value: T) => Record<string, unknown>,
     options: UseOptions = {},
   ): Promise<{ decided: DecisionOutcome; value: T | null }> {
-    const facts = mcpFacts(server.slug, operation.tool, operation.arguments);
+    const facts = mcpFacts(server.slug, mcpRequestOf(operation));
     const decided = await this.decisions.decide(ctx, {
       input: operation.input ?? { action: operation.action },
       execution: facts,
@@ -186,7 +194,9 @@ export class ExecutionService {
     const execution = body.execution as HttpExecution | McpExecution;
     const server = execution.mode === 'mcp_proxy' ? await this.registeredServer(ctx, execution.server) : null;
     const facts: ExecutionFacts =
-      execution.mode === 'mcp_proxy' ? mcpFacts((server as McpTarget).slug, execution.tool, execution.arguments) : httpFacts(execution);
+      execution.mode === 'mcp_proxy'
+        ? mcpFacts((server as McpTarget).slug, { method: 'tools/call', params: { name: execution.tool, arguments: execution.arguments } })
+        : httpFacts(execution);
     const decided = await this.decisions.decide(ctx, {
       input: body.input,
       execution: facts,
@@ -232,7 +242,7 @@ export class ExecutionService {
     const { decided, value } = await this.governMcp(
       ctx,
       server,
-      { ...operation, action: 'mcp.discover' },
+      { ...operation, action: 'mcp.discover', request: { method: 'tools/list' } },
       'discovery_failed',
       (client) => client.listTools(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
       (r) => ({ tools: r.tools.length }),
@@ -291,7 +301,7 @@ export class ExecutionService {
     const server = await this.registeredServer(ctx, body.server);
     const decided = await this.decisions.decide(ctx, {
       input: mcpInput(body.input, 'mcp.session'),
-      execution: mcpFacts(server.slug),
+      execution: mcpFacts(server.slug, { method: 'initialize' }),
       fixedAction: 'mcp.session',
       source: 'mcp',
       viaProxy: true,

@@ -17,8 +17,9 @@
  *   task's end is recorded once, by the first request that sees it; its session is terminated
  *   when the task expires. tasks/list is not offered (see docs/decisions/0013-mcp-gateway.md);
  * - resources/list, resources/templates/list, prompts/list: decided as `mcp.discover`;
- *   resources/read as `mcp.resources.read` (resource: the URI), prompts/get as
- *   `mcp.prompts.get` (resource: the prompt's name).
+ *   resources/read as `mcp.resources.read` (resource: the URI, normalised and sent in that
+ *   form: decisions/resource-uri.ts), prompts/get as `mcp.prompts.get` (resource: the prompt's
+ *   name); both on every parameter sent (an approval binds the arguments too).
  *
  * Stateless: each HTTP request is served by a Server of its own (no session is kept between
  * requests, so any process can serve any request); what upstream sessions are kept, the
@@ -64,6 +65,7 @@ import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { type DecisionOutcome, type OutcomeBasis, outcomeBasis } from '../decisions/decisions.ts';
+import { normaliseResourceUri, ResourceUriError } from '../decisions/resource-uri.ts';
 import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
 import type { McpTarget, UpstreamSession } from '../execution/mcp-connector.ts';
 import { type GatewayTaskRow, type McpTasks, upstreamSessionOf } from '../execution/mcp-tasks.ts';
@@ -100,6 +102,16 @@ export interface GatewayCaller {
 export interface GatewayOptions {
   /** How long a call that needs an approval is held open for it (WARDEN_MCP_APPROVAL_WAIT_MS). */
   approvalWaitMs: number;
+}
+
+/** A resource URI in the one form it is decided on and sent in; a URI that has none is invalid params. */
+function resourceUri(uri: string): string {
+  try {
+    return normaliseResourceUri(uri);
+  } catch (error) {
+    if (error instanceof ResourceUriError) throw new McpError(INVALID_PARAMS, error.message);
+    throw error;
+  }
 }
 
 /** A tools/call through the gateway: who calls, the server and tool it names there, and where it came from. */
@@ -357,6 +369,7 @@ export class McpGateway {
     const list =
       <T, R>(
         capability: 'resources' | 'prompts',
+        method: string,
         run: (client: Client, cursor: string | undefined) => Promise<R & { nextCursor?: string }>,
         items: (result: R) => T[],
         rename: (target: McpTarget, item: T) => T,
@@ -369,7 +382,7 @@ export class McpGateway {
             .governMcp(
               caller.ctx,
               target,
-              { action: 'mcp.discover', input: this.input(caller, 'mcp.discover') },
+              { action: 'mcp.discover', input: this.input(caller, 'mcp.discover'), request: { method } },
               'discovery_failed',
               async (client) =>
                 client.getServerCapabilities()?.[capability] ? run(client, single ? request.params?.cursor : undefined) : null,
@@ -386,6 +399,7 @@ export class McpGateway {
 
     const listResources = list<Resource, { resources: Resource[] }>(
       'resources',
+      'resources/list',
       (client, cursor) => client.listResources(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
       (r) => r.resources,
       (target, item) => ({ ...item, uri: named(target, item.uri) }),
@@ -396,6 +410,7 @@ export class McpGateway {
     });
     const listTemplates = list<ResourceTemplate, { resourceTemplates: ResourceTemplate[] }>(
       'resources',
+      'resources/templates/list',
       (client, cursor) => client.listResourceTemplates(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
       (r) => r.resourceTemplates,
       (target, item) => ({ ...item, uriTemplate: named(target, item.uriTemplate) }),
@@ -406,6 +421,7 @@ export class McpGateway {
     });
     const listPrompts = list<Prompt, { prompts: Prompt[] }>(
       'prompts',
+      'prompts/list',
       (client, cursor) => client.listPrompts(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
       (r) => r.prompts,
       (target, item) => ({ ...item, name: named(target, item.name) }),
@@ -416,9 +432,15 @@ export class McpGateway {
     });
 
     server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
-      const { target, name: uri } = await route(request.params.uri);
-      const result = await this.governed(caller, target, { action: 'mcp.resources.read', resource: uri }, (client) =>
-        client.readResource({ ...request.params, uri }, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+      const { target, name } = await route(request.params.uri);
+      // decided on, and sent in, one form (resource-uri.ts); the client's `_meta` is not forwarded (act.ts McpFacts)
+      const { _meta, ...params } = request.params;
+      const sent = { ...params, uri: resourceUri(name) };
+      const result = await this.governed(
+        caller,
+        target,
+        { action: 'mcp.resources.read', resource: sent.uri, method: 'resources/read', params: sent },
+        (client) => client.readResource(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
       );
       // the aggregate's URIs are namespaced: so are those of what it answers
       return single ? result : { ...result, contents: result.contents.map((c) => ({ ...c, uri: named(target, c.uri) })) };
@@ -426,8 +448,10 @@ export class McpGateway {
 
     server.setRequestHandler(GetPromptRequestSchema, async (request, extra) => {
       const { target, name } = await route(request.params.name);
-      return this.governed(caller, target, { action: 'mcp.prompts.get', resource: name }, (client) =>
-        client.getPrompt({ ...request.params, name }, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+      const { _meta, ...params } = request.params;
+      const sent = { ...params, name };
+      return this.governed(caller, target, { action: 'mcp.prompts.get', resource: name, method: 'prompts/get', params: sent }, (client) =>
+        client.getPrompt(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
       );
     });
     return server;
@@ -490,18 +514,26 @@ export class McpGateway {
     return { action, environment: caller.agent.environment, ...(resource !== undefined ? { resource } : {}) };
   }
 
-  /** A read or a prompt: decided, run when allowed, a JSON-RPC error naming the policy when not. */
+  /**
+   * A read or a prompt: decided on the request as it is sent (method and params), run when
+   * allowed, a JSON-RPC error naming the policy when not.
+   */
   private async governed<T>(
     caller: GatewayCaller,
     target: McpTarget,
-    act: { action: string; resource: string },
+    act: { action: string; resource: string; method: string; params: Record<string, unknown> },
     work: (client: Client) => Promise<T>,
   ): Promise<T> {
     const { decided, value } = await this.execution
       .governMcp(
         caller.ctx,
         target,
-        { action: act.action, input: this.input(caller, act.action, act.resource), retried: true },
+        {
+          action: act.action,
+          input: this.input(caller, act.action, act.resource),
+          request: { method: act.method, params: act.params },
+          retried: true,
+        },
         'call_failed',
         work,
         () => ({}),

@@ -40,10 +40,13 @@ class Condition {
   readonly #units: number;
   /** Cost units of an error that ends the evaluation (cel-js quotes the source up to the failing node). */
   readonly #errorUnits: number;
-  constructor(program: ParseResult, units: number, errorUnits: number) {
+  /** Whether it reads what differs between calls of one tool (see readsCallFacts). */
+  readonly readsCall: boolean;
+  constructor(program: ParseResult, units: number, errorUnits: number, readsCall: boolean) {
     this.#program = program;
     this.#units = units;
     this.#errorUnits = errorUnits;
+    this.readsCall = readsCall;
   }
   static run(condition: Condition, variables: ConditionVariables): unknown {
     charge(condition.#units);
@@ -134,7 +137,8 @@ function compileUncached(expression: string): CompileResult {
       return { ok: false, message: `a condition must evaluate to a boolean, but this one has type ${checked.type}`, position: 0 };
     }
     const units = meterScope(program.ast as unknown as Node);
-    return { ok: true, condition: new Condition(program, units, errorUnits(expression.length)) };
+    const ast = program.ast as unknown as Node;
+    return { ok: true, condition: new Condition(program, units, errorUnits(expression.length), readsCallFacts(ast)) };
   } catch (error) {
     return failure(error);
   }
@@ -287,6 +291,34 @@ function refusedCall(root: Node, source: string): { message: string; position: n
     if (message) found = { message, position: node.op === 'rcall' ? methodNamePosition(source, receiver) : node.start };
   });
   return found;
+}
+
+/**
+ * Fields of `execution` that every call of one MCP tool shares (decisions/act.ts McpFacts):
+ * what it names, never what it is sent with.
+ */
+const CALL_INVARIANT_FIELDS = new Set(['mode', 'server', 'method', 'tool', 'prompt', 'uri']);
+
+/**
+ * Whether a condition may read what differs between calls of one tool: anything of `execution`
+ * but CALL_INVARIANT_FIELDS selected by name (`execution.tool`, `execution["server"]`). Any other
+ * use of `execution` (its arguments, params or digests, or the whole map passed on) counts: a
+ * tool list must not judge every call by one (engine.ts, `anyCall`).
+ */
+function readsCallFacts(root: Node): boolean {
+  const isExecution = (node: unknown) => isNode(node) && node.op === 'id' && node.args === 'execution';
+  if (isExecution(root)) return true;
+  let reads = false;
+  parseTree(root, (node) => {
+    if (reads) return;
+    forEachChild(node, (child) => {
+      if (!isExecution(child)) return;
+      const [receiver, field] = node.args as [Node, unknown];
+      const named = node.op === '.' ? field : node.op === '[]' && isNode(field) && field.op === 'value' ? field.args : undefined;
+      if (receiver !== child || typeof named !== 'string' || !CALL_INVARIANT_FIELDS.has(named)) reads = true;
+    });
+  });
+  return reads;
 }
 
 /** How deep comprehensions nest inside each other's predicates (a chain such as `l.map(…).filter(…)` does not nest). */

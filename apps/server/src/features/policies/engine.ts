@@ -226,12 +226,18 @@ function fieldMatches(field: MatchField, matcher: Matcher, input: DecisionInput,
   }
 }
 
-/** Whether a rule matches; its action patterns were already checked by PolicySet.forAction. */
+/**
+ * Whether a rule matches; its action patterns were already checked by PolicySet.forAction.
+ * `anyCall`: whether it may match some call with these facts whatever it is sent with: a rule
+ * whose condition reads what differs between calls (cel.ts, readsCall) is taken to match when
+ * it does not block and not to match when it does, so no such rule makes every call refused.
+ */
 function ruleMatches(
   rule: CompiledRule,
   input: DecisionInput,
   agent: AgentFacts,
   celVars: () => Parameters<typeof evaluateCondition>[1],
+  anyCall = false,
 ): boolean {
   try {
     // a glob search or a condition that exhausts the decision's budget (limits.ts) throws too
@@ -240,6 +246,7 @@ function ruleMatches(
     }
     if (rule.conditionError !== null) throw new Error(rule.conditionError);
     if (!rule.condition) return true;
+    if (anyCall && rule.condition.readsCall) return rule.effect !== 'block';
     return evaluateCondition(rule.condition, celVars());
   } catch (error) {
     throw new ConditionError(rule.policy, rule.ruleId, (error as Error).message);
@@ -287,8 +294,11 @@ function agentAllowListBlock(input: DecisionInput, agent: AgentFacts): Decision 
   };
 }
 
-/** `sharedBudget`: go on spending the budget of the decision this one is part of (decideStrictest) instead of starting one. */
-export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, sharedBudget = false): Decision {
+/**
+ * `sharedBudget`: go on spending the budget of the decision this one is part of (decideStrictest) instead of starting one.
+ * `anyCall`: decide whether some call with these facts may not be blocked (ruleMatches), as for a tool list; monitors are not asked.
+ */
+export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, sharedBudget = false, anyCall = false): Decision {
   if (!sharedBudget) startDecisionBudget();
   let vars: Parameters<typeof evaluateCondition>[1] | undefined;
   const celVars = () => {
@@ -303,7 +313,7 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, 
     return vars;
   };
   const candidates = set.forAction(input.action);
-  const monitored = candidates.monitorRules
+  const monitored = (anyCall ? [] : candidates.monitorRules)
     .filter((rule) => {
       try {
         return ruleMatches(rule, input, agent, celVars);
@@ -320,7 +330,7 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, 
   let best: CompiledRule | undefined;
   for (const rule of candidates.rules) {
     if (best && RANK[rule.effect] <= RANK[best.effect]) continue;
-    if (!ruleMatches(rule, input, agent, celVars)) continue;
+    if (!ruleMatches(rule, input, agent, celVars, anyCall)) continue;
     best = rule;
     if (rule.effect === 'block') break; // rules are ordered best first: nothing beats it
   }
@@ -375,10 +385,16 @@ export function decide(set: PolicySet, input: DecisionInput, agent: AgentFacts, 
  * the strictest decision, the first view's on a tie: a declaration can add restrictions to an
  * execution, never lift one.
  */
-export function decideStrictest(set: PolicySet, views: readonly DecisionInput[], agent: AgentFacts, sharedBudget = false): Decision {
+export function decideStrictest(
+  set: PolicySet,
+  views: readonly DecisionInput[],
+  agent: AgentFacts,
+  sharedBudget = false,
+  anyCall = false,
+): Decision {
   let strictest: Decision | undefined;
   for (const view of views) {
-    const decision = decide(set, view, agent, sharedBudget || strictest !== undefined); // one budget for all views
+    const decision = decide(set, view, agent, sharedBudget || strictest !== undefined, anyCall); // one budget for all views
     if (!strictest || RANK[decision.effect] > RANK[strictest.effect]) strictest = decision;
   }
   if (!strictest) throw new Error('decideStrictest needs at least one view');
@@ -387,14 +403,15 @@ export function decideStrictest(set: PolicySet, views: readonly DecisionInput[],
 
 /**
  * Decides a list of acts (each on its views, as decideStrictest) on one budget for the whole
- * list, as for a tool list: the decision of each act, or null where its evaluation failed or
- * found the budget spent.
+ * list, for a tool list: each act stands for any call with its facts (`anyCall`, see
+ * ruleMatches), so a `block` answers that policy refuses every one of them. The decision of
+ * each act, or null where its evaluation failed or found the budget spent.
  */
 export function decideEach(set: PolicySet, acts: ReadonlyArray<readonly DecisionInput[]>, agent: AgentFacts): Array<Decision | null> {
   startDecisionBudget();
   return acts.map((views) => {
     try {
-      return decideStrictest(set, views, agent, true);
+      return decideStrictest(set, views, agent, true, true);
     } catch {
       return null;
     }

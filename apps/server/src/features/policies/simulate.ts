@@ -360,7 +360,7 @@ function executionFacts(text: string): ExecutionFacts {
   const value = JSON.parse(text) as Record<string, unknown> | null;
   if (value === null) return NO_EXECUTION;
   return {
-    approximate: Boolean(value.body_sha256 || value.arguments_sha256),
+    approximate: Boolean(value.body_sha256 || value.arguments_sha256 || value.params_sha256),
     url: value.mode === 'http_proxy' ? (value.url as string | undefined) : undefined,
     text,
   };

@@ -211,9 +211,13 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  * resolved agent: `id`, `slug`, `name`, `status`, `environment`, `risk_level`, `provider`,
  * `tags`, `allowed_tools`, `allowed_resources`; never a key or hash) and `execution` (null
  * without a proxy; for HTTP `{mode: "http_proxy", method, url, scheme, host, port, path,
- * query, headers, body, body_sha256}`, for MCP `{mode: "mcp_proxy", server, tool, arguments,
- * arguments_sha256}`, `tool` and `arguments` null for discovery and sessions). An HTTP
- * execution's `headers` are those sent, names lower-cased (e.g.
+ * query, headers, body, body_sha256}`, for MCP `{mode: "mcp_proxy", server, method, tool,
+ * prompt, uri, arguments, arguments_sha256, params, params_sha256}`: `method` the MCP method
+ * sent (`tools/call`, `prompts/get`, `resources/read`, `tools/list`, `initialize`, …), `tool`
+ * for `tools/call`, `prompt` for `prompts/get`, `uri` (normalised, as sent) for
+ * `resources/read`, otherwise null; `arguments` a tool's or prompt's arguments, otherwise
+ * null; `params` every other parameter sent (`{}` when none; not `_meta`, `task` or
+ * `cursor`)). An HTTP execution's `headers` are those sent, names lower-cased (e.g.
  * `execution.headers["authorization"].startsWith("Bearer ")`; see `HttpExecution.headers`).
  *
  * **What a policy may cost.** Decisions are evaluated in memory, on an event loop all
@@ -537,10 +541,12 @@ export type Approval = {
     /**
      * What will run if approved, as the approver should see it: for HTTP `{mode, method,
      * url, headers, body, body_sha256}` (every header that will be sent), for MCP `{mode,
-     * server, tool, arguments, arguments_sha256}`. Values of secret-looking query
-     * parameters, members and headers (`token`, `password`, `api_key`, `authorization`,
-     * `cookie`, …) are shown as `[redacted]` (an `Authorization` keeps its scheme:
-     * `Bearer [redacted]`); the digests cover the real values. `null` for an approval of a bare evaluation, or of no act.
+     * server, method, tool, arguments, arguments_sha256}` with `prompt` or `uri` where the
+     * operation names one and `params`, `params_sha256` where it sends other parameters.
+     * Values of secret-looking query parameters, members and headers (`token`, `password`,
+     * `api_key`, `authorization`, `cookie`, …) are shown as `[redacted]` (an `Authorization`
+     * keeps its scheme: `Bearer [redacted]`); the digests cover the real values. `null` for
+     * an approval of a bare evaluation, or of no act.
      *
      */
     execution: {
@@ -549,7 +555,8 @@ export type Approval = {
     /**
      * SHA-256 (hex) of the act the approval authorises: agent, environment, action,
      * resource, tool, context and execution (method, URL, header names and values and body
-     * digest, or MCP server, tool and arguments digest), as canonical JSON. An `approval_id` is honoured only by
+     * digest, or MCP server, method, tool, prompt or URI, and the digests of the arguments
+     * and other parameters), as canonical JSON. An `approval_id` is honoured only by
      * a decision on an act with the same digest (else 400 `approval_invalid`), and only
      * when the deciding rule is `rule` of `policy` (when those are set). `null`: the
      * approval pins no act and authorises no runtime decision.
@@ -712,8 +719,9 @@ export type AuditEvent = {
      * context), `monitored` (what monitor policies would have decided), and for events of
      * Warden's proxies `execution`, what ran: for HTTP `{mode, method, url, host, path,
      * body_sha256}` (values of secret-looking query parameters redacted), for MCP `{mode,
-     * server, tool, arguments_sha256}` (`action` and `resource` stay what the caller
-     * declared). An outcome event adds `outcome`,
+     * server, method, tool, arguments_sha256}`, with `prompt` or `uri` where the operation
+     * names one and `params_sha256` where it sends other parameters (`action` and
+     * `resource` stay what the caller declared). An outcome event adds `outcome`,
      * `duration_ms` and `decision_event_id`.
      *
      */
