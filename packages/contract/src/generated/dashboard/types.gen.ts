@@ -196,7 +196,9 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  * on two views of the act and keeps the stricter decision (block beats require_approval
  * beats allow): the view of what runs (an HTTP execution's `resource` is its URL; an MCP
  * operation's `action` is fixed by the operation: `mcp.call`, `mcp.discover`,
- * `mcp.session`; the `tool` is the executed tool, and a different declared `tool` is refused
+ * `mcp.session`, and on the MCP gateway also `mcp.resources.read`, `mcp.prompts.get`,
+ * `mcp.logging`, `mcp.completion`, `mcp.resources.subscribe`, `mcp.sampling` and
+ * `mcp.elicitation`; the `tool` is the executed tool, and a different declared `tool` is refused
  * with 400) and the view the caller declares. A declaration can add restrictions, never
  * lift one.
  *
