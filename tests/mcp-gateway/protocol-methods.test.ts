@@ -172,6 +172,50 @@ describe('what the upstream sends during a call, relayed on its stream', () => {
   });
 });
 
+describe("the client's answer to a relayed question", () => {
+  const post = (agentKey: string, body: unknown) =>
+    fetch(`${server.url}/mcp/ref`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentKey}` },
+      body: JSON.stringify(body),
+    });
+
+  it('is taken only from the agent that was asked: another agent answering the same id changes nothing', async () => {
+    const [asked, other] = [await workspace(), await workspace()];
+    const call = await post(asked.agentKey, {
+      jsonrpc: '2.0',
+      id: 7,
+      method: 'tools/call',
+      params: { name: 'test_elicitation', arguments: { message: 'who?' } },
+    });
+    expect(call.headers.get('content-type')).toBe('text/event-stream');
+    const reader = (call.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+    let received = '';
+    const next = async () => {
+      for (;;) {
+        const event = /data: (.*)\n\n/.exec(received);
+        if (event) {
+          received = received.slice(event.index + event[0].length);
+          return JSON.parse(event[1] as string);
+        }
+        const { value, done } = await reader.read();
+        if (done) throw new Error('the stream ended');
+        received += value;
+      }
+    };
+    const question = await next();
+    expect(question).toMatchObject({ method: 'elicitation/create', params: { message: 'who?' } });
+    const answer = (name: string) => ({
+      jsonrpc: '2.0',
+      id: question.id,
+      result: { action: 'accept', content: { username: name, email: `${name}@example.com` } },
+    });
+    await post(other.agentKey, answer('mallory'));
+    expect((await post(asked.agentKey, answer('ada'))).status).toBe(202);
+    expect(await next()).toMatchObject({ id: 7, result: { content: [{ text: expect.stringContaining('"username":"ada"') }] } });
+  });
+});
+
 describe('DNS-rebinding protection (Origin)', () => {
   const initialize = (headers: Record<string, string>, agentKey: string) =>
     fetch(`${server.url}/mcp/ref`, {

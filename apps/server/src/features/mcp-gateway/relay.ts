@@ -53,7 +53,9 @@ function listen(client: Client): void {
       const relay = scope.getStore();
       if (!relay?.ask)
         throw new McpError(ErrorCode.MethodNotFound, `Warden cannot relay ${request.method} outside a request that can carry it`);
-      return (await relay.ask(request, extra.signal)) as R;
+      // deciding and asking run outside the call's scope: a connection opened meanwhile must not inherit it
+      const relayAsk = relay.ask;
+      return (await scope.exit(() => relayAsk(request, extra.signal))) as R;
     };
   client.setRequestHandler(CreateMessageRequestSchema, ask<CreateMessageResult>());
   client.setRequestHandler(ElicitRequestSchema, ask<ElicitResult>());
