@@ -76,7 +76,8 @@ async function workspace(policies: unknown[] = []): Promise<Workspace> {
 }
 
 const blocking = (action: string) => ({ name: `No ${action}`, rules: [{ match: { action: [action] }, effect: 'block' }] });
-const text = (result: { content?: unknown }) => ((result.content ?? []) as { text?: string }[]).map((c) => c.text).join('');
+/** The text of a tool result (any answer to callTool). */
+const text = (result: unknown) => (((result as { content?: unknown }).content ?? []) as { text?: string }[]).map((c) => c.text).join('');
 
 describe('utilities, each a governed act', () => {
   it('forwards logging/setLevel, completion/complete, resources/subscribe and unsubscribe, and audits each', async () => {
@@ -189,7 +190,9 @@ describe("the client's answer to a relayed question", () => {
       params: { name: 'test_elicitation', arguments: { message: 'who?' } },
     });
     expect(call.headers.get('content-type')).toBe('text/event-stream');
-    const reader = (call.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader();
+    const reader = (call.body as ReadableStream<Uint8Array>)
+      .pipeThrough(new TextDecoderStream() as unknown as ReadableWritablePair<string, Uint8Array>)
+      .getReader();
     let received = '';
     const next = async () => {
       for (;;) {
@@ -254,7 +257,12 @@ describe('DNS-rebinding protection (Origin)', () => {
 
   it('serves requests without an Origin and loopback origins', async () => {
     const ws = await workspace();
-    for (const headers of [{}, { origin: 'http://localhost:6274' }, { origin: 'http://127.0.0.1:8080' }, { origin: 'https://[::1]' }])
+    for (const headers of [
+      {} as Record<string, string>,
+      { origin: 'http://localhost:6274' },
+      { origin: 'http://127.0.0.1:8080' },
+      { origin: 'https://[::1]' },
+    ])
       expect((await initialize(headers, ws.agentKey)).status, JSON.stringify(headers)).toBe(200);
   });
 });
