@@ -21,7 +21,7 @@ import { inputGuard } from './http/input-guard.ts';
 import { jsonBody } from './http/json-body.ts';
 import { sendJson } from './http/json-response.ts';
 import type { KeyCache } from './http/key-cache.ts';
-import { mcpAuthenticate, mcpGatewayErrors, mcpGatewayHandler } from './http/mcp-gateway.ts';
+import { mcpAuthenticate, mcpGatewayErrors, mcpGatewayHandler, mcpOriginGuard } from './http/mcp-gateway.ts';
 import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
@@ -115,6 +115,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(
     `${BASE_PATH}/mcp`,
     pipeline([
+      mcpOriginGuard(config.mcpAllowedOrigins ?? []),
       mcpAuthenticate(services.workspaces.findActiveKey, services.mcpGateway, config.rateLimitPerMinute, keys),
       limit,
       readJson,

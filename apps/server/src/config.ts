@@ -51,6 +51,12 @@ export interface Config {
   mcpApprovalWaitMs: number;
   /** WARDEN_MCP_UPSTREAM_IDLE_MS: how long an unused upstream MCP session is kept before it is terminated (default 300000). */
   mcpUpstreamIdleMs: number;
+  /**
+   * WARDEN_MCP_ALLOWED_ORIGINS: browser origins the MCP gateway serves besides loopback ones
+   * (comma-separated, e.g. `https://warden.example.com`; `*` for any). Requests without an
+   * Origin (non-browser clients) are always served.
+   */
+  mcpAllowedOrigins: string[];
 }
 
 /** Below this, a bootstrap key is guessable and its listed prefix gives a good part of it away. */
@@ -70,6 +76,21 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number
   const value = Number(raw);
   if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got '${raw}'`);
   return value;
+}
+
+/** Origins as the browser sends them (`scheme://host[:port]`), or `*`. */
+function origins(env: NodeJS.ProcessEnv, name: string): string[] {
+  return (env[name] ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      if (entry === '*') return entry;
+      const url = URL.parse(entry);
+      if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== entry.replace(/\/$/, ''))
+        throw new Error(`${name} lists origins such as https://warden.example.com (or *), got '${entry}'`);
+      return url.origin;
+    });
 }
 
 function port(env: NodeJS.ProcessEnv, name: string): number | undefined {
@@ -117,5 +138,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers: integer(env, 'WARDEN_WORKERS', 1),
     mcpApprovalWaitMs: integer(env, 'WARDEN_MCP_APPROVAL_WAIT_MS', 30_000),
     mcpUpstreamIdleMs: integer(env, 'WARDEN_MCP_UPSTREAM_IDLE_MS', 300_000),
+    mcpAllowedOrigins: origins(env, 'WARDEN_MCP_ALLOWED_ORIGINS'),
   };
 }

@@ -2,7 +2,7 @@
  * The HTTP side of the MCP gateway (features/mcp-gateway): `/api/v1/mcp` and
  * `/api/v1/mcp/{server}` speak MCP's Streamable HTTP transport (JSON-RPC), not the contract's
  * JSON operations, so they have a pipeline of their own in front of the contract validator:
- * identity (a workspace key, or an agent key as the bearer; both served from the KeyCache,
+ * the Origin check (DNS rebinding) → identity (a workspace key, or an agent key as the bearer; both served from the KeyCache,
  * an agent key's negative answer too) → rate limit → JSON body → input guard → the gateway. Refusals answer with a JSON-RPC error body, and a 401 with
  * `WWW-Authenticate`, as MCP clients expect.
  */
@@ -17,6 +17,39 @@ import type { KeyCache } from './key-cache.ts';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
 const SLUG = /^\/([a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)\/?$/;
+
+/** Hosts of loopback origins: a page served from this machine, never a DNS-rebinding page (its origin names the attacker's host). */
+const LOOPBACK_HOST = /^(?:localhost|127(?:\.\d{1,3}){3}|\[::1\])$/i;
+
+/**
+ * Whether a browser page at `origin` may use the gateway: no Origin (a client that is not a
+ * browser), a loopback origin, or one listed (`*`: any). Anything else, `null` and a
+ * malformed origin included, is refused.
+ */
+export function originAllowed(origin: string | undefined, allowed: ReadonlySet<string>): boolean {
+  if (origin === undefined || allowed.has('*')) return true;
+  const url = URL.parse(origin);
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) return false;
+  return allowed.has(url.origin) || LOOPBACK_HOST.test(url.hostname);
+}
+
+/**
+ * DNS-rebinding protection, as the Streamable HTTP transport asks of servers: a request whose
+ * `Origin` is not allowed is refused (403 origin_not_allowed) before anything else is done.
+ */
+export function mcpOriginGuard(allowedOrigins: readonly string[]): RequestHandler {
+  const allowed = new Set(allowedOrigins);
+  return (req: Request, _res: Response, next: NextFunction) => {
+    const sent = req.headersDistinct.origin;
+    if (sent === undefined || (sent.length === 1 && originAllowed(sent[0], allowed))) return next();
+    next(
+      new ApiError(
+        'origin_not_allowed',
+        'The MCP gateway does not serve pages of this origin: list it in WARDEN_MCP_ALLOWED_ORIGINS to allow it',
+      ),
+    );
+  };
+}
 
 /**
  * The gateway's `authenticate` (http/authenticate.ts): the bearer is a workspace key, else an

@@ -30,6 +30,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   execution_proxy_required: 403,
   execution_target_denied: 403,
   approval_required: 403,
+  origin_not_allowed: 403,
   not_found: 404,
   route_not_found: 404,
   mcp_server_not_found: 404,

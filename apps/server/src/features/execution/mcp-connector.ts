@@ -33,6 +33,8 @@ export const MCP_REQUEST_TIMEOUT_MS = 15_000;
 export const DEFAULT_UPSTREAM_IDLE_MS = 300_000;
 /** Upstream sessions kept at most; beyond, the least recently used is terminated. */
 const MAX_POOLED = 1_000;
+/** The capabilities Warden declares to upstreams as their client: what the gateway relays to its own client (mcp-gateway/relay.ts). */
+export const RELAYED_CLIENT_CAPABILITIES = { sampling: {}, elicitation: { form: {} } };
 /** How long a DELETE that terminates an upstream session may take. */
 const TERMINATE_TIMEOUT_MS = 2_000;
 
@@ -133,7 +135,8 @@ export class McpConnector {
   private async connect(target: McpTarget, onClose: () => void): Promise<Client> {
     const url = this.guard.checkUrl(target.transport_url);
     const client = () => {
-      const c = new Client({ name: 'warden', version: '1.0.0' });
+      // what the upstream asks of a client during a call (sampling, elicitation), the gateway relays to its own client
+      const c = new Client({ name: 'warden', version: '1.0.0' }, { capabilities: RELAYED_CLIENT_CAPABILITIES });
       // a failing background stream (the server-to-client GET) is not the caller's error
       c.onerror = () => undefined;
       return c;

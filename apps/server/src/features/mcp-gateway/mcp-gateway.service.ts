@@ -19,7 +19,12 @@
  * - resources/list, resources/templates/list, prompts/list: decided as `mcp.discover`;
  *   resources/read as `mcp.resources.read` (resource: the URI, normalised and sent in that
  *   form: decisions/resource-uri.ts), prompts/get as `mcp.prompts.get` (resource: the prompt's
- *   name); both on every parameter sent (an approval binds the arguments too).
+ *   name); both on every parameter sent (an approval binds the arguments too);
+ * - logging/setLevel, completion/complete, resources/subscribe and unsubscribe: `mcp.logging`,
+ *   `mcp.completion`, `mcp.resources.subscribe` (utility-methods.ts);
+ * - what the upstream sends during a tools/call: its log messages relayed on the call's stream,
+ *   its sampling and elicitation requests decided as `mcp.sampling` and `mcp.elicitation` and
+ *   relayed to the client, whose answer (a POST of its own) goes back (relay.ts).
  *
  * Stateless: each HTTP request is served by a Server of its own (no session is kept between
  * requests, so any process can serve any request); what upstream sessions are kept, the
@@ -72,6 +77,8 @@ import { type GatewayTaskRow, type McpTasks, upstreamSessionOf } from '../execut
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import { findAgentsByKeyHash } from './mcp-gateway.repository.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
+import { answerRelayed, askClient, type ClientRequest, type Relay, relayed } from './relay.ts';
+import { registerUtilityMethods } from './utility-methods.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
 export const NAMESPACE_SEPARATOR = '__';
@@ -135,9 +142,13 @@ type Extra = {
   signal: AbortSignal;
   _meta?: { progressToken?: string | number };
   sendNotification: (notification: ServerNotification) => Promise<void>;
+  /** Relays what the upstream asks of the client on this request's stream (absent: the stream cannot carry it). */
+  ask?: Relay['ask'];
 };
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
+/** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
+const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
@@ -269,6 +280,11 @@ export class McpGateway {
     body: unknown,
     origin: string,
   ): Promise<void> {
+    // the client's answer to what an upstream asked it during one of its calls (relay.ts)
+    if (answerRelayed(caller.agent.id, body)) {
+      res.writeHead(202).end();
+      return;
+    }
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
     const plain = plainToolCall(req, body);
     if (plain) return this.answerToolCall({ caller, single, origin }, plain, res);
@@ -287,7 +303,14 @@ export class McpGateway {
       { name: single ? `warden:${single.slug}` : 'warden', version: '1.0.0' },
       {
         // tasks: created by tools/call, then got, waited for and cancelled; not listed
-        capabilities: { tools: {}, resources: {}, prompts: {}, tasks: { cancel: {}, requests: { tools: { call: {} } } } },
+        capabilities: {
+          tools: {},
+          resources: { subscribe: true },
+          prompts: {},
+          logging: {},
+          completions: {},
+          tasks: { cancel: {}, requests: { tools: { call: {} } } },
+        },
         jsonSchemaValidator: SCHEMA_VALIDATOR,
         instructions: single
           ? `Tools of the MCP server '${single.slug}', governed by Warden for agent '${caller.agent.slug}'.`
@@ -446,6 +469,13 @@ export class McpGateway {
       return single ? result : { ...result, contents: result.contents.map((c) => ({ ...c, uri: named(target, c.uri) })) };
     });
 
+    registerUtilityMethods(server, {
+      servers,
+      route,
+      governed: (target, act, work) => this.governed(caller, target, act, work),
+      resourceUri,
+    });
+
     server.setRequestHandler(GetPromptRequestSchema, async (request, extra) => {
       const { target, name } = await route(request.params.name);
       const { _meta, ...params } = request.params;
@@ -484,11 +514,19 @@ export class McpGateway {
     res.once('close', () => {
       if (!answered) cancelled.abort();
     });
-    // no progress was asked for: nothing is sent before the answer
+    // no progress was asked for; what the upstream sends meanwhile (log messages, questions) turns the answer into an SSE stream
+    let streaming = false;
+    const stream = (message: string) => {
+      if (answered || cancelled.signal.aborted) return;
+      if (!streaming) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      streaming = true;
+      res.write(sseEvent(message));
+    };
     const extra: Extra = {
       signal: cancelled.signal,
       ...(plain.meta ? { _meta: plain.meta } : {}),
-      sendNotification: async () => undefined,
+      sendNotification: async (notification) => stream(JSON.stringify({ jsonrpc: '2.0', ...notification })),
+      ask: (request, signal) => askClient(where.caller.agent.id, request, signal, stream),
     };
     let answer: string;
     try {
@@ -500,7 +538,8 @@ export class McpGateway {
     }
     answered = true;
     if (cancelled.signal.aborted) return;
-    res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
+    if (streaming) res.end(sseEvent(answer));
+    else res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
   }
 
   /** On the aggregate, a server that fails (or went away) is left out of a listing; on a server's own endpoint, it is the answer. */
@@ -553,15 +592,59 @@ export class McpGateway {
     return value;
   }
 
+  /** Where a call relays what its upstream sends meanwhile: notifications as they come, questions decided first. */
+  private relayTo({ caller, target, extra }: ToolCall): Relay {
+    const { ask } = extra;
+    return {
+      notify: extra.sendNotification,
+      ...(ask
+        ? { ask: (request: ClientRequest, signal: AbortSignal) => this.governedAsk(caller, target, request, () => ask(request, signal)) }
+        : {}),
+    };
+  }
+
+  /**
+   * What an upstream asks of the client during a call, as a governed act of its own
+   * (`mcp.sampling`, `mcp.elicitation`) on the whole request relayed: relayed once allowed, its
+   * outcome audited; refused, the upstream is answered a JSON-RPC error naming the policy.
+   */
+  private async governedAsk(
+    caller: GatewayCaller,
+    target: McpTarget,
+    request: ClientRequest,
+    ask: () => Promise<unknown>,
+  ): Promise<unknown> {
+    const action = request.method === 'sampling/createMessage' ? 'mcp.sampling' : 'mcp.elicitation';
+    const { _meta, ...params } = (request.params ?? {}) as Record<string, unknown>;
+    const { decided, value } = await this.execution
+      .governMcp(
+        caller.ctx,
+        target,
+        { action, input: this.input(caller, action), request: { method: request.method, params }, retried: true },
+        'call_failed',
+        async () => ({ answer: await ask() }),
+        ({ answer }) => (isObject(answer) && typeof answer.action === 'string' ? { elicitation_action: answer.action } : {}),
+      )
+      .catch((error) => {
+        // the client's own answer (an error it sent, a timeout) goes back as it is
+        throw error instanceof ApiError && error.cause instanceof McpError ? error.cause : error;
+      });
+    if (value === null)
+      throw new McpError(POLICY_REFUSED, refusal(decided), { result: decided.result.result, policy: decided.result.policy });
+    return value.answer;
+  }
+
   private async callTool(call: ToolCall): Promise<CallToolResult> {
     const { tool, args, extra } = call;
     try {
       const called = await this.heldCall(call, (onProgress) => ({
         work: (client) =>
-          callUpstreamTool(
-            client,
-            { name: tool, arguments: args },
-            { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal, resetTimeoutOnProgress: true, onprogress: onProgress },
+          relayed(client, this.relayTo(call), () =>
+            callUpstreamTool(
+              client,
+              { name: tool, arguments: args },
+              { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal, resetTimeoutOnProgress: true, onprogress: onProgress },
+            ),
           ),
         describe: (r) => ({ tool_error: r.isError === true }),
       }));

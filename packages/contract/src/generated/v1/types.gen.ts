@@ -14,7 +14,7 @@ export type Webhooks = AgentCreatedWebhookRequest | PolicyUpdatedWebhookRequest 
  * `invalid_execution_url`, `invalid_policy`, `decision_note_required`, `approval_invalid`;
  * 401 `unauthorized`, `agent_key_required`, `invalid_agent_key`;
  * 403 `insufficient_permission`, `agent_not_found`, `agent_inactive`, `execution_proxy_required`,
- * `execution_target_denied`, `approval_required`;
+ * `execution_target_denied`, `approval_required`, `origin_not_allowed`;
  * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`;
  * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`,
  * `idempotency_key_reused`, `idempotency_key_in_progress`;
@@ -24,7 +24,7 @@ export type Webhooks = AgentCreatedWebhookRequest | PolicyUpdatedWebhookRequest 
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
@@ -198,7 +198,9 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  * on two views of the act and keeps the stricter decision (block beats require_approval
  * beats allow): the view of what runs (an HTTP execution's `resource` is its URL; an MCP
  * operation's `action` is fixed by the operation: `mcp.call`, `mcp.discover`,
- * `mcp.session`; the `tool` is the executed tool, and a different declared `tool` is refused
+ * `mcp.session`, and on the MCP gateway also `mcp.resources.read`, `mcp.prompts.get`,
+ * `mcp.logging`, `mcp.completion`, `mcp.resources.subscribe`, `mcp.sampling` and
+ * `mcp.elicitation`; the `tool` is the executed tool, and a different declared `tool` is refused
  * with 400) and the view the caller declares. A declaration can add restrictions, never
  * lift one.
  *

@@ -1,0 +1,91 @@
+/**
+ * The gateway's MCP utilities: each a governed act with an action of its own (decided by the
+ * one decision path, ExecutionService.governMcp, audited, blockable by policy), forwarded to
+ * the upstream once allowed, its answer or JSON-RPC error relayed as the upstream sent it:
+ *
+ * - `logging/setLevel`: `mcp.logging`, resource the level; on the aggregate, sent to every
+ *   server (the first refusal or failure is the answer, after all were tried);
+ * - `completion/complete`: `mcp.completion`, resource the prompt's name or the template's URI;
+ * - `resources/subscribe` and `resources/unsubscribe`: `mcp.resources.subscribe`, resource the URI.
+ *
+ * The upstream's log notifications during a request reach the client through relay.ts.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import {
+  CompleteRequestSchema,
+  SetLevelRequestSchema,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
+import type { McpTarget } from '../execution/mcp-connector.ts';
+
+/** The fixed actions of the utilities (a policy matches them in `match.action`). */
+export const UTILITY_ACTIONS = {
+  logging: 'mcp.logging',
+  completion: 'mcp.completion',
+  subscribe: 'mcp.resources.subscribe',
+} as const;
+
+/** What the gateway lends the utilities for one request: its servers, its routing and its governed path. */
+export interface UtilityContext {
+  /** The servers of this endpoint (one, or every enabled server on the aggregate). */
+  servers: () => Promise<McpTarget[]>;
+  /** The server a (possibly namespaced) name or URI belongs to, and the name it knows it by. */
+  route: (name: string) => Promise<{ target: McpTarget; name: string }>;
+  /** Decides the act, runs `work` on the upstream when allowed; a refusal is a JSON-RPC error naming the policy. */
+  governed: <T>(
+    target: McpTarget,
+    act: { action: string; resource: string; method: string; params: Record<string, unknown> },
+    work: (client: Client) => Promise<T>,
+  ) => Promise<T>;
+  /** A resource URI in the one form it is decided on and sent in (decisions/resource-uri.ts). */
+  resourceUri: (uri: string) => string;
+}
+
+/** Registers the utilities on a request's Server (its capabilities must declare `logging`, `completions` and `resources`). */
+export function registerUtilityMethods(server: Server, gateway: UtilityContext): void {
+  server.setRequestHandler(SetLevelRequestSchema, async (request, extra) => {
+    const { _meta, ...sent } = request.params;
+    const failures: unknown[] = [];
+    for (const target of await gateway.servers())
+      await gateway
+        .governed(target, { action: UTILITY_ACTIONS.logging, resource: sent.level, method: request.method, params: sent }, (client) =>
+          client.setLoggingLevel(sent.level, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+        )
+        .catch((error) => failures.push(error));
+    if (failures.length > 0) throw failures[0];
+    return {};
+  });
+
+  server.setRequestHandler(CompleteRequestSchema, async (request, extra) => {
+    const { _meta, ...params } = request.params;
+    const { ref } = params;
+    const named = ref.type === 'ref/prompt' ? ref.name : ref.uri;
+    const { target, name } = await gateway.route(named);
+    const routed = ref.type === 'ref/prompt' ? { ...ref, name } : { ...ref, uri: name };
+    const sent = { ...params, ref: routed };
+    return gateway.governed(
+      target,
+      { action: UTILITY_ACTIONS.completion, resource: name, method: request.method, params: sent },
+      (client) => client.complete(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+    );
+  });
+
+  for (const schema of [SubscribeRequestSchema, UnsubscribeRequestSchema] as const)
+    server.setRequestHandler(schema, async (request, extra) => {
+      const { _meta, ...params } = request.params;
+      const { target, name } = await gateway.route(params.uri);
+      // the form decided is the form sent, as for resources/read
+      const sent = { ...params, uri: gateway.resourceUri(name) };
+      const options = { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal };
+      await gateway.governed(
+        target,
+        { action: UTILITY_ACTIONS.subscribe, resource: sent.uri, method: request.method, params: sent },
+        (client) =>
+          request.method === 'resources/subscribe' ? client.subscribeResource(sent, options) : client.unsubscribeResource(sent, options),
+      );
+      return {};
+    });
+}
