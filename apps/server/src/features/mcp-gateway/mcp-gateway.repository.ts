@@ -19,9 +19,7 @@ export const findAgentByKey = (db: Kysely<DB>, by: { publicId: string } | { keyH
       'workspaces.agents_version',
       'workspaces.mcp_servers_version',
     ])
-    .where((eb) =>
-      'publicId' in by ? eb('agents.api_key_public_id', '=', by.publicId) : eb('agents.api_key_hash', '=', by.keyHash),
-    )
+    .where((eb) => ('publicId' in by ? eb('agents.api_key_public_id', '=', by.publicId) : eb('agents.api_key_hash', '=', by.keyHash)))
     .executeTakeFirst();
 
 /**
