@@ -174,16 +174,17 @@ beforeAll(async () => {
     call('POST', '/agents', { key, headers: { 'idempotency-key': 'generated' }, body: { name: 'Generated Agent', provider: 'local' } });
   const withGenerated = await generated();
   expect(withGenerated.status).toBe(201);
-  secrets.generatedAgentKey = withGenerated.json.data.api_key;
-  expect(secrets.generatedAgentKey).toMatch(/^wak_/);
+  const generatedKey: string = withGenerated.json.data.api_key;
+  secrets.generatedAgentKey = generatedKey;
+  expect(generatedKey).toMatch(/^wak_/);
   expect((await generated()).status).toBe(201);
   await call('POST', '/policy/evaluate', {
     key,
-    headers: { 'x-warden-agent-key': secrets.generatedAgentKey },
+    headers: { 'x-warden-agent-key': generatedKey },
     body: { input: { action: 'files.read' } },
   });
   await call('POST', '/mcp/nowhere', {
-    key: secrets.generatedAgentKey,
+    key: generatedKey,
     headers: { accept: 'application/json, text/event-stream' },
     body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
   });

@@ -42,7 +42,10 @@ const slugTaken = (slug: string) => new ApiError('conflict', `an agent with slug
 
 /** Says nothing of where the key is registered: the agent, its workspace, even whether it is another workspace. */
 const keyInUse = () =>
-  new ApiError('agent_key_in_use', 'This agent key is already registered: choose another, or leave api_key out and Warden generates one');
+  new ApiError(
+    'agent_key_in_use',
+    'This agent key is already registered: choose another (POST /agents without api_key has Warden generate one)',
+  );
 
 /** A unique violation's answer: the key's index, or else the slug's. */
 const conflictOf = (error: unknown, slug: string) => (violatedConstraint(error) === 'agents_key_hash' ? keyInUse() : slugTaken(slug));
