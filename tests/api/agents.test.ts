@@ -17,10 +17,14 @@ describe('POST /agents (createAgent)', () => {
       status: 'active',
       environment: 'development',
       risk_level: null,
-      has_api_key: false,
+      has_api_key: true,
       tags: [],
     });
     expect(res.body.data.id).toMatch(/^[0-9a-f-]{36}$/);
+    // no api_key sent: Warden generated one, answered this once (tests/security/agent-keys.test.ts)
+    const generated = res.body.data.api_key ?? '';
+    expect(generated).toMatch(/^wak_[0-9a-f]{16}_[A-Za-z0-9_-]{43}$/);
+    expect(res.body.data.api_key_hint).toBe(`${generated.slice(0, 21)}…`);
   });
 
   it('accepts every field of the reference and never returns api_key', async () => {
@@ -41,7 +45,13 @@ describe('POST /agents (createAgent)', () => {
       },
     });
     expect(res.status).toBe(201);
-    expect(res.body.data).toMatchObject({ slug: 'full-agent', status: 'inactive', risk_level: 'high', has_api_key: true });
+    expect(res.body.data).toMatchObject({
+      slug: 'full-agent',
+      status: 'inactive',
+      risk_level: 'high',
+      has_api_key: true,
+      api_key_hint: null,
+    });
     expect(JSON.stringify(res.body)).not.toContain('agent-secret-key-0123456789');
     expect(res.body.data).not.toHaveProperty('api_key');
   });
@@ -146,8 +156,10 @@ describe('GET/PATCH/DELETE /agents/{id}', () => {
     const byId = await server.api('GET', `/agents/${created.id}`);
     const bySlug = await server.api('GET', '/agents/getter');
     expect(byId.status).toBe(200);
-    expect(byId.body.data).toEqual(created);
-    expect(bySlug.body.data).toEqual(created);
+    // the generated key is answered by the create only
+    const { api_key: _shownOnce, ...stored } = created;
+    expect(byId.body.data).toEqual(stored);
+    expect(bySlug.body.data).toEqual(stored);
   });
 
   it('updates metadata, rotates and removes the agent key', async () => {

@@ -36,6 +36,14 @@ const createAgent = async (key: string, body: Omit<AgentCreateWritable, 'provide
   return res.body.data;
 };
 
+/** An agent without a key: registered (Warden generates it one), then its key removed. */
+const createKeylessAgent = async (key: string, body: Omit<AgentCreateWritable, 'provider'>) => {
+  const agent = await createAgent(key, body);
+  const res = await server.api('PATCH', `/agents/${agent.id}`, { key, body: { api_key: null } });
+  expect(res.body.data.has_api_key).toBe(false);
+  return res.body.data;
+};
+
 const createPolicy = async (key: string, body: PolicyCreate) => {
   const res = await server.api('POST', '/policies', { key, body });
   expect(res.status).toBe(201);
@@ -220,7 +228,7 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
 
   it('scores agent-keys by the share of agents carrying a key', async () => {
     const key = await freshWorkspace();
-    const bare = await createAgent(key, { name: 'Bare', slug: 'bare', risk_level: 'low' });
+    const bare = await createKeylessAgent(key, { name: 'Bare', slug: 'bare', risk_level: 'low' });
     const none = await status(key);
     expect(control(none, 'agent-keys')).toMatchObject({ status: 'fail', score: 0 });
 
@@ -258,7 +266,7 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
   it('computes framework_score from the requirements whose controls all pass', async () => {
     const key = await freshWorkspace();
     // Every control applicable: a production, high-risk agent with a key, and a sealed event.
-    const agent = await createAgent(key, { name: 'Full', slug: 'full', environment: 'production', risk_level: 'high' });
+    const agent = await createKeylessAgent(key, { name: 'Full', slug: 'full', environment: 'production', risk_level: 'high' });
     await server.api('POST', '/audit', { key, body: { action: 'seed', result: 'blocked' } });
     await waitSealed(key);
     const failing = await status(key);

@@ -476,7 +476,8 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
     expect(await row.getByTestId('agent-status').textContent()).toBe('Active');
     expect(await row.getByTestId('agent-environment').textContent()).toBe('Staging');
     expect(await row.getByTestId('agent-risk').textContent()).toBe('Not rated');
-    expect(await row.getByTestId('agent-key').textContent()).toBe('No');
+    // registered without api_key: the key Warden generated, shown by its public part
+    expect(await row.getByTestId('agent-key').textContent()).toMatch(/^wak_[0-9a-f]{16}_…$/);
     await shot('agents');
   });
 

@@ -31,10 +31,13 @@ describe('warden.health (getHealth)', () => {
 describe('warden.agents', () => {
   it('creates, gets (by id and slug), updates, lists and deletes an agent', async () => {
     const created = await warden.agents.create({ name: 'SDK Bot', provider: 'anthropic', environment: 'production', risk_level: 'high' });
-    expect(created).toMatchObject({ name: 'SDK Bot', slug: 'sdk-bot', provider: 'anthropic', status: 'active', has_api_key: false });
+    expect(created).toMatchObject({ name: 'SDK Bot', slug: 'sdk-bot', provider: 'anthropic', status: 'active', has_api_key: true });
     expect(created.id).toMatch(UUID);
+    // the key Warden generated reaches the SDK's caller, once
+    const { api_key: generated, ...agent } = created;
+    expect(generated).toMatch(/^wak_/);
 
-    expect(await warden.agents.get(created.id)).toEqual(created);
+    expect(await warden.agents.get(created.id)).toEqual(agent);
     expect((await warden.agents.get('sdk-bot')).id).toBe(created.id);
 
     const updated = await warden.agents.update(created.id, { description: 'from the SDK', tags: ['sdk'] });

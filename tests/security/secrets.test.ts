@@ -6,7 +6,8 @@
  * The flow runs against Warden as a child process (so its stdout/stderr — the logs, with
  * WARDEN_LOG_REQUESTS=true — are captured), on a temporary embedded database, or on a fresh
  * PostgreSQL database when DATABASE_URL is set:
- *   bootstrap key → `warden keys create` (an admin key) → an agent with its api_key →
+ *   bootstrap key → `warden keys create` (an admin key) → an agent with its api_key → an
+ *   agent with a key Warden generated (its create replayed; a decision; a gateway request) →
  *   `warden webhooks create` (https://hooks.example.com/x, paused at once and a delivery poll of
  *   an hour: nothing is ever sent to it) → decisions with the agent key → a dashboard login
  *   with the API key → a key created and revoked → requests that fail inside the server.
@@ -97,7 +98,7 @@ async function call(
 /** What a secret may look like when stored carelessly: itself, its random part, the hex of its bytes. */
 function variants(secret: string): string[] {
   const out = [secret];
-  const random = secret.replace(/^(wk_(boot_|test_)?|whsec_)/, '');
+  const random = secret.replace(/^(wk_(boot_|test_)?|whsec_|wak_[0-9a-f]{16}_)/, '');
   if (random !== secret && random.length >= 16) out.push(random);
   if (secret.startsWith('whsec_')) out.push(Buffer.from(random, 'base64').toString('hex'));
   return out;
@@ -166,6 +167,27 @@ beforeAll(async () => {
     body: { name: 'Secret Agent', provider: 'local', slug: 'secret-agent', api_key: secrets.agentKey },
   });
   expect(agent.status).toBe(201);
+
+  // an agent whose key Warden generated (created under an Idempotency-Key, and replayed), used
+  // in a decision and as the MCP gateway's bearer
+  const generated = async () =>
+    call('POST', '/agents', { key, headers: { 'idempotency-key': 'generated' }, body: { name: 'Generated Agent', provider: 'local' } });
+  const withGenerated = await generated();
+  expect(withGenerated.status).toBe(201);
+  const generatedKey: string = withGenerated.json.data.api_key;
+  secrets.generatedAgentKey = generatedKey;
+  expect(generatedKey).toMatch(/^wak_/);
+  expect((await generated()).status).toBe(201);
+  await call('POST', '/policy/evaluate', {
+    key,
+    headers: { 'x-warden-agent-key': generatedKey },
+    body: { input: { action: 'files.read' } },
+  });
+  await call('POST', '/mcp/nowhere', {
+    key: generatedKey,
+    headers: { accept: 'application/json, text/event-stream' },
+    body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+  });
 
   // a webhook endpoint: created, then paused at once (and the delivery poll is an hour): nothing is sent
   const hook = await warden(['webhooks', 'create', '--workspace', 'default', '--url', 'https://hooks.example.com/x', '--events', '*']);

@@ -88,7 +88,7 @@ export async function agentsPage(ctx: PageContext): Promise<void> {
             cell: (a) =>
               a.risk_level ? badge(cap(a.risk_level), RISK_TONE[a.risk_level], 'agent-risk') : badge('Not rated', 'warn', 'agent-risk'),
           },
-          { header: 'Agent key', cell: (a) => h('span', { 'data-testid': 'agent-key' }, a.has_api_key ? 'Yes' : 'No') },
+          { header: 'Agent key', cell: (a) => h('span', { 'data-testid': 'agent-key' }, a.api_key_hint ?? (a.has_api_key ? 'Yes' : 'No')) },
           { header: 'Provider / model', cell: (a) => [a.provider, a.model ? ` · ${a.model}` : ''] },
           { header: 'Description', cell: (a) => dash(a.description) },
           { header: 'Updated', cell: (a) => time(a.updated_at) },

@@ -138,3 +138,6 @@ export const isUuid = (value: string) => UUID.test(value);
 
 /** Postgres unique_violation, from pg and PGlite alike. */
 export const isUniqueViolation = (error: unknown) => (error as { code?: string })?.code === '23505';
+
+/** The constraint (or unique index) a violation names, from pg and PGlite alike. */
+export const violatedConstraint = (error: unknown) => (error as { constraint?: string })?.constraint;

@@ -16,7 +16,14 @@ export type Timestamp = ColumnType<Date, Date | string, Date | string>;
 export interface Agents {
   allowed_resources: Generated<string[]>;
   allowed_tools: Generated<string[]>;
+  /**
+   * SHA-256 (hex) of the whole agent key, unique across workspaces; 'duplicate:<agent id>' for a key migration 0022 took from a later registration (matches nothing).
+   */
   api_key_hash: string | null;
+  /**
+   * The public id of a key Warden generated (wak_<public id>_<secret>); NULL for a caller-chosen key or none.
+   */
+  api_key_public_id: string | null;
   created_at: Generated<Timestamp>;
   description: string | null;
   environment: string;

@@ -6,6 +6,7 @@
  * `idempotency_key_reused`, the same one while the first still runs 409
  * `idempotency_key_in_progress`. Keys are scoped by workspace and API key and kept 24 hours
  * (features/idempotency). Runs after contract validation, so an invalid request stores nothing.
+ * A secret shown once is not kept: its replay answers without it.
  */
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { IdempotencyScope, IdempotencyService } from '../features/idempotency/idempotency.service.ts';
@@ -24,6 +25,17 @@ function fingerprint(req: Request): string {
   return hashSecret(
     `${req.method} ${req.originalUrl}\n${agentKey === undefined ? '-' : hashSecret(agentKey)}\n${stableJson(req.body ?? null)}`,
   );
+}
+
+/**
+ * The answer as kept for replays: without a secret shown once (the agent key Warden generated,
+ * `data.api_key`), which is then stored nowhere; a replay answers the agent without it.
+ */
+function withoutShownOnce(body: unknown): unknown {
+  const data = (body as { data?: unknown } | null)?.data;
+  if (typeof data !== 'object' || data === null || !('api_key' in data)) return body;
+  const { api_key: _shownOnce, ...kept } = data as Record<string, unknown>;
+  return { ...(body as object), data: kept };
 }
 
 export function idempotency(service: IdempotencyService, logger: Logger): RequestHandler {
@@ -51,7 +63,9 @@ export function idempotency(service: IdempotencyService, logger: Logger): Reques
       settled = true;
       const status = this.statusCode;
       const kept =
-        status >= 500 ? service.release(scope) : service.complete(scope, status, status === 204 ? '' : (JSON.stringify(body) ?? ''));
+        status >= 500
+          ? service.release(scope)
+          : service.complete(scope, status, status === 204 ? '' : (JSON.stringify(withoutShownOnce(body)) ?? ''));
       kept
         .catch((error) => logger.error('idempotency key not updated', { requestId: req.requestId, cause: error }))
         .then(() => send.call(this, body))

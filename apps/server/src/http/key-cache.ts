@@ -17,10 +17,11 @@
  * Unknown keys are never cached, so a new key works at once and guessing costs a lookup.
  *
  * The MCP gateway also accepts an agent's own key as the bearer (http/mcp-gateway.ts): what
- * such a bearer is — an agent's identity, or nothing (no workspace key, no agent key of exactly
- * one agent) — is kept apart (`getAgent`/`setAgent`; never answered by `get`), negatives
- * included, and dropped whole by every notification: an agent key of any workspace can change
- * what a bearer means (two workspaces sharing it make it nobody's).
+ * such a bearer is — an agent's identity, or nothing (no workspace key, no agent's key) — is
+ * kept apart (`getAgent`/`setAgent`; never answered by `get`), negatives included. A workspace's
+ * notification drops its agents' entries and every negative one (a key given to one of its
+ * agents was nobody's until then); another workspace's agent entries stay, since an agent key
+ * belongs to one agent of all workspaces (docs/decisions/0019-agent-keys.md).
  */
 import type { AuthContext } from '../shared/context.ts';
 
@@ -80,7 +81,9 @@ export class KeyCache {
 
   forgetWorkspace(workspaceId: string): void {
     this.epoch++;
-    this.agents.clear();
+    for (const [keyHash, entry] of this.agents) {
+      if (entry.identity === null || entry.identity.workspaceId === workspaceId) this.agents.delete(keyHash);
+    }
     for (const [keyHash, entry] of this.entries) {
       if (entry.identity.workspaceId === workspaceId) this.entries.delete(keyHash);
     }

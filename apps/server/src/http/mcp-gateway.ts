@@ -78,7 +78,7 @@ export function mcpAuthenticate(
             req.auth = keyIdentity(key, defaultRateLimit);
             cache.set(keyHash, req.auth, epoch);
           } else {
-            agent = (await gateway.agentBearer(keyHash, defaultRateLimit)) ?? null;
+            agent = (await gateway.agentBearer(bearer, keyHash, defaultRateLimit)) ?? null;
             cache.setAgent(keyHash, agent, epoch);
           }
         }

@@ -40,6 +40,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   approval_already_decided: 409,
   idempotency_key_reused: 409,
   idempotency_key_in_progress: 409,
+  agent_key_in_use: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,

@@ -37,7 +37,10 @@ export const listAgents = <ThrowOnError extends boolean = false>(options?: Optio
 /**
  * Register an agent
  *
- * Fires `agent.created`.
+ * Fires `agent.created`. Without `api_key`, Warden generates the agent's key and answers it
+ * in `data.api_key`, this once (see the `Agent` schema's agent keys); with one, that key is
+ * the agent's (409 `agent_key_in_use` when any agent already has it) and none is answered.
+ *
  */
 export const createAgent = <ThrowOnError extends boolean = false>(options: Options<CreateAgentData, ThrowOnError>): RequestResult<CreateAgentResponses, CreateAgentErrors, ThrowOnError> => (options.client ?? client).post<CreateAgentResponses, CreateAgentErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],

@@ -1,8 +1,11 @@
-/** Agents: rows in, API objects out. The agent key is hashed on the way in and never comes out. */
+/**
+ * Agents: rows in, API objects out. The agent key is hashed on the way in and never comes out,
+ * except a key Warden generates, answered once by the create (docs/decisions/0019-agent-keys.md).
+ */
 import { randomUUID } from 'node:crypto';
 import type { Agent, AgentCreateWritable as AgentCreate, AgentUpdateWritable as AgentUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
+import { iso, isUniqueViolation, type PageRequest, paginate, violatedConstraint } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Actor } from '../../shared/context.ts';
@@ -11,6 +14,7 @@ import { ApiError, notFound } from '../../shared/errors.ts';
 import { slugify } from '../../shared/slug.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { recordEvent } from '../events/outbox.repository.ts';
+import { agentKeyHint, generateAgentKey } from '../identity/agent-keys.ts';
 import * as repo from './agents.repository.ts';
 
 export function toAgent(row: repo.AgentRow): Agent {
@@ -28,12 +32,23 @@ export function toAgent(row: repo.AgentRow): Agent {
     allowed_tools: row.allowed_tools,
     allowed_resources: row.allowed_resources,
     has_api_key: row.api_key_hash !== null,
+    api_key_hint: agentKeyHint(row.api_key_public_id),
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
 }
 
 const slugTaken = (slug: string) => new ApiError('conflict', `an agent with slug '${slug}' already exists`);
+
+/** Says nothing of where the key is registered: the agent, its workspace, even whether it is another workspace. */
+const keyInUse = () =>
+  new ApiError(
+    'agent_key_in_use',
+    'This agent key is already registered: choose another (POST /agents without api_key has Warden generate one)',
+  );
+
+/** A unique violation's answer: the key's index, or else the slug's. */
+const conflictOf = (error: unknown, slug: string) => (violatedConstraint(error) === 'agents_key_hash' ? keyInUse() : slugTaken(slug));
 
 export const listAgents = (
   db: Kysely<DB>,
@@ -54,6 +69,8 @@ export async function getAgent(db: Kysely<DB>, workspaceId: string, idOrSlug: st
 export async function createAgent(db: Kysely<DB>, workspaceId: string, input: AgentCreate, actor: Actor): Promise<Agent> {
   const slug = input.slug ?? slugify(input.name);
   const id = randomUUID();
+  // A 64-bit public id meets another in about 2^32 agents: that insert is refused (409), a retry draws anew.
+  const generated = input.api_key === undefined ? generateAgentKey() : undefined;
   try {
     return await inTransaction(db, async (trx) => {
       await recordChange(trx, workspaceId, actor, {
@@ -75,14 +92,15 @@ export async function createAgent(db: Kysely<DB>, workspaceId: string, input: Ag
         tags: input.tags ?? [],
         allowed_tools: input.allowed_tools ?? [],
         allowed_resources: input.allowed_resources ?? [],
-        api_key_hash: input.api_key ? hashSecret(input.api_key) : null,
+        api_key_hash: generated?.hash ?? hashSecret(input.api_key as string),
+        api_key_public_id: generated?.publicId ?? null,
       });
       const agent = toAgent(row);
       await recordEvent(trx, workspaceId, 'agent.created', { agent });
-      return agent;
+      return generated ? { ...agent, api_key: generated.key } : agent;
     });
   } catch (error) {
-    if (isUniqueViolation(error)) throw slugTaken(slug);
+    if (isUniqueViolation(error)) throw conflictOf(error, slug);
     throw error;
   }
 }
@@ -91,7 +109,11 @@ export async function updateAgent(db: Kysely<DB>, workspaceId: string, idOrSlug:
   const existing = await repo.findAgent(db, workspaceId, idOrSlug);
   if (!existing) throw notFound('agent', idOrSlug);
   const { api_key, ...fields } = input;
-  const changes = { ...fields, ...(api_key !== undefined ? { api_key_hash: api_key === null ? null : hashSecret(api_key) } : {}) };
+  // A key given here is the caller's: it replaces a generated one, whose public id goes with it.
+  const changes = {
+    ...fields,
+    ...(api_key !== undefined ? { api_key_hash: api_key === null ? null : hashSecret(api_key), api_key_public_id: null } : {}),
+  };
   try {
     return await inTransaction(db, async (trx) => {
       await recordChange(trx, workspaceId, actor, {
@@ -104,7 +126,7 @@ export async function updateAgent(db: Kysely<DB>, workspaceId: string, idOrSlug:
       return toAgent(row);
     });
   } catch (error) {
-    if (isUniqueViolation(error)) throw slugTaken(input.slug ?? existing.slug);
+    if (isUniqueViolation(error)) throw conflictOf(error, input.slug ?? existing.slug);
     throw error;
   }
 }

@@ -1,7 +1,9 @@
 /**
  * Who is acting: `input.agent` (slug or name) and/or the key in X-Warden-Agent-Key.
- * A key is required when the named agent has one registered. Keys are compared by their
- * SHA-256 in an indexed lookup, so timing reveals nothing about a key.
+ * A key is required when the named agent has a caller-chosen one registered (a key Warden
+ * generated identifies its agent when sent, and is not demanded: the reference's flows name
+ * agents registered without a key; docs/decisions/0019-agent-keys.md). Keys are compared by
+ * their SHA-256 in an indexed lookup, so timing reveals nothing about a key.
  */
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
@@ -67,7 +69,7 @@ export async function resolveAgent(
   if (!byName) throw new ApiError('agent_not_found', `agent '${named}' was not found in this workspace`);
   if (byKey && byKey.id !== byName.id)
     throw new ApiError('agent_identity_mismatch', `the agent key belongs to another agent than '${named}'`);
-  if (!byKey && byName.api_key_hash !== null) {
+  if (!byKey && byName.api_key_hash !== null && byName.api_key_public_id === null) {
     throw new ApiError('agent_key_required', `agent '${byName.slug}' has a key registered: send it in X-Warden-Agent-Key`);
   }
   return byName;

@@ -75,7 +75,8 @@ import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type M
 import type { McpTarget, UpstreamSession } from '../execution/mcp-connector.ts';
 import { type GatewayTaskRow, type McpTasks, upstreamSessionOf } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
-import { findAgentsByKeyHash } from './mcp-gateway.repository.ts';
+import { publicIdOf, sameHash } from '../identity/agent-keys.ts';
+import { findAgentByKey } from './mcp-gateway.repository.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { answerRelayed, askClient, type ClientRequest, type Relay, relayed } from './relay.ts';
 import { registerUtilityMethods } from './utility-methods.ts';
@@ -233,14 +234,17 @@ export class McpGateway {
   }
 
   /**
-   * The identity of an agent key (by its hash) sent as the bearer token: the agent's workspace, with
+   * The identity of an agent key sent as the bearer token: the agent's workspace, with
    * `runtime:execute` only, rate-limited per agent at the workspace's limit. Undefined for a
-   * key no agent has, or one two agents share (in different workspaces).
+   * key no agent has (keys are unique across workspaces: docs/decisions/0019-agent-keys.md).
    */
-  async agentBearer(keyHash: string, defaultRateLimit: number): Promise<AuthContext | undefined> {
-    const rows = await findAgentsByKeyHash(this.db, keyHash);
-    const [row] = rows;
-    if (!row || rows.length > 1) return undefined;
+  async agentBearer(bearer: string, keyHash: string, defaultRateLimit: number): Promise<AuthContext | undefined> {
+    // A generated key by its public id, its hash compared in constant time; any other by its unique hash.
+    const publicId = publicIdOf(bearer);
+    let row = publicId === undefined ? undefined : await findAgentByKey(this.db, { publicId });
+    if (row && !sameHash(row.api_key_hash ?? '', keyHash)) row = undefined;
+    row ??= await findAgentByKey(this.db, { keyHash });
+    if (!row) return undefined;
     return {
       workspaceId: row.workspace_id,
       keyId: `agent:${row.id}`,
