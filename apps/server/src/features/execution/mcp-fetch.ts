@@ -97,13 +97,19 @@ export function tooLargeOf(error: unknown): UpstreamMessageTooLarge | undefined 
   return data?.[TOO_LARGE_KEY] === TOO_LARGE_MARK && typeof data.limit === 'number' ? new UpstreamMessageTooLarge(data.limit) : undefined;
 }
 
+/** Stops reading a body and aborts its request (undici then emits an abort error, expected here). */
+function abandon(body: Readable): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
 /**
  * A body read whole, or undefined when it is more than `limit` bytes (declared, or as it
  * arrives): then it is no longer read, and its request is aborted.
  */
 async function readBounded(body: Readable, limit: number, declared: string | null): Promise<string | undefined> {
   if (declared !== null && Number(declared) > limit) {
-    body.destroy();
+    abandon(body);
     return undefined;
   }
   const chunks: Buffer[] = [];
@@ -112,13 +118,13 @@ async function readBounded(body: Readable, limit: number, declared: string | nul
     for await (const chunk of body as AsyncIterable<Buffer>) {
       bytes += chunk.length;
       if (bytes > limit) {
-        body.destroy();
+        abandon(body);
         return undefined;
       }
       chunks.push(chunk);
     }
   } finally {
-    if (!body.readableEnded) body.destroy();
+    if (!body.readableEnded) abandon(body);
   }
   return chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
 }
@@ -358,7 +364,7 @@ export function webStream(body: Readable, events: SseEventBytes, before: Read = 
   let finished = false;
   const overflow = (controller: ReadableStreamDefaultController<Uint8Array>) => {
     finished = true;
-    body.destroy();
+    abandon(body);
     if (events.requestId === undefined) return controller.error(new UpstreamMessageTooLarge(events.limit));
     controller.enqueue(Buffer.from(`\n\nevent: message\ndata: ${tooLargeAnswer(events.requestId, events.limit)}\n\n`));
     controller.close();
