@@ -162,7 +162,10 @@ export function guardedFetch(guard: EgressGuard, maxMessageBytes = DEFAULT_MAX_M
       if (text !== undefined) return answered(status, responseHeaders, text);
       const requestId = method === 'POST' && success ? requestIdOf(init.body) : undefined;
       if (requestId === undefined) return answered(status, responseHeaders, new UpstreamMessageTooLarge(maxMessageBytes).message);
-      return answered(200, new Headers({ 'content-type': 'application/json' }), tooLargeAnswer(requestId, maxMessageBytes));
+      // its other headers kept: the SDK reads the session id of every answer
+      responseHeaders.set('content-type', 'application/json');
+      responseHeaders.delete('content-length');
+      return answered(status, responseHeaders, tooLargeAnswer(requestId, maxMessageBytes));
     }
     const requestId = method === 'POST' && success ? requestIdOf(init.body) : undefined;
     const events = new SseEventBytes(maxMessageBytes, requestId);
