@@ -86,7 +86,7 @@ export function compose({
   const auditWriter = new AuditWriter(database, undefined, telemetry);
   const audit = auditService(db, auditWriter, signer, { searchScanRows: config.auditSearchScanRows });
   const egress = createEgressGuard(config.egressAllowlist);
-  const mcp = new McpConnector(egress, config.mcpUpstreamIdleMs);
+  const mcp = new McpConnector(egress, config.mcpUpstreamIdleMs, config.mcpMaxMessageBytes);
   const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));
   const webhooks = new WebhookService(db, box, egress);
   const delivery = new DeliveryWorker(db, box, egress, logger, {

@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_MESSAGE_BYTES } from './features/execution/mcp-fetch.ts';
 import { DEFAULT_RETRY_SCHEDULE } from './features/webhooks/delivery-worker.ts';
 import { type LogLevel, parseLogLevel } from './logger.ts';
 
@@ -57,6 +58,11 @@ export interface Config {
    * Origin (non-browser clients) are always served.
    */
   mcpAllowedOrigins: string[];
+  /**
+   * WARDEN_MCP_MAX_MESSAGE_BYTES: the most Warden reads of one message an upstream MCP server
+   * sends (a JSON answer, an SSE event); past it the answer is cut off and the call fails (default 4 MiB).
+   */
+  mcpMaxMessageBytes: number;
 }
 
 /** Below this, a bootstrap key is guessable and its listed prefix gives a good part of it away. */
@@ -139,5 +145,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mcpApprovalWaitMs: integer(env, 'WARDEN_MCP_APPROVAL_WAIT_MS', 30_000),
     mcpUpstreamIdleMs: integer(env, 'WARDEN_MCP_UPSTREAM_IDLE_MS', 300_000),
     mcpAllowedOrigins: origins(env, 'WARDEN_MCP_ALLOWED_ORIGINS'),
+    mcpMaxMessageBytes: integer(env, 'WARDEN_MCP_MAX_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES),
   };
 }

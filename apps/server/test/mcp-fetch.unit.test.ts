@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createEgressGuard } from '../src/egress/guard.ts';
-import { guardedFetch } from '../src/features/execution/mcp-fetch.ts';
+import { guardedFetch, tooLargeOf, UpstreamMessageTooLarge } from '../src/features/execution/mcp-fetch.ts';
 
 /**
  * An upstream that answers each path with SSE bytes written in the chunks the test names, a
@@ -18,7 +18,8 @@ beforeAll(async () => {
     req.resume();
     const answer = ANSWERS[req.url ?? ''];
     if (!answer) return res.writeHead(404, { 'content-type': 'text/plain' }).end('no such answer');
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'mcp-session-id': 's-1' });
+    const json = (req.url ?? '').startsWith('/json');
+    res.writeHead(200, { 'content-type': json ? 'application/json' : 'text/event-stream; charset=utf-8', 'mcp-session-id': 's-1' });
     let i = 0;
     const next = () => {
       if (answer.burst) while (i < answer.chunks.length) res.write(answer.chunks[i++]);
@@ -129,5 +130,58 @@ describe('guardedFetch: an upstream POST answered with SSE', () => {
     expect(answer.status).toBe(404);
     expect(answer.ok).toBe(false);
     expect(await answer.text()).toBe('no such answer');
+  });
+});
+
+describe('guardedFetch: one upstream message at most maxMessageBytes', () => {
+  const LIMIT = 1000;
+  const bounded = guardedFetch(createEgressGuard(['127.0.0.1/32']), LIMIT);
+  const postBounded = (path: string, body = CALL) =>
+    bounded(`${base}${path}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  /** The JSON-RPC message of the last event with data of an SSE text. */
+  const lastMessage = (text: string) =>
+    JSON.parse(
+      text
+        .trim()
+        .split(/\r?\n/)
+        .filter((l) => l.startsWith('data: {'))
+        .pop()
+        ?.slice(6) ?? 'null',
+    );
+
+  it('passes events each within the limit, whatever their total and line ends', async () => {
+    const event = `data: ${'y'.repeat(LIMIT - 20)}\r\n\r\n`;
+    const sent = `data: {"jsonrpc":"2.0","method":"notifications/message","params":{}}\r\r${event.repeat(3)}data: ${JSON.stringify(response)}\n\n`;
+    ANSWERS['/many'] = { chunks: [sent.slice(0, 7), sent.slice(7, 1500), sent.slice(1500)] };
+    expect(await (await postBounded('/many')).text()).toBe(sent);
+  });
+
+  it('ends a stream at an event past the limit with an error answering the request, split across chunks on CR LF', async () => {
+    const sent = `data: {"jsonrpc":"2.0","method":"notifications/message","params":{}}\r\n\r\ndata: ${'z'.repeat(600)}\r\ndata: ${'z'.repeat(600)}\r\n\r\n`;
+    ANSWERS['/over'] = { chunks: [sent.slice(0, 90), sent.slice(90, 700), sent.slice(700)], end: 'open' };
+    const text = await (await postBounded('/over')).text();
+    expect(text.length).toBeLessThan(sent.length + 400);
+    const error = lastMessage(text);
+    expect(error).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32603 } });
+    expect(tooLargeOf(error.error)).toBeInstanceOf(UpstreamMessageTooLarge);
+    // an upstream's own error with the same key is not taken for Warden's
+    expect(tooLargeOf({ data: { ...error.error.data, 'dev.agentwarden/message_too_large': 'guess' } })).toBeUndefined();
+  });
+
+  it('answers the request with that error for a first event or a JSON answer past the limit', async () => {
+    ANSWERS['/first'] = { chunks: [`data: ${JSON.stringify({ ...response, result: { text: 'w'.repeat(2 * LIMIT) } })}\n\n`], end: 'open' };
+    expect(tooLargeOf(lastMessage(await (await postBounded('/first')).text()).error)).toBeInstanceOf(UpstreamMessageTooLarge);
+    ANSWERS['/json-over'] = { chunks: ['{"jsonrpc":"2.0","id":7,"result":{"text":"', 'v'.repeat(2 * LIMIT), '"}}'] };
+    const json = await postBounded('/json-over');
+    expect(json.headers.get('content-type')).toBe('application/json');
+    expect(tooLargeOf(((await json.json()) as { error: unknown }).error)).toBeInstanceOf(UpstreamMessageTooLarge);
+    ANSWERS['/json-fits'] = { chunks: ['{"jsonrpc":"2.0","id":7,"result":{"text":"', 'v'.repeat(LIMIT - 100), '"}}'] };
+    expect(await (await postBounded('/json-fits')).json()).toMatchObject({ id: 7, result: {} });
+  });
+
+  it("fails a GET's stream at an event past the limit", async () => {
+    ANSWERS['/get-over'] = { chunks: [': hello\n\n', `data: ${'u'.repeat(2 * LIMIT)}\n\n`], end: 'open' };
+    const answer = await bounded(`${base}/get-over`, { method: 'GET' });
+    await expect(answer.text()).rejects.toThrow(/exceeds 1000 bytes/);
   });
 });

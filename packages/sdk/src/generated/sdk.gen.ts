@@ -510,7 +510,9 @@ export const evaluatePolicy = <ThrowOnError extends boolean = false>(options: Op
  * - 403 `execution_target_denied`: the egress guard refuses the target (private, loopback,
  * link-local or metadata addresses, checked after DNS resolution on the connected address).
  * - 404 `mcp_server_not_found`: no enabled MCP server with that slug.
- * - 502 `execution_failed`: the upstream could not be reached, timed out or reset.
+ * - 502 `execution_failed`: the upstream could not be reached, timed out or reset, or (`mcp_proxy`)
+ * sent a message larger than the server's limit (`WARDEN_MCP_MAX_MESSAGE_BYTES`, 4 MiB by
+ * default; the outcome's audit event says `reason: upstream_message_too_large`).
  *
  */
 export const executeRuntime = <ThrowOnError extends boolean = false>(options: Options<ExecuteRuntimeData, ThrowOnError>): RequestResult<ExecuteRuntimeResponses, ExecuteRuntimeErrors, ThrowOnError> => (options.client ?? client).post<ExecuteRuntimeResponses, ExecuteRuntimeErrors, ThrowOnError>({
@@ -540,7 +542,8 @@ export const executeRuntime = <ThrowOnError extends boolean = false>(options: Op
  * A rule whose condition fails for a tool hides it (fail closed).
  * - 404 `mcp_server_not_found`: no enabled MCP server with that slug.
  * - 403 `execution_target_denied`: the registered URL points where the egress guard forbids.
- * - 502 `discovery_failed`: the upstream failed.
+ * - 502 `discovery_failed`: the upstream failed, or sent a message larger than the server's
+ * limit (`WARDEN_MCP_MAX_MESSAGE_BYTES`, 4 MiB by default).
  *
  */
 export const discoverMcpTools = <ThrowOnError extends boolean = false>(options: Options<DiscoverMcpToolsData, ThrowOnError>): RequestResult<DiscoverMcpToolsResponses, DiscoverMcpToolsErrors, ThrowOnError> => (options.client ?? client).post<DiscoverMcpToolsResponses, DiscoverMcpToolsErrors, ThrowOnError>({
@@ -567,7 +570,9 @@ export const discoverMcpTools = <ThrowOnError extends boolean = false>(options: 
  * - A tool that reports an error answers 200 with `execution.isError` true, not a 502.
  * - 404 `mcp_server_not_found`: no enabled MCP server with that slug.
  * - 403 `execution_target_denied`: the registered URL points where the egress guard forbids.
- * - 502 `call_failed`: the upstream failed.
+ * - 502 `call_failed`: the upstream failed, or sent a message larger than the server's limit
+ * (`WARDEN_MCP_MAX_MESSAGE_BYTES`, 4 MiB by default; the outcome's audit event says
+ * `reason: upstream_message_too_large`).
  *
  */
 export const callMcpTool = <ThrowOnError extends boolean = false>(options: Options<CallMcpToolData, ThrowOnError>): RequestResult<CallMcpToolResponses, CallMcpToolErrors, ThrowOnError> => (options.client ?? client).post<CallMcpToolResponses, CallMcpToolErrors, ThrowOnError>({

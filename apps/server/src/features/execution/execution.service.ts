@@ -30,7 +30,15 @@ import type { ApprovalWait, WaitOptions } from '../approvals/approval-wait.ts';
 import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, type McpRequest, mcpFacts } from '../decisions/act.ts';
 import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
-import { type HeldSession, MCP_REQUEST_TIMEOUT_MS, type McpConnector, type McpTarget, type UseOptions } from './mcp-connector.ts';
+import {
+  type HeldSession,
+  MCP_REQUEST_TIMEOUT_MS,
+  type McpConnector,
+  type McpTarget,
+  type UpstreamOwner,
+  type UseOptions,
+} from './mcp-connector.ts';
+import { UpstreamMessageTooLarge } from './mcp-fetch.ts';
 import type { McpRegistry } from './mcp-registry.ts';
 import { findOpenSession, insertSession } from './mcp-sessions.repository.ts';
 
@@ -95,6 +103,18 @@ const mcpRequestOf = (operation: McpOperation): McpRequest =>
   operation.tool !== undefined
     ? { method: 'tools/call', params: { name: operation.tool, arguments: operation.arguments ?? {} } }
     : (operation.request ?? { method: 'tools/list' });
+/** How an operation is run: on which upstream session (UseOptions), and for a caller that may go away. */
+export interface GovernOptions extends UseOptions {
+  /**
+   * Aborted when the caller abandons the act (its client went away): a failure after it is
+   * recorded `cancelled`, its upstream outcome unknown, not `failed`.
+   */
+  signal?: AbortSignal;
+}
+
+/** Why an act failed, in its outcome's context, when more is known than that it failed. */
+const failureReason = (error: unknown): string | undefined =>
+  error instanceof ApiError && error.cause instanceof UpstreamMessageTooLarge ? 'upstream_message_too_large' : undefined;
 
 /** An MCP operation's input: its action is the operation's unless the caller declares one too. */
 const mcpInput = (input: McpRuntimeInput | undefined, action: string): EvaluationInput => ({ ...input, action: input?.action ?? action });
@@ -108,23 +128,47 @@ export class ExecutionService {
     private readonly registry: McpRegistry,
   ) {}
 
-  /** Runs the action of an allowed decision and audits its outcome; a failure is audited too. */
+  /**
+   * Runs the action of an allowed decision and audits its outcome; a failure is audited too. A
+   * caller that abandoned the act (`signal` aborted) is recorded `cancelled`: not sent when it
+   * went before the act started, else its upstream outcome unknown (the upstream may have run it).
+   */
   private async act<T>(
     ctx: RequestContext,
     decided: DecisionOutcome,
     run: () => Promise<T>,
     describe: (value: T) => Record<string, unknown>,
+    signal?: AbortSignal,
   ): Promise<T> {
     const started = performance.now();
+    const cancelled = (upstream: 'not_sent' | 'unknown') =>
+      this.decisions.recordOutcome(ctx, decided, {
+        result: 'allowed',
+        message: 'cancelled: the caller went away',
+        context: { outcome: 'cancelled', upstream_outcome: upstream, duration_ms: Math.round(performance.now() - started) },
+      });
+    if (signal?.aborted) {
+      await cancelled('not_sent');
+      throw signal.reason ?? new Error('cancelled');
+    }
     let value: T;
     try {
       value = await run();
     } catch (error) {
+      if (signal?.aborted) {
+        await cancelled('unknown');
+        throw error;
+      }
       const denied = error instanceof ApiError && error.code === 'execution_target_denied';
+      const reason = failureReason(error);
       await this.decisions.recordOutcome(ctx, decided, {
         result: denied ? 'blocked' : 'allowed',
         message: error instanceof ApiError ? error.message : 'execution failed',
-        context: { outcome: denied ? 'target_denied' : 'failed', duration_ms: Math.round(performance.now() - started) },
+        context: {
+          outcome: denied ? 'target_denied' : 'failed',
+          ...(reason ? { reason } : {}),
+          duration_ms: Math.round(performance.now() - started),
+        },
       });
       throw error;
     }
@@ -153,11 +197,12 @@ export class ExecutionService {
     return this.registry.list(ctx.auth);
   }
 
-  private async session(ctx: RequestContext, id: string | undefined, server: McpTarget, agentId: string): Promise<HeldSession | null> {
-    if (id === undefined) return null;
+  /** Whose upstream session an agent's call uses: its governed session's (`id`), else the agent's own. */
+  private async owner(ctx: RequestContext, id: string | undefined, server: McpTarget, agentId: string): Promise<UpstreamOwner> {
+    if (id === undefined) return { agentId, session: null };
     const row = await findOpenSession(this.db, { workspaceId: ctx.auth.workspaceId, id, serverId: server.id, agentId });
     if (!row) throw new ApiError('session_not_found', `no open session '${id}' of this agent on '${server.slug}'`);
-    return { id: row.id, expiresAt: new Date(row.expires_at) };
+    return { agentId, session: { id: row.id, expiresAt: new Date(row.expires_at) } };
   }
 
   /**
@@ -172,7 +217,7 @@ export class ExecutionService {
     failure: ErrorCode,
     work: (client: Client) => Promise<T>,
     describe: (value: T) => Record<string, unknown>,
-    options: UseOptions = {},
+    { signal, ...options }: GovernOptions = {},
   ): Promise<{ decided: DecisionOutcome; value: T | null }> {
     const facts = mcpFacts(server.slug, mcpRequestOf(operation));
     const decided = await this.decisions.decide(ctx, {
@@ -185,8 +230,8 @@ export class ExecutionService {
       viaProxy: true,
     });
     if (!decided.result.allowed) return { decided, value: null };
-    const held = await this.session(ctx, operation.sessionId, server, decided.agent.id);
-    const value = await this.act(ctx, decided, () => this.mcp.use(server, failure, held, work, options), describe);
+    const owner = await this.owner(ctx, operation.sessionId, server, decided.agent.id);
+    const value = await this.act(ctx, decided, () => this.mcp.use(server, failure, owner, work, options), describe, signal);
     return { decided, value };
   }
 
@@ -219,11 +264,11 @@ export class ExecutionService {
     }
     const target = server as McpTarget;
     const args = (facts as McpFacts).arguments ?? {};
-    const held = await this.session(ctx, execution.session_id, target, decided.agent.id);
+    const owner = await this.owner(ctx, execution.session_id, target, decided.agent.id);
     const result = await this.act(
       ctx,
       decided,
-      () => this.mcp.use(target, 'execution_failed', held, (client) => runTool(client, execution.tool, args)),
+      () => this.mcp.use(target, 'execution_failed', owner, (client) => runTool(client, execution.tool, args)),
       (r) => ({ tool_error: r.isError }),
     );
     return { allowed: true, decision, execution: { mode: 'mcp_proxy' as const, server: target.slug, tool: execution.tool, ...result } };
@@ -307,12 +352,15 @@ export class ExecutionService {
       viaProxy: true,
     });
     if (!decided.result.allowed) return { allowed: false, server: server.slug, session_id: null, expires_at: null };
-    const held = { id: randomUUID(), expiresAt: new Date(Date.now() + MCP_SESSION_MINUTES * 60_000) };
+    const held: HeldSession = { id: randomUUID(), expiresAt: new Date(Date.now() + MCP_SESSION_MINUTES * 60_000) };
     // Open the upstream connection now, so a session that cannot work fails here (502).
     await this.act(
       ctx,
       decided,
-      () => this.mcp.use(server, 'session_failed', held, (client) => client.ping({ timeout: MCP_REQUEST_TIMEOUT_MS })),
+      () =>
+        this.mcp.use(server, 'session_failed', { agentId: decided.agent.id, session: held }, (client) =>
+          client.ping({ timeout: MCP_REQUEST_TIMEOUT_MS }),
+        ),
       () => ({ session_id: held.id }),
     );
     await insertSession(this.db, {

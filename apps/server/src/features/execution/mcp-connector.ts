@@ -5,12 +5,16 @@
  * answers that it has no Streamable HTTP endpoint (see `connect`). Every request goes through
  * the egress guard; the URL always comes from the registry.
  *
- * - One upstream session per workspace and server (per governed session for `/runtime/mcp/session`),
- *   opened on first use and reused by every call after it, concurrent calls included: a call
- *   pays no handshake.
+ * - One upstream session per agent and server (per governed session for `/runtime/mcp/session`),
+ *   opened on first use and reused by every call of that agent after it, on every edge,
+ *   concurrent calls included: a call pays no handshake. Never shared by two agents: an
+ *   upstream keeps state per session (what one agent left there, another would read).
  * - An upstream session is terminated (HTTP DELETE, as the transport specification asks) when
  *   it has been idle for `idleMs`, when its governed session expires, when the pool is full (the
- *   least recently used goes), when the registry's URL or transport changes, and on shutdown.
+ *   least recently used goes: the workspace's own once it holds MAX_POOLED_PER_WORKSPACE, so one
+ *   workspace's agents do not end another's sessions), when the registry's URL or transport
+ *   changes, and on shutdown.
+ * - What the upstream sends is read within `maxMessageBytes` per message (mcp-fetch.ts).
  * - A dead upstream session (the server restarted or forgot it: it answers 404, or 400 to a
  *   session it does not know) is re-established transparently, once: the failed request never
  *   ran, so it is sent again on the new session. A network failure is retried the same way
@@ -26,13 +30,18 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorCode } from '@warden/contract';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
-import { guardedFetch } from './mcp-fetch.ts';
+import { DEFAULT_MAX_MESSAGE_BYTES, guardedFetch, tooLargeOf } from './mcp-fetch.ts';
 
 export const MCP_REQUEST_TIMEOUT_MS = 15_000;
 /** Default for how long an unused upstream session is kept (WARDEN_MCP_UPSTREAM_IDLE_MS). */
 export const DEFAULT_UPSTREAM_IDLE_MS = 300_000;
-/** Upstream sessions kept at most; beyond, the least recently used is terminated. */
-const MAX_POOLED = 1_000;
+/**
+ * Upstream sessions kept at most (each holds a client, and a socket for its GET stream); beyond,
+ * the least recently used is terminated.
+ */
+export const MAX_POOLED = 1_000;
+/** Upstream sessions one workspace keeps at most (its agents × servers in use); beyond, its least recently used goes. */
+export const MAX_POOLED_PER_WORKSPACE = 250;
 /** The capabilities Warden declares to upstreams as their client: what the gateway relays to its own client (mcp-gateway/relay.ts). */
 export const RELAYED_CLIENT_CAPABILITIES = { sampling: {}, elicitation: { form: {} } };
 /** How long a DELETE that terminates an upstream session may take. */
@@ -65,6 +74,12 @@ export interface HeldSession {
   expiresAt: Date;
 }
 
+/** Whose upstream session a call uses: the agent's, or its governed session's. */
+export interface UpstreamOwner {
+  agentId: string;
+  session: HeldSession | null;
+}
+
 export interface UseOptions {
   /** True when sending the request twice changes nothing (a list or a read): network failures are retried too. */
   idempotent?: boolean;
@@ -91,6 +106,7 @@ export function upstreamSessionOf(client: Client): UpstreamSession | undefined {
 
 interface Pooled {
   key: string;
+  workspaceId: string;
   client: Promise<Client>;
   lastUsed: number;
   /** For a governed session: when it expires. */
@@ -112,11 +128,12 @@ export class McpConnector {
   constructor(
     private readonly guard: EgressGuard,
     private readonly idleMs = DEFAULT_UPSTREAM_IDLE_MS,
+    maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES,
   ) {
     this.sweepMs = Math.min(30_000, Math.max(50, Math.floor(idleMs / 2)));
     this.sweeper = setInterval(() => this.sweep(), this.sweepMs);
     this.sweeper.unref();
-    this.fetch = guardedFetch(guard);
+    this.fetch = guardedFetch(guard, maxMessageBytes);
   }
 
   /** Upstream sessions currently pooled (open or opening). */
@@ -160,7 +177,7 @@ export class McpConnector {
       // The SSE transport's start has no timeout of its own: bound it, and close the client on
       // failure so it does not keep reconnecting in the background.
       await Promise.race([
-        sse.connect(new SSEClientTransport(url, { fetch: this.guard.fetch.bind(this.guard) }), { timeout: remaining }),
+        sse.connect(new SSEClientTransport(url, { fetch: this.fetch }), { timeout: remaining }),
         new Promise((_, reject) => {
           timer = setTimeout(() => reject(new Error('no answer within the MCP timeout')), remaining);
         }),
@@ -175,15 +192,36 @@ export class McpConnector {
     }
   }
 
-  private keyOf(target: McpTarget, session: HeldSession | null): string {
+  private keyOf(target: McpTarget, { agentId, session }: UpstreamOwner): string {
     // the URL and transport are part of the key: a registry change opens a new upstream session
-    return session
-      ? `session\u0000${session.id}\u0000${target.transport}\u0000${target.transport_url}`
-      : `server\u0000${target.workspace_id}\u0000${target.id}\u0000${target.transport}\u0000${target.transport_url}`;
+    const where = `${target.workspace_id}\u0000${target.id}\u0000${agentId}\u0000${target.transport}\u0000${target.transport_url}`;
+    return session ? `session\u0000${session.id}\u0000${where}` : `agent\u0000${where}`;
   }
 
-  private acquire(target: McpTarget, session: HeldSession | null): Pooled {
-    const key = this.keyOf(target, session);
+  /** Makes room for a new session of `workspaceId`: its own least recently used past its share, else the pool's. */
+  private evictFor(workspaceId: string): void {
+    if (this.pool.size >= MAX_POOLED_PER_WORKSPACE) {
+      let own = 0;
+      let oldestOwn: Pooled | undefined;
+      for (const entry of this.pool.values())
+        if (entry.workspaceId === workspaceId) {
+          own += 1;
+          oldestOwn ??= entry;
+        }
+      if (own >= MAX_POOLED_PER_WORKSPACE && oldestOwn) {
+        this.retire(oldestOwn);
+        return;
+      }
+    }
+    if (this.pool.size >= MAX_POOLED) {
+      const oldest = this.pool.values().next().value;
+      if (oldest) this.retire(oldest);
+    }
+  }
+
+  private acquire(target: McpTarget, owner: UpstreamOwner): Pooled {
+    const { session } = owner;
+    const key = this.keyOf(target, owner);
     const now = Date.now();
     const found = this.pool.get(key);
     if (found && !found.closed) {
@@ -193,12 +231,10 @@ export class McpConnector {
       this.pool.set(key, found);
       return found;
     }
-    if (this.pool.size >= MAX_POOLED) {
-      const oldest = this.pool.values().next().value;
-      if (oldest) this.retire(oldest);
-    }
+    this.evictFor(target.workspace_id);
     const entry: Pooled = {
       key,
+      workspaceId: target.workspace_id,
       lastUsed: now,
       expiresAt: session ? session.expiresAt.getTime() : Number.POSITIVE_INFINITY,
       closed: false,
@@ -237,21 +273,21 @@ export class McpConnector {
   }
 
   /**
-   * Runs `work` on the pooled client for `target` (for a governed `session`, that session's
-   * own; with `dedicated`, on a new session of its own). Failures become ApiErrors: 403
+   * Runs `work` on the pooled client of `owner` (its agent's, or its governed session's) for
+   * `target` (with `dedicated`, on a new session of its own). Failures become ApiErrors: 403
    * execution_target_denied for the egress guard, else `failure` (502).
    */
   async use<T>(
     target: McpTarget,
     failure: ErrorCode,
-    session: HeldSession | null,
+    owner: UpstreamOwner,
     work: (client: Client) => Promise<T>,
     options: UseOptions = {},
   ): Promise<T> {
     try {
       if (options.dedicated) return await this.dedicated(target, work);
       for (let attempt = 0; ; attempt++) {
-        const entry = this.acquire(target, session);
+        const entry = this.acquire(target, owner);
         // counted while the handshake runs too, so that the idle sweep does not end a session being opened
         entry.inUse += 1;
         let client: Client;
@@ -351,6 +387,8 @@ export class McpConnector {
     if (denied) return new ApiError('execution_target_denied', `MCP server '${target.slug}': ${denied.message}`, { cause: error });
     if (error instanceof InvalidTarget)
       return new ApiError('execution_target_denied', `MCP server '${target.slug}': ${error.message}`, { cause: error });
+    const tooLarge = tooLargeOf(error);
+    if (tooLarge) return new ApiError(failure, `MCP server '${target.slug}' failed: ${tooLarge.message}`, { cause: tooLarge });
     const why = error instanceof McpError ? error.message : describeNetworkError(error);
     return new ApiError(failure, `MCP server '${target.slug}' failed: ${why}`, { cause: error });
   }

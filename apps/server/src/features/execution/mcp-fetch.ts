@@ -17,11 +17,22 @@
  * matters to a stream the SDK would resume, and a stream that answered is not resumed). Every
  * other answer is read whole (the SDK reads it whole too), except a GET's SSE stream (the
  * server's own messages) and the answer to a POST without a request, passed as they are.
+ *
+ * What the upstream sends is bounded per message (`maxMessageBytes`, WARDEN_MCP_MAX_MESSAGE_BYTES):
+ * a JSON answer, and each event of an SSE stream, counted as the bytes arrive, before anything
+ * is parsed. Past the limit the answer is no longer read (its request to the upstream is
+ * aborted, which leaves the upstream session as it was) and the SDK is given, for a POST of a
+ * request, a JSON-RPC error answering that request (`tooLargeOf` recognises it), so the call
+ * fails at once rather than at its timeout; a GET's stream fails (the SDK's client reconnects it).
  */
+import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { EgressGuard } from '../../egress/guard.ts';
 import { isObject } from '../../shared/objects.ts';
+
+/** Default of WARDEN_MCP_MAX_MESSAGE_BYTES: one upstream message (a JSON answer, an SSE event) at most. */
+export const DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 /** Statuses whose answer has no body (a Response refuses one). */
 const NULL_BODY = new Set([204, 205, 304]);
@@ -55,7 +66,71 @@ function answered(status: number, headers: Headers, text: string, json: () => un
 
 const mediaType = (headers: Headers) => (headers.get('content-type') ?? '').split(';')[0]?.trim().toLowerCase();
 
-export function guardedFetch(guard: EgressGuard): typeof fetch {
+/** An upstream message past the limit: the error a call that received one fails with. */
+export class UpstreamMessageTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`its message exceeds ${limit} bytes, the most Warden reads of one (WARDEN_MCP_MAX_MESSAGE_BYTES)`);
+  }
+}
+
+/**
+ * The `data` key, and this process's value for it, of the JSON-RPC error given to the SDK in
+ * place of an oversized answer: random, so an upstream cannot make its own error pass for one.
+ */
+const TOO_LARGE_KEY = 'dev.agentwarden/message_too_large';
+const TOO_LARGE_MARK = randomUUID();
+
+/** The JSON-RPC error answer standing for an upstream answer to `requestId` past `limit`. */
+function tooLargeAnswer(requestId: string | number, limit: number): string {
+  const error = new UpstreamMessageTooLarge(limit);
+  return JSON.stringify({
+    jsonrpc: '2.0',
+    id: requestId,
+    error: { code: -32603, message: error.message, data: { [TOO_LARGE_KEY]: TOO_LARGE_MARK, limit } },
+  });
+}
+
+/** The UpstreamMessageTooLarge an SDK error stands for (the error tooLargeAnswer made), if any. */
+export function tooLargeOf(error: unknown): UpstreamMessageTooLarge | undefined {
+  if (error instanceof UpstreamMessageTooLarge) return error;
+  const data = isObject(error) && isObject(error.data) ? error.data : undefined;
+  return data?.[TOO_LARGE_KEY] === TOO_LARGE_MARK && typeof data.limit === 'number' ? new UpstreamMessageTooLarge(data.limit) : undefined;
+}
+
+/** Stops reading a body and aborts its request (undici then emits an abort error, expected here). */
+function abandon(body: Readable): void {
+  body.on('error', () => undefined);
+  body.destroy();
+}
+
+/**
+ * A body read whole, or undefined when it is more than `limit` bytes (declared, or as it
+ * arrives): then it is no longer read, and its request is aborted.
+ */
+async function readBounded(body: Readable, limit: number, declared: string | null): Promise<string | undefined> {
+  if (declared !== null && Number(declared) > limit) {
+    abandon(body);
+    return undefined;
+  }
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      bytes += chunk.length;
+      if (bytes > limit) {
+        abandon(body);
+        return undefined;
+      }
+      chunks.push(chunk);
+    }
+  } finally {
+    if (!body.readableEnded) abandon(body);
+  }
+  return chunks.length === 1 ? (chunks[0] as Buffer).toString('utf8') : Buffer.concat(chunks).toString('utf8');
+}
+
+export function guardedFetch(guard: EgressGuard, maxMessageBytes = DEFAULT_MAX_MESSAGE_BYTES): typeof fetch {
+  const peekLimit = Math.min(PEEK_LIMIT, maxMessageBytes);
   return async (input, init = {}) => {
     const url = guard.checkUrl(input instanceof Request ? input.url : String(input));
     const headers: Record<string, string> = {};
@@ -81,10 +156,21 @@ export function guardedFetch(guard: EgressGuard): typeof fetch {
       answer.body.resume();
       return new Response(null, { status, headers: responseHeaders });
     }
-    if (mediaType(responseHeaders) !== 'text/event-stream') return answered(status, responseHeaders, await answer.body.text());
-    const requestId = method === 'POST' && status >= 200 && status < 300 ? requestIdOf(init.body) : undefined;
-    if (requestId === undefined) return new Response(webStream(answer.body), { status, headers: responseHeaders });
-    const first = await firstMessage(answer.body, requestId);
+    const success = status >= 200 && status < 300;
+    if (mediaType(responseHeaders) !== 'text/event-stream') {
+      const text = await readBounded(answer.body, maxMessageBytes, responseHeaders.get('content-length'));
+      if (text !== undefined) return answered(status, responseHeaders, text);
+      const requestId = method === 'POST' && success ? requestIdOf(init.body) : undefined;
+      if (requestId === undefined) return answered(status, responseHeaders, new UpstreamMessageTooLarge(maxMessageBytes).message);
+      // its other headers kept: the SDK reads the session id of every answer
+      responseHeaders.set('content-type', 'application/json');
+      responseHeaders.delete('content-length');
+      return answered(status, responseHeaders, tooLargeAnswer(requestId, maxMessageBytes));
+    }
+    const requestId = method === 'POST' && success ? requestIdOf(init.body) : undefined;
+    const events = new SseEventBytes(maxMessageBytes, requestId);
+    if (requestId === undefined) return new Response(webStream(answer.body, events), { status, headers: responseHeaders });
+    const first = await firstMessage(answer.body, requestId, peekLimit, events);
     if (first instanceof ReadableStream) return new Response(first, { status, headers: responseHeaders });
     responseHeaders.set('content-type', 'application/json');
     return answered(status, responseHeaders, first.data, () => first.message);
@@ -116,7 +202,12 @@ interface Read {
  * web stream, from its first byte. Events without data (priming events, keep-alives), comments
  * and events of another type than `message` are skipped, as the SDK skips them.
  */
-function firstMessage(body: Readable, requestId: string | number): Promise<FirstResponse | ReadableStream<Uint8Array>> {
+function firstMessage(
+  body: Readable,
+  requestId: string | number,
+  peekLimit: number,
+  events: SseEventBytes,
+): Promise<FirstResponse | ReadableStream<Uint8Array>> {
   return new Promise((resolve) => {
     const read: Read = { chunks: [], ended: false };
     const decoder = new TextDecoder();
@@ -133,7 +224,7 @@ function firstMessage(body: Readable, requestId: string | number): Promise<First
       body.off('data', onData);
       body.off('end', onEnd);
       body.off('error', onError);
-      if (outcome === undefined) return resolve(webStream(body, read));
+      if (outcome === undefined) return resolve(webStream(body, events, read));
       // the response is all the SDK waits for: what follows it is read and dropped
       body.on('error', () => undefined);
       body.resume();
@@ -142,7 +233,7 @@ function firstMessage(body: Readable, requestId: string | number): Promise<First
     const onData = (chunk: Buffer) => {
       read.chunks.push(chunk);
       bytes += chunk.length;
-      if (bytes > PEEK_LIMIT) return settle(undefined);
+      if (bytes > peekLimit) return settle(undefined);
       text += decoder.decode(chunk, { stream: true });
       if (afterCr && text.length > 0) {
         if (text.charCodeAt(0) === 10) text = text.slice(1);
@@ -220,15 +311,73 @@ function responseTo(requestId: string | number, data: string): FirstResponse | u
 }
 
 /**
+ * Counts the bytes of an SSE stream's current event (its lines up to the blank line that ends
+ * it, line ends included), chunk by chunk as they arrive, with no decoding.
+ */
+class SseEventBytes {
+  private size = 0;
+  private lineStart = true;
+  private afterCr = false;
+
+  constructor(
+    readonly limit: number,
+    /** The request whose answer the stream carries (a POST's), undefined for a GET's stream. */
+    readonly requestId: string | number | undefined,
+  ) {}
+
+  /** False once the current event has grown past the limit. */
+  fits(chunk: Uint8Array): boolean {
+    let { size, lineStart, afterCr } = this;
+    for (let i = 0; i < chunk.length; i++) {
+      const c = chunk[i];
+      if (c === 10 || c === 13) {
+        // the LF of a CR LF belongs to the line end the CR made
+        if (c === 10 && afterCr) {
+          afterCr = false;
+          continue;
+        }
+        afterCr = c === 13;
+        if (lineStart) size = 0;
+        else {
+          lineStart = true;
+          size += 1;
+        }
+        continue;
+      }
+      afterCr = false;
+      lineStart = false;
+      if (++size > this.limit) return false;
+    }
+    this.size = size;
+    this.lineStart = lineStart;
+    this.afterCr = afterCr;
+    return true;
+  }
+}
+
+/**
  * A Node stream as a web ReadableStream, with backpressure, after what was already read of it
  * (`before`: its chunks, and whether it ended). Not Readable.toWeb: on Node 20 it enqueues data
- * that arrives after the reader cancelled, an uncaught exception.
+ * that arrives after the reader cancelled, an uncaught exception. An event past `events`' limit
+ * ends it: the stream is no longer read, and a POST's ends with an error answering its request
+ * (after a blank line, so that what was passed of the event is dropped as a malformed one),
+ * a GET's fails.
  */
-export function webStream(body: Readable, before: Read = { chunks: [], ended: false }): ReadableStream<Uint8Array> {
+export function webStream(body: Readable, events: SseEventBytes, before: Read = { chunks: [], ended: false }): ReadableStream<Uint8Array> {
   let finished = false;
+  const overflow = (controller: ReadableStreamDefaultController<Uint8Array>) => {
+    finished = true;
+    abandon(body);
+    if (events.requestId === undefined) return controller.error(new UpstreamMessageTooLarge(events.limit));
+    controller.enqueue(Buffer.from(`\n\nevent: message\ndata: ${tooLargeAnswer(events.requestId, events.limit)}\n\n`));
+    controller.close();
+  };
   return new ReadableStream<Uint8Array>({
     start(controller) {
-      for (const chunk of before.chunks) controller.enqueue(chunk);
+      for (const chunk of before.chunks) {
+        if (!events.fits(chunk)) return overflow(controller);
+        controller.enqueue(chunk);
+      }
       if (before.ended) {
         // an error is raised once what came before it is read (raising it now would drop it)
         if (before.error === undefined) controller.close();
@@ -236,6 +385,7 @@ export function webStream(body: Readable, before: Read = { chunks: [], ended: fa
       }
       body.on('data', (chunk: Buffer) => {
         if (finished) return;
+        if (!events.fits(chunk)) return overflow(controller);
         controller.enqueue(chunk);
         if ((controller.desiredSize ?? 1) <= 0) body.pause();
       });
@@ -258,7 +408,7 @@ export function webStream(body: Readable, before: Read = { chunks: [], ended: fa
         }
         return;
       }
-      body.resume();
+      if (!finished) body.resume();
     },
     cancel() {
       finished = true;

@@ -768,7 +768,7 @@ export class McpGateway {
         'call_failed',
         work,
         describe,
-        { dedicated },
+        { dedicated, signal: extra.signal },
       );
     let { decided, value } = await attempt();
     if (value !== null) return { value, basis: outcomeBasis(decided) };
