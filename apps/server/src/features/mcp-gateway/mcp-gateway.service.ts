@@ -466,7 +466,7 @@ export class McpGateway {
       const result = await this.governed(
         caller,
         target,
-        { action: 'mcp.resources.read', resource: sent.uri, method: 'resources/read', params: sent },
+        { action: 'mcp.resources.read', resource: sent.uri, method: 'resources/read', params: sent, signal: extra.signal },
         (client) => client.readResource(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
       );
       // the aggregate's URIs are namespaced: so are those of what it answers
@@ -484,8 +484,11 @@ export class McpGateway {
       const { target, name } = await route(request.params.name);
       const { _meta, ...params } = request.params;
       const sent = { ...params, name };
-      return this.governed(caller, target, { action: 'mcp.prompts.get', resource: name, method: 'prompts/get', params: sent }, (client) =>
-        client.getPrompt(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+      return this.governed(
+        caller,
+        target,
+        { action: 'mcp.prompts.get', resource: name, method: 'prompts/get', params: sent, signal: extra.signal },
+        (client) => client.getPrompt(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
       );
     });
     return server;
@@ -564,7 +567,7 @@ export class McpGateway {
   private async governed<T>(
     caller: GatewayCaller,
     target: McpTarget,
-    act: { action: string; resource: string; method: string; params: Record<string, unknown> },
+    act: { action: string; resource: string; method: string; params: Record<string, unknown>; signal?: AbortSignal },
     work: (client: Client) => Promise<T>,
   ): Promise<T> {
     const { decided, value } = await this.execution
@@ -580,7 +583,8 @@ export class McpGateway {
         'call_failed',
         work,
         () => ({}),
-        { idempotent: true },
+        // a client that goes away makes the outcome `cancelled`, not `failed`
+        { idempotent: true, signal: act.signal },
       )
       .catch((error) => {
         throw asProtocolError(error);

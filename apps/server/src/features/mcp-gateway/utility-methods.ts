@@ -37,7 +37,7 @@ export interface UtilityContext {
   /** Decides the act, runs `work` on the upstream when allowed; a refusal is a JSON-RPC error naming the policy. */
   governed: <T>(
     target: McpTarget,
-    act: { action: string; resource: string; method: string; params: Record<string, unknown> },
+    act: { action: string; resource: string; method: string; params: Record<string, unknown>; signal?: AbortSignal },
     work: (client: Client) => Promise<T>,
   ) => Promise<T>;
   /** A resource URI in the one form it is decided on and sent in (decisions/resource-uri.ts). */
@@ -51,8 +51,10 @@ export function registerUtilityMethods(server: Server, gateway: UtilityContext):
     const failures: unknown[] = [];
     for (const target of await gateway.servers())
       await gateway
-        .governed(target, { action: UTILITY_ACTIONS.logging, resource: sent.level, method: request.method, params: sent }, (client) =>
-          client.setLoggingLevel(sent.level, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+        .governed(
+          target,
+          { action: UTILITY_ACTIONS.logging, resource: sent.level, method: request.method, params: sent, signal: extra.signal },
+          (client) => client.setLoggingLevel(sent.level, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
         )
         .catch((error) => failures.push(error));
     if (failures.length > 0) throw failures[0];
@@ -68,7 +70,7 @@ export function registerUtilityMethods(server: Server, gateway: UtilityContext):
     const sent = { ...params, ref: routed };
     return gateway.governed(
       target,
-      { action: UTILITY_ACTIONS.completion, resource: name, method: request.method, params: sent },
+      { action: UTILITY_ACTIONS.completion, resource: name, method: request.method, params: sent, signal: extra.signal },
       (client) => client.complete(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
     );
   });
@@ -82,7 +84,7 @@ export function registerUtilityMethods(server: Server, gateway: UtilityContext):
       const options = { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal };
       await gateway.governed(
         target,
-        { action: UTILITY_ACTIONS.subscribe, resource: sent.uri, method: request.method, params: sent },
+        { action: UTILITY_ACTIONS.subscribe, resource: sent.uri, method: request.method, params: sent, signal: extra.signal },
         (client) =>
           request.method === 'resources/subscribe' ? client.subscribeResource(sent, options) : client.unsubscribeResource(sent, options),
       );
