@@ -69,6 +69,8 @@ export async function receive(body: string, headers: Record<string, string>): Pr
       return event.data.event.action + String(event.data.event.sequence ?? 'unsealed');
     case 'audit.checkpoint':
       return event.data.checkpoint.root_hash + event.data.checkpoint.tree_size.toFixed(0);
+    case 'audit.integrity_failed':
+      return event.data.refusal.reason + event.data.refusal.signed_size.toFixed(0);
     case 'approval.requested':
     case 'approval.completed':
       return event.data.approval.status + event.data.approval.title;

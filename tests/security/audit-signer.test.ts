@@ -24,10 +24,10 @@ import { exportSigningKey, generateSigningKey } from '../../apps/server/src/feat
 import { Checkpointer, loadAuditSigner } from '../../apps/server/src/features/audit/checkpointer.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { verifyCheckpoint, verifyConsistency } from '../../packages/sdk/src/index.ts';
+import { asAttacker, resealEverything, rewriteAsAllowed } from '../support/audit-forgery.ts';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
 
 const N = 6;
-const EMPTY_ROOT = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 const SLUGS = ['control', 'rewritten', 'covered', 'shortened'] as const;
 
 interface Workspace {
@@ -87,24 +87,6 @@ async function fileCheckpoints(ws: Workspace): Promise<{ size: number; root: str
   return out;
 }
 
-/** Writes the database with triggers off, as a superuser would. */
-async function asAttacker(work: (trx: Kysely<DB>) => Promise<void>): Promise<void> {
-  await server.database.db.transaction().execute(async (trx) => {
-    await sql`SET LOCAL session_replication_role = replica`.execute(trx);
-    await sql`SELECT 1 FROM audit_tree_heads FOR UPDATE`.execute(trx);
-    await work(trx);
-  });
-}
-
-/** Lets Warden's own sealer rebuild the workspace's tree from its events as they now are. */
-async function resealEverything(trx: Kysely<DB>, workspaceId: string): Promise<void> {
-  await sql`DELETE FROM audit_seals WHERE workspace_id = ${workspaceId}`.execute(trx);
-  await sql`DELETE FROM audit_tree_nodes WHERE workspace_id = ${workspaceId}`.execute(trx);
-  await sql`UPDATE audit_tree_heads SET tree_size = 0, root_hash = ${EMPTY_ROOT} WHERE workspace_id = ${workspaceId}`.execute(trx);
-  await sql`INSERT INTO audit_unsealed (workspace_id, event_id, event_timestamp)
-            SELECT workspace_id, id, event_timestamp FROM audit_events WHERE workspace_id = ${workspaceId}`.execute(trx);
-}
-
 const blockedEvent = (ws: Workspace, action: string) =>
   server.api('POST', '/audit', { key: ws.key, body: { action, result: 'blocked', agent: 'signer-test' } });
 
@@ -156,14 +138,7 @@ afterAll(async () => {
 describe('the signer refuses a history rewritten under its last checkpoint', () => {
   it('a blocked decision rewritten as allowed and the tree rebuilt by the sealer: the next head is refused, loudly', async () => {
     const ws = workspaces.rewritten!;
-    await asAttacker(async (trx) => {
-      await sql`UPDATE audit_events SET result = 'allowed' WHERE workspace_id = ${ws.id} AND action = 'op.2'`.execute(trx);
-      // and one event more, so that the forged tree is larger than the signed one
-      await sql`INSERT INTO audit_events (workspace_id, id, event_timestamp, source, agent, action, result, severity, message, context)
-                SELECT workspace_id, gen_random_uuid(), now(), source, agent, 'forged', 'allowed', severity, message, context
-                FROM audit_events WHERE workspace_id = ${ws.id} AND action = 'op.2'`.execute(trx);
-      await resealEverything(trx, ws.id);
-    });
+    await rewriteAsAllowed(server.database.db, ws.id, 'op.2');
     const refused = await until('the refusal', async () => (await verify(ws)).signing_refused ?? undefined);
     expect(refused).toMatchObject({ signed_size: ws.size, signed_root: ws.root, head_size: ws.size + 1 });
     expect(refused.reason).toContain('does not extend');
@@ -203,7 +178,7 @@ describe('the signer refuses a history rewritten under its last checkpoint', () 
 
   it('the cover-up (checkpoints and verifications deleted too): no second root is signed for a signed size', async () => {
     const ws = workspaces.covered!;
-    await asAttacker(async (trx) => {
+    await asAttacker(server.database.db, async (trx) => {
       await sql`UPDATE audit_events SET result = 'allowed' WHERE workspace_id = ${ws.id} AND action = 'op.1'`.execute(trx);
       await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${ws.id}`.execute(trx);
       await sql`DELETE FROM audit_verifications WHERE workspace_id = ${ws.id}`.execute(trx);
@@ -221,7 +196,7 @@ describe('the signer refuses a history rewritten under its last checkpoint', () 
 
   it('the newest events deleted and the rest resealed: a tree smaller than a signed one is refused', async () => {
     const ws = workspaces.shortened!;
-    await asAttacker(async (trx) => {
+    await asAttacker(server.database.db, async (trx) => {
       await sql`DELETE FROM audit_events WHERE workspace_id = ${ws.id} AND action IN ('op.4', 'op.5')`.execute(trx);
       await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${ws.id}`.execute(trx);
       await resealEverything(trx, ws.id);

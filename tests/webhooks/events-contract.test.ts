@@ -10,6 +10,7 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import * as formatsModule from 'ajv-formats';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { SUBSCRIBABLE_EVENTS } from '../../apps/server/src/features/webhooks/webhooks.service.ts';
+import { rewriteAsAllowed } from '../support/audit-forgery.ts';
 import { useTestServer } from '../support/server.ts';
 import {
   closeReceiversAfterAll,
@@ -97,6 +98,16 @@ describe('real deliveries validate against their event schema', () => {
     // webhook.test
     expect((await ws.dash.api('POST', `/webhooks/${endpoint.id}/test`)).status).toBe(202);
     // audit.checkpoint: the tree grew, so the checkpointer signs one (interval 200 ms here)
+    await until(
+      'the log checkpointed up to its head',
+      async () => {
+        const { data } = (await ws.api('GET', '/audit/verify')).body;
+        return data.unsealed === 0 && data.checkpoint?.tree_size === data.tree_size;
+      },
+      20_000,
+    );
+    // audit.integrity_failed: the history rewritten under that checkpoint, as a superuser would
+    await rewriteAsAllowed(server.database.db, ws.id, 'refund.create');
 
     await until('one delivery of every event type', () => WEBHOOK_TYPES.every((type) => ofType(receiver, type).length > 0), 20_000);
     const seen = new Set<string>();

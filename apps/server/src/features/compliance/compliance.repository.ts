@@ -19,12 +19,12 @@ export const enforcingPolicyRules = (db: Kysely<DB>, workspaceId: string) =>
     .where('mode', '=', 'enforce')
     .execute();
 
-/** Decisions of the last 24 hours (manual records and configuration changes aside): how many, and how many blocked. */
+/** Decisions of the last 24 hours (manual records, configuration changes and approvals' own events aside): how many, and how many blocked. */
 export const recentDecisionCounts = (db: Kysely<DB>, workspaceId: string) =>
   db
     .selectFrom('audit_events')
     .select((eb) => [eb.fn.countAll<number>().as('total'), eb.fn.count<number>(sql`CASE WHEN result = 'blocked' THEN 1 END`).as('blocked')])
     .where('workspace_id', '=', workspaceId)
-    .where('source', 'not in', ['manual', 'configuration'])
+    .where('source', 'not in', ['manual', 'configuration', 'approval'])
     .where('event_timestamp', '>', sql<Date>`now() - interval '24 hours'`)
     .executeTakeFirstOrThrow();

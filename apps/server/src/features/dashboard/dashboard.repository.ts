@@ -2,8 +2,8 @@
 import { type Kysely, sql } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 
-/** Decision events: not configuration changes, not the outcome events of executions (those name their decision). */
-const DECISIONS = sql`source <> 'configuration' AND context->>'decision_event_id' IS NULL`;
+/** Decision events: not configuration changes or approvals' own events, not the outcome events of executions (those name their decision). */
+const DECISIONS = sql`source NOT IN ('configuration', 'approval') AND context->>'decision_event_id' IS NULL`;
 
 export interface DecisionBucketRow {
   start: Date | string;
