@@ -62,6 +62,13 @@ module.exports = {
       },
     },
     {
+      name: 'edges-keep-no-repository',
+      severity: 'error',
+      comment: 'An edge reads no table itself: who calls is identity, what runs is the execution layer.',
+      from: { path: `${SRC}features/mcp-gateway/` },
+      to: { path: '\\.repository\\.ts$', dependencyTypesNot: ['type-only'] },
+    },
+    {
       name: 'edges-act-through-the-pipeline',
       severity: 'error',
       comment:

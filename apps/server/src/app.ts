@@ -116,7 +116,7 @@ export function createApp(deps: AppDeps): Express {
     `${BASE_PATH}/mcp`,
     pipeline([
       mcpOriginGuard(config.mcpAllowedOrigins ?? []),
-      mcpAuthenticate(services.workspaces.findActiveKey, services.mcpGateway, config.rateLimitPerMinute, keys),
+      mcpAuthenticate(services.workspaces, config.rateLimitPerMinute, keys),
       limit,
       readJson,
       inputGuard,

@@ -115,7 +115,7 @@ export function compose({
     settings: settingsService(db),
     decisions,
     execution,
-    mcpGateway: new McpGateway(db, execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, {
+    mcpGateway: new McpGateway(execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, {
       approvalWaitMs: config.mcpApprovalWaitMs,
     }),
     webhooks,

@@ -58,8 +58,7 @@ export function mcpOriginGuard(allowedOrigins: readonly string[]): RequestHandle
  * after its first request, and one that is nobody's costs none either.
  */
 export function mcpAuthenticate(
-  findActiveKey: WorkspacesService['findActiveKey'],
-  gateway: McpGateway,
+  workspaces: Pick<WorkspacesService, 'findActiveKey' | 'findAgentBearer'>,
   defaultRateLimit: number,
   cache: KeyCache,
 ): RequestHandler {
@@ -73,12 +72,12 @@ export function mcpAuthenticate(
         if (!req.auth) agent = cache.getAgent(keyHash);
         if (!req.auth && agent === undefined) {
           const epoch = cache.begin();
-          const key = await findActiveKey(keyHash);
+          const key = await workspaces.findActiveKey(keyHash);
           if (key) {
             req.auth = keyIdentity(key, defaultRateLimit);
             cache.set(keyHash, req.auth, epoch);
           } else {
-            agent = (await gateway.agentBearer(bearer, keyHash, defaultRateLimit)) ?? null;
+            agent = (await workspaces.findAgentBearer(bearer, keyHash, defaultRateLimit)) ?? null;
             cache.setAgent(keyHash, agent, epoch);
           }
         }

@@ -12,6 +12,7 @@ import type { Actor } from '../../shared/context.ts';
 import { hashSecret } from '../../shared/crypto.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
+import { agentBearerIdentity } from './agent-bearer.ts';
 import * as repo from './workspaces.repository.ts';
 
 export const ALL_PERMISSIONS: readonly Permission[] = [
@@ -216,6 +217,9 @@ export function workspacesService(db: Kysely<DB>) {
   return {
     /** The active key with this hash, with what authentication needs of its workspace. */
     findActiveKey: (keyHash: string) => repo.findActiveKeyByHash(db, keyHash),
+    /** The identity an agent key sent as the bearer token stands for (agent-bearer.ts). */
+    findAgentBearer: (bearer: string, keyHash: string, defaultRateLimit: number) =>
+      agentBearerIdentity(db, bearer, keyHash, defaultRateLimit),
     /** The id of the workspace with this slug; AdminError if there is none. */
     workspaceIdOf: async (slug: string) => (await requireWorkspace(db, slug)).id,
     createWorkspace: (slug: string, name?: string) => createWorkspace(db, slug, name),

@@ -63,8 +63,6 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
-import type { Kysely } from 'kysely';
-import type { DB } from '../../db/schema.ts';
 import type { AuthContext, RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
@@ -75,8 +73,6 @@ import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type M
 import type { McpTarget, UpstreamSession } from '../execution/mcp-connector.ts';
 import { type GatewayTaskRow, type McpTasks, upstreamSessionOf } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
-import { publicIdOf, sameHash } from '../identity/agent-keys.ts';
-import { findAgentByKey } from './mcp-gateway.repository.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { answerRelayed, askClient, type ClientRequest, type Relay, relayed } from './relay.ts';
 import { registerUtilityMethods } from './utility-methods.ts';
@@ -221,7 +217,6 @@ async function taskSupportOf(client: Client, tool: string, signal: AbortSignal):
 
 export class McpGateway {
   constructor(
-    private readonly db: Kysely<DB>,
     private readonly execution: ExecutionService,
     private readonly tasks: McpTasks,
     private readonly agents: AgentDirectory,
@@ -231,30 +226,6 @@ export class McpGateway {
   /** Stops the task sweep (shutdown). */
   close(): void {
     this.tasks.close();
-  }
-
-  /**
-   * The identity of an agent key sent as the bearer token: the agent's workspace, with
-   * `runtime:execute` only, rate-limited per agent at the workspace's limit. Undefined for a
-   * key no agent has (keys are unique across workspaces: docs/decisions/0019-agent-keys.md).
-   */
-  async agentBearer(bearer: string, keyHash: string, defaultRateLimit: number): Promise<AuthContext | undefined> {
-    // A generated key by its public id, its hash compared in constant time; any other by its unique hash.
-    const publicId = publicIdOf(bearer);
-    let row = publicId === undefined ? undefined : await findAgentByKey(this.db, { publicId });
-    if (row && !sameHash(row.api_key_hash ?? '', keyHash)) row = undefined;
-    row ??= await findAgentByKey(this.db, { keyHash });
-    if (!row) return undefined;
-    return {
-      workspaceId: row.workspace_id,
-      keyId: `agent:${row.id}`,
-      keyName: `agent:${row.slug}`,
-      permissions: new Set([RUNTIME_EXECUTE]),
-      rateLimitPerMinute: row.rate_limit_per_minute ?? defaultRateLimit,
-      policyVersion: row.policy_version,
-      agentsVersion: row.agents_version,
-      mcpServersVersion: row.mcp_servers_version,
-    };
   }
 
   /** The agent acting for a request: its key must name an active agent of the key's workspace (401/403 ApiErrors otherwise). */
