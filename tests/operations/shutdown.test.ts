@@ -2,7 +2,7 @@
  * Probes and graceful shutdown of Warden as a child process (`apps/server/src/main.ts`).
  *
  * - GET /livez and GET /readyz answer 200 without a key; GET /api/v1/health is unchanged.
- * - SIGTERM under a load of POST /policy/evaluate (and one slow POST /runtime/execute whose
+ * - SIGTERM, twice (as a relaying parent sends it), under a load of POST /policy/evaluate (and one slow POST /runtime/execute whose
  *   upstream answers after SLOW_UPSTREAM_MS): the process stops accepting connections,
  *   finishes what it was answering — the slow execution included — and exits 0 within
  *   WARDEN_SHUTDOWN_TIMEOUT_MS; no request is answered with an error, and every 2xx decision's
@@ -179,6 +179,9 @@ describe('SIGTERM under a load of POST /policy/evaluate', () => {
     sigtermAt = performance.now();
     signalled = true;
     server.signal('SIGTERM');
+    // and its copy, as a relaying parent sends it (tsx, npm, a supervisor; Ctrl-C and systemd's
+    // control-group kill signal the whole group): it must find the handler still there
+    setTimeout(() => server.signal('SIGTERM'), 50);
     // new TCP connections are refused as soon as the process has handled the signal (polled, bounded)
     const connects = (): Promise<boolean> =>
       new Promise((resolve) => {

@@ -61,10 +61,12 @@ async function serve(): Promise<void> {
       ? undefined
       : await keyHint(server.database, server.webhooks, config);
   if (hint) logger.info(hint);
-  // Ctrl-C reaches a supervised server twice (from the terminal and from its supervisor): close once.
+  // A signal often arrives twice (Ctrl-C or systemd's control-group kill reach tsx and the server
+  // both, and tsx relays its copy; a supervisor relays too): close once, and keep the handler,
+  // since a second signal finding none would end the process on the spot, answers in flight lost.
   let closing = false;
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-    process.once(signal, () => {
+    process.on(signal, () => {
       if (closing) return;
       closing = true;
       const started = Date.now();
@@ -124,6 +126,7 @@ async function supervise(count: number): Promise<void> {
       });
     });
   const stopAll = (exitCode: number) => {
+    if (stopping) return;
     stopping = true;
     // A worker that has exited may stay listed until its channel closes too: wait for the living only.
     const living = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
@@ -160,7 +163,8 @@ async function supervise(count: number): Promise<void> {
     else replace();
   });
 
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stopAll(0));
+  // kept for every copy of the signal (see the server's handler above): the first stops, the rest wait
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => stopAll(0));
   if (config.metricsPort !== undefined) {
     // The supervisor answers the scrape with every server process's metrics, aggregated.
     const { clusterMetrics } = await import('./observability/metrics.ts');

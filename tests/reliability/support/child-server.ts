@@ -15,6 +15,7 @@ import { assertDatabaseAllowed } from '../../support/database.ts';
 export const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
 const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+const TSX_CLI = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
 
 export interface ChildServer {
   pid: number;
@@ -67,10 +68,13 @@ export async function startChildServer(options: {
   /** The cap on the start (START_CAP_MS of tests/support/child-ready.ts, 120 s, unless given): the wait ends as soon as the server logs that it listens, or exits. */
   readyTimeoutMs?: number;
   nodeArgs?: string[];
+  /** Start it as `npm start` does, through tsx's CLI (a parent that relays signals), not with tsx's loader in one process. */
+  viaTsxCli?: boolean;
 }): Promise<ChildServer> {
   assertDatabaseAllowed();
   const port = options.port ?? (await freePort());
-  const child: ChildProcess = spawn(process.execPath, [...(options.nodeArgs ?? []), '--import', TSX_LOADER, SERVER], {
+  const args = options.viaTsxCli ? [TSX_CLI, SERVER] : [...(options.nodeArgs ?? []), '--import', TSX_LOADER, SERVER];
+  const child: ChildProcess = spawn(process.execPath, args, {
     cwd: ROOT,
     env: childEnv({ ...options.env, PORT: String(port), HOST: '127.0.0.1' }),
     stdio: ['ignore', 'pipe', 'pipe'],
