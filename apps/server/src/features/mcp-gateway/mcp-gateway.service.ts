@@ -11,7 +11,7 @@
  *   the client asked for them) for the approval bound to this exact act, and runs once it is
  *   approved; otherwise it answers which approval to decide, and the same call retried later
  *   finds that approval by the act's digest;
- * - a task-augmented tools/call (MCP tasks): decided and held for approval as any call, then sent
+ * - a task-augmented tools/call (MCP tasks, gateway-tasks.ts): decided and held for approval as any call, then sent
  *   upstream on an upstream session of the task's own, which tasks/get, tasks/result and
  *   tasks/cancel reach again from any process (the task's row keeps the session's id); the
  *   task's end is recorded once, by the first request that sees it; its session is terminated
@@ -30,7 +30,6 @@
  * requests, so any process can serve any request); what upstream sessions are kept, the
  * connection manager keeps.
  */
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -38,190 +37,64 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import {
   CallToolRequestSchema,
   type CallToolResult,
-  CallToolResultSchema,
-  CancelTaskRequestSchema,
-  CancelTaskResultSchema,
-  type CreateTaskResult,
-  CreateTaskResultSchema,
-  ErrorCode,
   GetPromptRequestSchema,
-  GetTaskPayloadRequestSchema,
-  GetTaskRequestSchema,
-  GetTaskResultSchema,
   ListPromptsRequestSchema,
   ListResourcesRequestSchema,
   ListResourceTemplatesRequestSchema,
   ListToolsRequestSchema,
   McpError,
   type Prompt,
-  RELATED_TASK_META_KEY,
   ReadResourceRequestSchema,
   type Resource,
   type ResourceTemplate,
-  type ServerNotification,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
-import type { AuthContext, RequestContext } from '../../shared/context.ts';
+import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
-import type { AgentRow } from '../agents/agents.repository.ts';
-import { type DecisionOutcome, type OutcomeBasis, outcomeBasis } from '../decisions/decisions.ts';
-import { normaliseResourceUri, ResourceUriError } from '../decisions/resource-uri.ts';
+import { type OutcomeBasis, outcomeBasis } from '../decisions/decisions.ts';
 import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
-import type { McpTarget, UpstreamSession } from '../execution/mcp-connector.ts';
-import { type GatewayTaskRow, type McpTasks, upstreamSessionOf } from '../execution/mcp-tasks.ts';
+import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
+import {
+  APPROVAL_META,
+  asProtocolError,
+  asToolError,
+  type Extra,
+  type GatewayCaller,
+  type GatewayOptions,
+  NAMESPACE_SEPARATOR,
+  POLICY_REFUSED,
+  type Refused,
+  refusal,
+  resourceUri,
+  type ToolCall,
+  text,
+} from './gateway-answers.ts';
+import { GatewayTasks } from './gateway-tasks.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { answerRelayed, askClient, type ClientRequest, type Relay, relayed } from './relay.ts';
 import { registerUtilityMethods } from './utility-methods.ts';
 
-/** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
-export const NAMESPACE_SEPARATOR = '__';
-export const DEFAULT_APPROVAL_WAIT_MS = 30_000;
-/** JSON-RPC error code of an operation policy refused (resources/read, prompts/get). */
-export const POLICY_REFUSED = -32003;
-/** Warden's namespace for `_meta` and error `data` keys. */
-const WARDEN_META_PREFIX = 'dev.agentwarden/';
-/** `_meta` key of a result that names the approval it waits for. */
-export const APPROVAL_META = `${WARDEN_META_PREFIX}approval`;
-/** Live (unexpired) tasks an agent may hold through the gateway: each holds an upstream session. */
-export const MAX_LIVE_TASKS_PER_AGENT = 100;
-/** How long Warden keeps a task reachable at most, whatever TTL was asked or granted. */
-export const MAX_TASK_TTL_MS = 24 * 3600_000;
-/** How long a task-augmented call's reservation may wait for its approval and the upstream, beyond the approval wait. */
-const RESERVATION_MARGIN_MS = 2 * MCP_REQUEST_TIMEOUT_MS + 60_000;
-/** How long a tasks/result waits for the task to end, at most (the client may ask again). */
-const TASK_RESULT_WAIT_MS = 10 * 60_000;
-/** JSON-RPC code of a task this agent does not have (what the SDK's servers answer too). */
-const INVALID_PARAMS = -32602;
-
-/** Who calls the gateway: the request's identity and the agent acting. */
-export interface GatewayCaller {
-  ctx: RequestContext;
-  agent: AgentRow;
-}
-
-export interface GatewayOptions {
-  /** How long a call that needs an approval is held open for it (WARDEN_MCP_APPROVAL_WAIT_MS). */
-  approvalWaitMs: number;
-}
-
-/** A resource URI in the one form it is decided on and sent in; a URI that has none is invalid params. */
-function resourceUri(uri: string): string {
-  try {
-    return normaliseResourceUri(uri);
-  } catch (error) {
-    if (error instanceof ResourceUriError) throw new McpError(INVALID_PARAMS, error.message);
-    throw error;
-  }
-}
-
-/** A tools/call through the gateway: who calls, the server and tool it names there, and where it came from. */
-interface ToolCall {
-  caller: GatewayCaller;
-  target: McpTarget;
-  tool: string;
-  args: Record<string, unknown>;
-  extra: Extra;
-  /** Where the caller reaches Warden (for the approval links it is shown). */
-  origin: string;
-}
-
-/** What a call policy did not let run says, and the `_meta` naming the approval it waits for. */
-interface Refused {
-  message: string;
-  meta?: Record<string, unknown>;
-}
-
-type Extra = {
-  signal: AbortSignal;
-  _meta?: { progressToken?: string | number };
-  sendNotification: (notification: ServerNotification) => Promise<void>;
-  /** Relays what the upstream asks of the client on this request's stream (absent: the stream cannot carry it). */
-  ask?: Relay['ask'];
-};
-
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
 /** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
 const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
-const text = (message: string, meta?: Record<string, unknown>): CallToolResult => ({
-  content: [{ type: 'text', text: message }],
-  isError: true,
-  ...(meta ? { _meta: meta } : {}),
-});
-
-/** What a refused decision says, for a person reading the client's transcript. */
-function refusal(decided: DecisionOutcome): string {
-  const { policy, message } = decided.result;
-  return policy ? `Blocked by Warden policy '${policy}': ${message}` : `Blocked by Warden: ${message}`;
-}
-
-/** A JSON-RPC error the upstream sent (not one the SDK client made up: a timeout, a closed connection). */
-const upstreamAnswered = (error: unknown): error is McpError =>
-  error instanceof McpError && error.code !== ErrorCode.RequestTimeout && error.code !== ErrorCode.ConnectionClosed;
-
-/**
- * To tools/call, an upstream failure (a JSON-RPC error it answered included, named in the
- * message) or a refused target is the tool's error (the client shows it); anything else is a
- * protocol error.
- */
-const asToolError = (error: unknown): CallToolResult | null =>
-  error instanceof ApiError && (error.status === 502 || error.code === 'execution_target_denied') ? text(error.message) : null;
-
-/** A JSON-RPC error for the client: the upstream's own error as it sent it, Warden's as its code and message. */
-const asProtocolError = (error: unknown): unknown => {
-  if (!(error instanceof ApiError)) return error;
-  if (upstreamAnswered(error.cause)) return upstreamError(error.cause);
-  return new McpError(error.status >= 500 ? -32603 : -32600, error.message, { code: error.code });
-};
-
-/**
- * The upstream's JSON-RPC error with the message it sent (the SDK client prefixes `MCP error
- * <code>: `; sent on, it would be prefixed again). What would read as Warden's own is not
- * relayed as sent: code -32003 (a policy's refusal) becomes -32603, and `data` keys of
- * Warden's namespace are dropped.
- */
-function upstreamError(received: McpError): McpError {
-  const prefix = `MCP error ${received.code}: `;
-  const message = received.message.startsWith(prefix) ? received.message.slice(prefix.length) : received.message;
-  const data = isObject(received.data)
-    ? Object.fromEntries(Object.entries(received.data).filter(([key]) => !key.startsWith(WARDEN_META_PREFIX)))
-    : received.data;
-  const relayed = new McpError(received.code === POLICY_REFUSED ? -32603 : received.code, '', data);
-  relayed.message = received.code === POLICY_REFUSED ? `The upstream answered ${prefix}${message}` : message;
-  return relayed;
-}
-
-/**
- * A tool's `execution.taskSupport` as the upstream lists it (absent: `forbidden`, as the
- * protocol says); undefined when the tool is not found in the first pages (the upstream then
- * answers the call itself).
- */
-async function taskSupportOf(client: Client, tool: string, signal: AbortSignal): Promise<string | undefined> {
-  let cursor: string | undefined;
-  for (let page = 0; page < 10; page++) {
-    const listed = await client.listTools(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS, signal });
-    const found = listed.tools.find((t) => t.name === tool);
-    if (found) return found.execution?.taskSupport ?? 'forbidden';
-    cursor = listed.nextCursor;
-    if (!cursor) return undefined;
-  }
-  return undefined;
-}
-
 export class McpGateway {
+  private readonly taskMethods: GatewayTasks;
+
   constructor(
     private readonly execution: ExecutionService,
     private readonly tasks: McpTasks,
     private readonly agents: AgentDirectory,
     private readonly options: GatewayOptions,
-  ) {}
+  ) {
+    this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
+  }
 
   /** Stops the task sweep (shutdown). */
   close(): void {
@@ -315,54 +188,10 @@ export class McpGateway {
       const args = request.params.arguments ?? {};
       const { task } = request.params;
       const call: ToolCall = { caller, target, tool: name, args, extra: extra as Extra, origin };
-      return task ? this.createTask(call, task) : this.callTool(call);
+      return task ? this.taskMethods.create(call, task) : this.callTool(call);
     });
 
-    server.setRequestHandler(GetTaskRequestSchema, async (request, extra) =>
-      this.onTask(caller, single, request.params.taskId, async (row, client) => {
-        const task = await client.request({ method: 'tasks/get', params: { taskId: row.upstream_task_id } }, GetTaskResultSchema, {
-          timeout: MCP_REQUEST_TIMEOUT_MS,
-          signal: extra.signal,
-        });
-        if (TERMINAL.has(task.status)) await this.tasks.finish(caller.ctx.requestId, row, { task_status: task.status });
-        return { ...task, taskId: row.id };
-      }),
-    );
-
-    server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) =>
-      this.onTask(caller, single, request.params.taskId, async (row, client) => {
-        // tasks/result waits for the task's end: as long as the task may live, within bounds
-        const wait = Math.max(1_000, Math.min(row.expires_at.getTime() - Date.now(), TASK_RESULT_WAIT_MS));
-        const result = await client
-          .request({ method: 'tasks/result', params: { taskId: row.upstream_task_id } }, CallToolResultSchema, {
-            timeout: wait,
-            signal: extra.signal,
-          })
-          .catch(async (error) => {
-            // an error the upstream answered is the task's result (a failed task's, or none left)
-            if (upstreamAnswered(error))
-              await this.tasks.finish(caller.ctx.requestId, row, { task_status: 'failed', error_code: error.code });
-            throw error;
-          });
-        await this.tasks.finish(caller.ctx.requestId, row, { task_status: 'ended', tool_error: result.isError === true });
-        // the upstream's task id is its own: the client knows this task by Warden's
-        const meta = result._meta?.[RELATED_TASK_META_KEY]
-          ? { ...result._meta, [RELATED_TASK_META_KEY]: { taskId: row.id } }
-          : result._meta;
-        return meta ? { ...result, _meta: meta } : result;
-      }),
-    );
-
-    server.setRequestHandler(CancelTaskRequestSchema, async (request, extra) =>
-      this.onTask(caller, single, request.params.taskId, async (row, client) => {
-        const task = await client.request({ method: 'tasks/cancel', params: { taskId: row.upstream_task_id } }, CancelTaskResultSchema, {
-          timeout: MCP_REQUEST_TIMEOUT_MS,
-          signal: extra.signal,
-        });
-        await this.tasks.finish(caller.ctx.requestId, row, { task_status: task.status, cancelled_by: 'client' });
-        return { ...task, taskId: row.id };
-      }),
-    );
+    this.taskMethods.register(server, caller, single);
 
     const list =
       <T, R>(
@@ -636,81 +465,6 @@ export class McpGateway {
   }
 
   /**
-   * A task-augmented tools/call: decided as the call itself (and held for its approval), then
-   * sent upstream on a session of the task's own; the client is given the task under an id of
-   * Warden's. The task's row is reserved first, under the agent's cap, and released when no
-   * task comes of the call. Refused: a JSON-RPC error naming the policy (a task request has no
-   * tool result to carry it).
-   */
-  private async createTask(call: ToolCall, task: { ttl?: number }): Promise<CreateTaskResult> {
-    const { caller, target, tool, args, extra } = call;
-    const workspaceId = caller.ctx.auth.workspaceId;
-    const id = randomUUID();
-    const reserved = await this.tasks.reserve(
-      {
-        workspace_id: workspaceId,
-        id,
-        agent_id: caller.agent.id,
-        server_id: target.id,
-        upstream_url: target.transport_url,
-        expires_at: new Date(Date.now() + this.options.approvalWaitMs + RESERVATION_MARGIN_MS),
-      },
-      MAX_LIVE_TASKS_PER_AGENT,
-    );
-    if (!reserved)
-      throw new McpError(
-        -32600,
-        `Agent '${caller.agent.slug}' holds ${MAX_LIVE_TASKS_PER_AGENT} live tasks, the most Warden keeps: wait for one to end or expire`,
-      );
-    let upstream: UpstreamSession | undefined;
-    try {
-      const called = await this.heldCall(call, () => ({
-        work: async (client) => {
-          // a server without tasks for tools/call would run the tool and answer its result, not a task
-          if (!client.getServerCapabilities()?.tasks?.requests?.tools?.call)
-            throw new Error('it does not run tools as tasks (its capabilities have no tasks.requests.tools.call)');
-          // nor would one whose tool does not run as a task: asked anyway, it may run the tool first
-          const support = await taskSupportOf(client, tool, extra.signal);
-          if (support === 'forbidden')
-            throw new McpError(
-              INVALID_PARAMS,
-              `Tool '${tool}' does not run as a task (execution.taskSupport 'forbidden'): call it without one`,
-            );
-          const created = await client.request(
-            {
-              method: 'tools/call',
-              params: { name: tool, arguments: args, task: task.ttl === undefined ? {} : { ttl: Math.min(task.ttl, MAX_TASK_TTL_MS) } },
-            },
-            CreateTaskResultSchema,
-            { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal },
-          );
-          upstream = upstreamSessionOf(client);
-          return created;
-        },
-        describe: (r) => ({ task_id: id, task_status: r.task.status }),
-        dedicated: true,
-      }));
-      if ('refused' in called) throw new McpError(POLICY_REFUSED, called.refused.message, called.refused.meta);
-      const created = called.value;
-      const session = upstream as UpstreamSession;
-      // Warden reaches a task for the TTL the upstream granted, at most MAX_TASK_TTL_MS (null: unlimited)
-      const ttl = Math.min(created.task.ttl ?? MAX_TASK_TTL_MS, MAX_TASK_TTL_MS);
-      await this.tasks.complete(workspaceId, id, {
-        upstream_session_id: session.sessionId,
-        protocol_version: session.protocolVersion,
-        upstream_task_id: created.task.taskId,
-        outcome_basis: JSON.stringify(called.basis),
-        expires_at: new Date(Date.now() + ttl),
-      });
-      return { ...created, task: { ...created.task, taskId: id, ttl } };
-    } catch (error) {
-      // no task for the client: none left running upstream either (its outcome not recorded, its row not written)
-      await this.tasks.abandon(workspaceId, id, target, upstream);
-      throw asProtocolError(error);
-    }
-  }
-
-  /**
    * A tool call decided (and recorded) on what runs, held open for its approval when policy
    * asks for one: the value of `work` once allowed, else what the refusal says. `run` builds
    * the work from the function that relays the upstream's progress to the client.
@@ -779,26 +533,5 @@ export class McpGateway {
         meta: { [APPROVAL_META]: { id: pending, status: 'pending' } },
       },
     };
-  }
-
-  /**
-   * Runs `work` on the upstream session of this agent's task `id` (on `/mcp/{server}`, a task of
-   * that server only). A task this agent does not have, or whose server's URL has changed since, is not found.
-   */
-  private async onTask<T>(
-    caller: GatewayCaller,
-    single: McpTarget | null,
-    id: string,
-    work: (row: GatewayTaskRow, client: Client) => Promise<T>,
-  ): Promise<T> {
-    const row = UUID.test(id) ? await this.tasks.find(caller.ctx.auth.workspaceId, caller.agent.id, id) : undefined;
-    const target = row && (single ?? (await this.execution.registeredServer(caller.ctx, row.server_id).catch(() => undefined)));
-    if (!row || !target || target.id !== row.server_id || target.transport_url !== row.upstream_url)
-      throw new McpError(INVALID_PARAMS, `Task not found: ${id}`);
-    return this.tasks
-      .attach(target, row, (client) => work(row, client))
-      .catch((error) => {
-        throw asProtocolError(error);
-      });
   }
 }
