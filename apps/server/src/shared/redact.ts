@@ -6,6 +6,9 @@
 
 const SECRET_NAME =
   /pass(word|wd|phrase)?$|^pwd$|secret|token|api[-_]?key|access[-_]?key|^(proxy[-_]?)?auth(orization)?$|credential|^session(_?id)?$|signature|^sig$|^code$|cookie/i;
+/** A hint is the public part of a key, shown by design (`api_key_hint: "wak_<public id>_…"`), never the secret. */
+const PUBLIC_NAME = /_hint$/i;
+const isSecretName = (name: string) => SECRET_NAME.test(name) && !PUBLIC_NAME.test(name);
 /** Header names that carry credentials beyond SECRET_NAME's: any `auth` (`X-Auth`, `X-Auth-Key`) and any `…-key`. */
 const SECRET_HEADER = /auth|(^|[-_])key$/i;
 /** An Authorization value's scheme (`Bearer`, `Basic`), which is shown: it is not the secret. */
@@ -37,7 +40,7 @@ export function redactQuery(search: string): string {
       } catch {
         // a malformed escape: judge the name as written
       }
-      return at >= 0 && SECRET_NAME.test(decoded) ? `${name}=${encodeURIComponent(REDACTED)}` : pair;
+      return at >= 0 && isSecretName(decoded) ? `${name}=${encodeURIComponent(REDACTED)}` : pair;
     });
   return `?${pairs.join('&')}`;
 }
@@ -50,7 +53,7 @@ export function redactSecrets(value: unknown, depth = 0): unknown {
   for (const [key, member] of Object.entries(value)) {
     // A boolean or null says whether there is a secret, never what it is (`has_api_key: false`).
     const secretValue = typeof member === 'string' || typeof member === 'number' || typeof member === 'bigint';
-    out[key] = SECRET_NAME.test(key) && secretValue ? REDACTED : redactSecrets(member, depth + 1);
+    out[key] = isSecretName(key) && secretValue ? REDACTED : redactSecrets(member, depth + 1);
   }
   return out;
 }
