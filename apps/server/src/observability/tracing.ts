@@ -24,9 +24,8 @@ import { redactQuery, redactUrl } from '../shared/redact.ts';
 /**
  * The sampler unless OTEL_TRACES_SAMPLER names another: a trace that the caller samples (its
  * `traceparent` says so) is recorded whole, and 1 in 10 of the requests that start a trace here
- * (OTEL_TRACES_SAMPLER_ARG sets that ratio). Recording every request cost a sixth of the
- * throughput on Node 24; with this sampler, four runs measured 0.81–0.98 × of untraced
- * (tools/bench/README.md, observability).
+ * (OTEL_TRACES_SAMPLER_ARG sets that ratio): recording every request costs too much
+ * throughput (figures: tools/bench/README.md, observability).
  */
 export const DEFAULT_SAMPLER = { name: 'parentbased_traceidratio', ratio: '0.1' } as const;
 
