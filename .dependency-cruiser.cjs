@@ -4,7 +4,7 @@
  * on another through its types either.
  */
 const SRC = '^apps/server/src/';
-const ENTRY_POINTS = `${SRC}(main|cli/main|features/audit/sealer-thread\\.worker|features/policies/simulate-runner\\.worker)\\.ts$`;
+const ENTRY_POINTS = `${SRC}(main|cli/main|.*\\.worker)\\.ts$`;
 
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -82,9 +82,8 @@ module.exports = {
     },
     {
       name: 'no-orphans',
-      // A warning while features/audit/merkle.ts and checkpoint.ts are being written (not yet used).
       severity: 'warn',
-      comment: 'Every module is used: reachable from an entry point (the server, the CLI; the sealer thread runs a module loaded by URL).',
+      comment: 'Every module is used: reachable from an entry point (the server, the CLI; each worker thread runs a *.worker.ts loaded by URL).',
       from: { path: ENTRY_POINTS },
       to: { path: SRC, pathNot: [ENTRY_POINTS, '\\.d\\.ts$'], reachable: false },
     },

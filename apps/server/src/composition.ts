@@ -16,6 +16,7 @@ import { AuditWriter } from './features/audit/audit-writer.ts';
 import { Checkpointer, loadAuditSigner } from './features/audit/checkpointer.ts';
 import { SealerThread } from './features/audit/sealer-thread.ts';
 import { AuditSealer, inlineRounds } from './features/audit/tree.ts';
+import { AuditVerifications } from './features/audit/verification-runs.ts';
 import { billingService } from './features/billing/billing.service.ts';
 import { complianceService } from './features/compliance/compliance.service.ts';
 import { dashboardService } from './features/dashboard/dashboard.service.ts';
@@ -84,7 +85,14 @@ export function compose({
   const checkpointer = new Checkpointer(db, signer, logger, config.auditCheckpointIntervalMs, Checkpointer.fileFor(config));
   const sealer = new AuditSealer(db, rounds, config.auditSealIntervalMs, () => checkpointer.run());
   const auditWriter = new AuditWriter(database, undefined, telemetry);
-  const audit = auditService(db, auditWriter, signer, { searchScanRows: config.auditSearchScanRows });
+  const verifications = new AuditVerifications(
+    db,
+    signer,
+    (workspaceId) => checkpointer.lastSigned(workspaceId),
+    config.databaseUrl,
+    logger,
+  );
+  const audit = auditService(db, auditWriter, signer, verifications, { searchScanRows: config.auditSearchScanRows });
   const egress = createEgressGuard(config.egressAllowlist);
   const mcp = new McpConnector(egress, config.mcpUpstreamIdleMs, config.mcpMaxMessageBytes);
   const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));

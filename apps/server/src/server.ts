@@ -148,6 +148,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       await sealer.stop();
       const t3 = performance.now();
       await simulations.close();
+      await services.audit.close();
       await stopListening();
       await database.close();
       if (graceMs !== undefined) {

@@ -36,7 +36,7 @@ async function newWorkspace(): Promise<string> {
 
 const signer = loadAuditSigner({ auditSigningKey: undefined, dataDir: 'memory://', auditLogName: 'warden' });
 /** Verifies the workspace's whole tree. */
-const verifyChain = (db: typeof database.db, workspaceId: string) => verifyTree(db, signer, workspaceId, true);
+const verifyChain = (db: typeof database.db, workspaceId: string) => verifyTree(db, signer, workspaceId, { full: true });
 
 const record = (i: number, extra: Partial<AuditRecord> = {}): AuditRecord => ({
   source: 'evaluation',

@@ -18,7 +18,7 @@ let close: (() => Promise<void>) | undefined;
 const workspaceId = randomUUID();
 const signer = loadAuditSigner({ auditSigningKey: undefined, dataDir: 'memory://', auditLogName: 'warden' });
 /** Verifies the workspace's whole tree. */
-const verifyChain = (db: Database['db'], workspaceId: string) => verifyTree(db, signer, workspaceId, true);
+const verifyChain = (db: Database['db'], workspaceId: string) => verifyTree(db, signer, workspaceId, { full: true });
 
 beforeAll(async () => {
   ({ database, url: databaseUrl, close } = await migratedDatabase());

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
+import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetAuditVerificationStatusData, GetAuditVerificationStatusErrors, GetAuditVerificationStatusResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -336,15 +336,39 @@ export const listEvents = <ThrowOnError extends boolean = false>(options?: Optio
  *
  * Recomputes the leaf hash of every event sealed since the last verification from its
  * content, rebuilds the tree's right edge from them, compares every stored node and the root
- * with what the leaves make, and checks the tree against its latest signed checkpoint. Its
- * cost is that of the events since the last verification, not of the history; `full=true`
- * verifies from the first event. Anyone who holds a checkpoint can check more than this
- * (consistency proofs; `warden audit verify` offline), without trusting the server.
+ * with what the leaves make, and checks the tree against every signed checkpoint in that
+ * range: each stored checkpoint whose note verifies with the log's key (a note that does not
+ * is itself a failure), and the last checkpoint the signer signed, which it keeps outside the
+ * database, so deleting the newest checkpoints hides nothing. A tree that fails is never
+ * adopted as the starting point of the next verification. Its cost is that of the events
+ * since the last verification, not of the history.
+ *
+ * `full=true` verifies from the first event. It runs off the request thread (on PostgreSQL,
+ * on a thread with a connection of its own), one full verification at a time per server
+ * process, in arrival order; a second request for the same workspace while one is running or
+ * waiting joins it and gets the same result. `GET /audit/verify/status` reports its progress.
+ * Anyone who holds a checkpoint can check more than this (consistency proofs;
+ * `warden audit verify` offline), without trusting the server.
  *
  */
 export const verifyAuditChain = <ThrowOnError extends boolean = false>(options?: Options<VerifyAuditChainData, ThrowOnError>): RequestResult<VerifyAuditChainResponses, VerifyAuditChainErrors, ThrowOnError> => (options?.client ?? client).get<VerifyAuditChainResponses, VerifyAuditChainErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/audit/verify',
+    ...options
+});
+
+/**
+ * How far the workspace's full verification has come
+ *
+ * The workspace's full verification (`GET /audit/verify?full=true`), while it waits for its
+ * turn or runs: when it was asked for, when it started, and how many events it has checked
+ * of how many. `idle` when none is running or waiting (its result was the answer to the
+ * request that asked for it).
+ *
+ */
+export const getAuditVerificationStatus = <ThrowOnError extends boolean = false>(options?: Options<GetAuditVerificationStatusData, ThrowOnError>): RequestResult<GetAuditVerificationStatusResponses, GetAuditVerificationStatusErrors, ThrowOnError> => (options?.client ?? client).get<GetAuditVerificationStatusResponses, GetAuditVerificationStatusErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/audit/verify/status',
     ...options
 });
 

@@ -18,6 +18,7 @@ export const auditHandlers = ({ audit }: Services) => {
       status: 200,
       body: { data: await audit.verify(ctx.auth.workspaceId, query?.full ?? false) },
     }),
+    getAuditVerificationStatus: async ({ ctx }) => ({ status: 200, body: { data: audit.verificationStatus(ctx.auth.workspaceId) } }),
     getAuditCheckpoint: async ({ query, ctx }) => ({
       status: 200,
       body: { data: await audit.checkpoint(ctx.auth.workspaceId, query?.tree_size) },

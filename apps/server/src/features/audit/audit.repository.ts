@@ -491,6 +491,16 @@ export const findCheckpoint = (db: Kysely<DB>, workspaceId: string, size?: numbe
   return q.executeTakeFirst();
 };
 
+/** The workspace's checkpoints larger than `size`, smallest first (a verification checks the tree against each). */
+export const checkpointsAfter = (db: Kysely<DB>, workspaceId: string, size: number) =>
+  db
+    .selectFrom('audit_checkpoints')
+    .select(['tree_size', 'root_hash', 'note'])
+    .where('workspace_id', '=', workspaceId)
+    .where('tree_size', '>', size)
+    .orderBy('tree_size')
+    .execute();
+
 /** Trees that grew since their last checkpoint (each head probes its checkpoints' primary key once). */
 export const treesDueForCheckpoint = (db: Kysely<DB>) =>
   db

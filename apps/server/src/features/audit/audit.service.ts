@@ -21,7 +21,8 @@ import {
 import { type AuditRecord, auditRows, toAuditEvent } from './audit-event.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { type AuditSigner, checkpointView, signingKeyOf } from './checkpointer.ts';
-import { proveConsistency, proveInclusion, verifyTree } from './verification.ts';
+import { proveConsistency, proveInclusion } from './verification.ts';
+import type { AuditVerifications } from './verification-runs.ts';
 
 /** Writes one audit event (and its outbox event) on `db`, inside a caller's transaction: it is queued and sealed shortly after. */
 export async function recordIn(db: Kysely<DB>, workspaceId: string, record: AuditRecord): Promise<AuditEvent> {
@@ -132,7 +133,13 @@ export interface AuditServiceOptions {
   searchScanRows: number;
 }
 
-export function auditService(db: Kysely<DB>, writer: AuditWriter, signer: AuditSigner, options: AuditServiceOptions) {
+export function auditService(
+  db: Kysely<DB>,
+  writer: AuditWriter,
+  signer: AuditSigner,
+  verifications: AuditVerifications,
+  options: AuditServiceOptions,
+) {
   return {
     /** Records an event through the group commit (sealed in the statement that records it). */
     record: (workspaceId: string, record: AuditRecord) => writer.write(workspaceId, record),
@@ -150,7 +157,10 @@ export function auditService(db: Kysely<DB>, writer: AuditWriter, signer: AuditS
       } while (cursor);
     },
     listSummaries: (workspaceId: string, query: PageRequest & AuditFilters) => listEventSummaries(db, workspaceId, query),
-    verify: (workspaceId: string, full = false) => verifyTree(db, signer, workspaceId, full),
+    verify: (workspaceId: string, full = false) => verifications.verify(workspaceId, full),
+    verificationStatus: (workspaceId: string) => verifications.status(workspaceId),
+    /** Stops the verification thread (the server is stopping). */
+    close: () => verifications.close(),
     checkpoint: async (workspaceId: string, size?: number) => {
       const row = await findCheckpoint(db, workspaceId, size);
       if (!row)

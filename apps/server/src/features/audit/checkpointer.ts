@@ -36,10 +36,15 @@ import {
 import { consistencyProof, nodesForConsistency, verifyConsistency } from './merkle.ts';
 import { clearSigningRefusal, findSigningRefusal, recordSigningRefusal } from './signing-refusals.repository.ts';
 
-/** Signs the checkpoints of every workspace's log, each named by its origin `<log name>/audit/<workspace id>`. */
-export interface AuditSigner {
-  key: SigningKey;
+/** What checks a log's checkpoints: the public key and the logs' name. */
+export interface AuditLogKey {
+  key: Pick<SigningKey, 'publicKey'>;
   logName: string;
+}
+
+/** Signs the checkpoints of every workspace's log, each named by its origin `<log name>/audit/<workspace id>`. */
+export interface AuditSigner extends AuditLogKey {
+  key: SigningKey;
 }
 
 export function loadAuditSigner(config: { auditSigningKey: string | undefined; dataDir: string; auditLogName: string }): AuditSigner {
@@ -49,10 +54,10 @@ export function loadAuditSigner(config: { auditSigningKey: string | undefined; d
   return { key: stored === undefined ? generateSigningKey() : loadSigningKey(stored), logName: config.auditLogName };
 }
 
-export const originOf = (signer: AuditSigner, workspaceId: string) => `${signer.logName}/audit/${workspaceId}`;
+export const originOf = (signer: AuditLogKey, workspaceId: string) => `${signer.logName}/audit/${workspaceId}`;
 
 /** The public key as GET /audit/signing-key shows it for a workspace's log. */
-export function signingKeyOf(signer: AuditSigner, workspaceId: string) {
+export function signingKeyOf(signer: AuditLogKey, workspaceId: string) {
   const name = originOf(signer, workspaceId);
   return {
     algorithm: 'ed25519' as const,
@@ -64,7 +69,7 @@ export function signingKeyOf(signer: AuditSigner, workspaceId: string) {
 }
 
 /** A stored note opened with the signer's own public key; undefined when it does not verify. */
-export function openSignedCheckpoint(signer: AuditSigner, note: string): ParsedCheckpoint | undefined {
+export function openSignedCheckpoint(signer: AuditLogKey, note: string): ParsedCheckpoint | undefined {
   try {
     return openCheckpoint(note, formatVerifierKey(parseOrigin(note), signer.key.publicKey));
   } catch {
@@ -113,7 +118,7 @@ export function checkpointView(row: {
 }
 
 /** A log's last signed checkpoint, as the signer knows it from outside the database. */
-interface Signed {
+export interface Signed {
   size: number;
   root: string;
 }
@@ -162,6 +167,11 @@ export class Checkpointer {
     private readonly file: string | undefined,
   ) {
     this.signed = readSignedCheckpoints(file, signer, logger);
+  }
+
+  /** The last checkpoint this signer signed for the log, as it keeps it outside the database. */
+  lastSigned(workspaceId: string): Signed | undefined {
+    return this.signed.get(workspaceId);
   }
 
   static fileFor(config: { auditCheckpointFile: string | undefined; dataDir: string }): string | undefined {

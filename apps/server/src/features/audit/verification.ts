@@ -2,12 +2,15 @@
  * Verification and proofs of a workspace's audit tree. Verification is incremental: it starts
  * where the last one ended (the size it reached and the tree's right edge there, kept in
  * audit_verifications), recomputes the leaves of the events sealed since, compares every stored
- * subtree and the root with what those leaves make, and checks the tree against its latest
- * signed checkpoint; `full` starts from the first event. Events verified earlier are re-checked
- * too, RECHECK_PER_CALL at a time from where the last re-check stopped (wrapping around), so an
- * old event rewritten in place is found within size / RECHECK_PER_CALL calls, and every call on
- * a small log re-checks all of it. Proofs read the O(log n) stored nodes they need, so no call
- * grows with the history.
+ * subtree and the root with what those leaves make, and checks the tree against every signed
+ * checkpoint in that range — the database's, each note verified with the log's key, and the
+ * last one the signer keeps outside the database — so that a tree rebuilt from rewritten events
+ * is caught by the first checkpoint it contradicts, even with the newest ones deleted. `full`
+ * starts from the first event (it runs off the request thread: verification-runs.ts). A tree
+ * that fails is never a starting point for the next verification. Events verified earlier are
+ * re-checked too, RECHECK_PER_CALL at a time from where the last re-check stopped (wrapping
+ * around), so an old event rewritten in place is found within size / RECHECK_PER_CALL calls.
+ * Proofs read the O(log n) stored nodes they need, so no call grows with the history.
  */
 import type { AuditVerification } from '@warden/contract';
 import type { Kysely } from 'kysely';
@@ -15,6 +18,7 @@ import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { ApiError } from '../../shared/errors.ts';
 import {
+  checkpointsAfter,
   countQueued,
   countUnaccounted,
   findCheckpoint,
@@ -27,7 +31,7 @@ import {
   sealsWithEvents,
   type TreeHead,
 } from './audit.repository.ts';
-import { type AuditSigner, integrityFailureView, openSignedCheckpoint } from './checkpointer.ts';
+import { type AuditLogKey, integrityFailureView, openSignedCheckpoint, originOf } from './checkpointer.ts';
 import {
   consistencyProof,
   EMPTY_ROOT,
@@ -44,15 +48,40 @@ import {
 import { findSigningRefusal } from './signing-refusals.repository.ts';
 import { canonicalEvent, type EventFields, eventLeafHash } from './tree.ts';
 
-const BATCH = 1000;
+const BATCH = 500;
 /** Older events re-checked by each verification (bounds its cost whatever the history). */
 const RECHECK_PER_CALL = 1000;
 /** Events written this long before the last verification are checked again for being accounted for (transactions in flight then). */
 const UNACCOUNTED_MARGIN_MS = 5 * 60_000;
 
-type Verification = AuditVerification['data'];
+export type Verification = AuditVerification['data'];
+type Contradiction = NonNullable<Verification['contradicted_checkpoint']>;
 
-export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceId: string, full: boolean): Promise<Verification> {
+/** A signed (size, root) of a log. */
+export interface SignedHead {
+  size: number;
+  root: string;
+}
+
+/** How far a verification has come: events checked, of how many it will check. */
+export interface VerificationProgress {
+  checked: number;
+  total: number;
+}
+
+export interface VerifyOptions {
+  /** From the first event rather than from the last verified size. */
+  full: boolean;
+  /** The last checkpoint the signer signed for this log, as it keeps it outside the database. */
+  signed?: SignedHead;
+  /** Told after each batch. */
+  progress?: (progress: VerificationProgress) => void;
+  /** Awaited between batches (on the request thread: lets other requests in). */
+  pause?: () => Promise<void>;
+}
+
+export async function verifyTree(db: Kysely<DB>, signer: AuditLogKey, workspaceId: string, options: VerifyOptions): Promise<Verification> {
+  const { full } = options;
   // One snapshot for the tree, its checkpoint and the queue, so a batch sealed meanwhile cannot
   // be missed by one and seen by another.
   const result = await inTransaction(
@@ -81,6 +110,13 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
         checkpointRoot = rootFrom(checkpointSize, await readNodeHashes(trx, workspaceId, nodesForRoot(checkpointSize)));
       }
 
+      const anchors = await signedAnchors(trx, signer, workspaceId, head.size, verifiedFrom, options.signed);
+      let contradicted = anchors.contradicted;
+      const contradict = (found: Contradiction) => {
+        if (!contradicted || found.tree_size < contradicted.tree_size) contradicted = found;
+      };
+      const total = head.size - verifiedFrom + Math.min(verifiedFrom, RECHECK_PER_CALL);
+
       while (firstInvalid === null && frontier.size < head.size) {
         const rows = await sealsWithEvents(trx, workspaceId, frontier.size, Math.min(BATCH, head.size - frontier.size));
         if (rows.length === 0) {
@@ -102,6 +138,14 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
             completedAbove.set(nodeKey(node.level, node.index), node.hash);
           }
           if (frontier.size === checkpointSize) checkpointRoot = frontier.root();
+          const anchor = anchors.bySize.get(frontier.size);
+          const root = anchor && frontier.root().toString('hex');
+          if (anchor && root !== anchor.root_hash)
+            contradict({
+              ...anchor,
+              tree_root_hash: root ?? null,
+              reason: `the tree's root at size ${anchor.tree_size} is not the signed one`,
+            });
         }
         // Every subtree these leaves complete must be stored as they make it: proofs are served from them.
         const stored = await readNodes(
@@ -114,6 +158,8 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
             if (firstInvalid === null || position < firstInvalid) firstInvalid = position;
           }
         }
+        options.progress?.({ checked, total });
+        await options.pause?.();
       }
       if (firstInvalid === null && frontier.root().toString('hex') !== head.root) firstInvalid = head.size;
 
@@ -151,7 +197,8 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
       const unsealed = await countQueued(trx, workspaceId);
       const unaccounted = await countUnaccounted(trx, workspaceId, since);
       const verifiedAt = new Date();
-      const valid = firstInvalid === null && checkpointValid !== false && unaccounted === 0 && refused === undefined;
+      const valid =
+        firstInvalid === null && checkpointValid !== false && unaccounted === 0 && refused === undefined && contradicted === undefined;
       return {
         valid,
         checked,
@@ -161,6 +208,8 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
         checkpoint: checkpoint ? { tree_size: checkpointSize, root_hash: checkpoint.root_hash, valid: checkpointValid === true } : null,
         unsealed,
         unaccounted,
+        checkpoints_checked: anchors.checked,
+        contradicted_checkpoint: contradicted ?? null,
         first_invalid_sequence: firstInvalid,
         signing_refused: refused ? integrityFailureView(refused) : null,
         verified_at: verifiedAt.toISOString(),
@@ -171,7 +220,7 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
     { isolation: 'repeatable read' },
   );
   const { frontier, recheckedTo, ...verification } = result;
-  // Only a tree that verified is a starting point for the next verification.
+  // Only a tree that verified, against every signed checkpoint, is a starting point for the next verification.
   if (verification.valid && frontier.size > 0) {
     await saveVerification(db, workspaceId, {
       size: frontier.size,
@@ -181,6 +230,65 @@ export async function verifyTree(db: Kysely<DB>, signer: AuditSigner, workspaceI
     });
   }
   return verification;
+}
+
+/**
+ * The signed checkpoints a verification from `from` to `size` checks the tree against: the
+ * database's larger than `from` (a note that does not verify with the log's key is itself a
+ * contradiction), and the signer's own last one. Those beyond the tree contradict it at once;
+ * the signer's, when the verification starts past it, is compared with the stored nodes' root.
+ */
+async function signedAnchors(
+  trx: Kysely<DB>,
+  signer: AuditLogKey,
+  workspaceId: string,
+  size: number,
+  from: number,
+  kept: SignedHead | undefined,
+) {
+  type Anchor = Pick<Contradiction, 'tree_size' | 'root_hash' | 'source'>;
+  const bySize = new Map<number, Anchor>();
+  let contradicted: Contradiction | undefined;
+  const contradict = (found: Contradiction) => {
+    if (!contradicted || found.tree_size < contradicted.tree_size) contradicted = found;
+  };
+  const rows = await checkpointsAfter(trx, workspaceId, from);
+  for (const row of rows) {
+    const anchor: Anchor = { tree_size: Number(row.tree_size), root_hash: row.root_hash, source: 'database' };
+    const opened = openSignedCheckpoint(signer, row.note);
+    const signed =
+      opened?.origin === originOf(signer, workspaceId) &&
+      opened.size === anchor.tree_size &&
+      opened.rootHash.toString('hex') === anchor.root_hash;
+    if (signed) bySize.set(anchor.tree_size, anchor);
+    else contradict({ ...anchor, tree_root_hash: null, reason: "the checkpoint's note is not signed by this log's key" });
+  }
+  if (kept && kept.size > 0) {
+    const anchor: Anchor = { tree_size: kept.size, root_hash: kept.root, source: 'signer' };
+    const stored = bySize.get(kept.size);
+    if (stored && stored.root_hash !== kept.root)
+      contradict({ ...anchor, tree_root_hash: null, reason: `a second root for size ${kept.size}, which the signer signed with another` });
+    else if (kept.size > from) bySize.set(kept.size, anchor);
+    else {
+      const root = await storedRoot(trx, workspaceId, kept.size);
+      if (root !== kept.root)
+        contradict({ ...anchor, tree_root_hash: root ?? null, reason: `the tree's root at size ${kept.size} is not the signed one` });
+    }
+  }
+  for (const anchor of bySize.values()) {
+    if (anchor.tree_size > size)
+      contradict({ ...anchor, tree_root_hash: null, reason: `the tree has ${size} leaves, fewer than the ${anchor.tree_size} signed` });
+  }
+  return { bySize, contradicted, checked: rows.length + (kept && kept.size > 0 ? 1 : 0) };
+}
+
+/** The root the stored nodes give for `size`; undefined when they cannot be read. */
+async function storedRoot(trx: Kysely<DB>, workspaceId: string, size: number): Promise<string | undefined> {
+  try {
+    return rootFrom(size, await readNodeHashes(trx, workspaceId, nodesForRoot(size))).toString('hex');
+  } catch {
+    return undefined;
+  }
 }
 
 /** The size a proof is asked against: the one given, or the latest checkpoint's; never beyond the tree. */

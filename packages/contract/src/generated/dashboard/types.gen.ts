@@ -802,8 +802,9 @@ export type AuditVerification = {
         /**
          * True when every event checked has the leaf hash of its content, the tree's stored
          * nodes and root are the ones its leaves make, the latest signed checkpoint verifies
-         * with the signing key and is a prefix of the tree, and no event is left out of the
-         * tree (`unaccounted` is 0), and the signer has not refused the tree
+         * with the signing key and is a prefix of the tree, no signed checkpoint checked
+         * contradicts the tree (`contradicted_checkpoint` is null), no event is left out of
+         * the tree (`unaccounted` is 0), and the signer has not refused the tree
          * (`signing_refused` is null).
          *
          */
@@ -833,6 +834,31 @@ export type AuditVerification = {
             valid: boolean;
         };
         /**
+         * Signed checkpoints the tree was checked against: those stored with a size beyond
+         * `verified_from`, and the last one the signer keeps outside the database.
+         *
+         */
+        checkpoints_checked: number;
+        /**
+         * The smallest signed checkpoint the tree contradicts, or `null`: the tree's root at
+         * its size is another (`tree_root_hash`), the tree is smaller than it, or its stored
+         * note does not verify with the log's key. `source` says where it was kept: `database`
+         * (the checkpoints table) or `signer` (the signer's own record, outside the database).
+         * Restore from a backup taken before the tampering (README, "When the audit log
+         * cannot be signed").
+         *
+         */
+        contradicted_checkpoint: null | {
+            tree_size: TreeSize;
+            root_hash: HexHash;
+            /**
+             * The tree's root at that size; `null` when the tree is smaller or the note is not signed.
+             */
+            tree_root_hash: null | HexHash;
+            source: 'database' | 'signer';
+            reason: string;
+        };
+        /**
          * Events recorded and queued for sealing (sealed within about a second).
          */
         unsealed: number;
@@ -854,6 +880,31 @@ export type AuditVerification = {
          */
         signing_refused: null | AuditSigningRefusal;
         verified_at: Timestamp;
+    };
+};
+
+export type AuditVerificationStatus = {
+    data: {
+        /**
+         * `queued`: waiting for another full verification in this server process to end.
+         */
+        state: 'idle' | 'queued' | 'running';
+        /**
+         * When it was asked for; `null` when idle.
+         */
+        queued_at: null | Timestamp;
+        /**
+         * When it started; `null` until then.
+         */
+        started_at: null | Timestamp;
+        /**
+         * Events checked so far.
+         */
+        checked: number;
+        /**
+         * Events it will check; `null` until it has read the tree's head.
+         */
+        total: number | null;
     };
 };
 

@@ -69,6 +69,9 @@ import type {
   VerifyAuditChainData,
   VerifyAuditChainErrors,
   VerifyAuditChainResponses,
+  GetAuditVerificationStatusData,
+  GetAuditVerificationStatusErrors,
+  GetAuditVerificationStatusResponses,
   GetAuditCheckpointData,
   GetAuditCheckpointErrors,
   GetAuditCheckpointResponses,
@@ -147,6 +150,7 @@ export interface Operations {
   listAuditLogs: { method: 'GET'; data: ListAuditLogsData; responses: ListAuditLogsResponses; errors: ListAuditLogsErrors };
   listEvents: { method: 'GET'; data: ListEventsData; responses: ListEventsResponses; errors: ListEventsErrors };
   verifyAuditChain: { method: 'GET'; data: VerifyAuditChainData; responses: VerifyAuditChainResponses; errors: VerifyAuditChainErrors };
+  getAuditVerificationStatus: { method: 'GET'; data: GetAuditVerificationStatusData; responses: GetAuditVerificationStatusResponses; errors: GetAuditVerificationStatusErrors };
   getAuditCheckpoint: { method: 'GET'; data: GetAuditCheckpointData; responses: GetAuditCheckpointResponses; errors: GetAuditCheckpointErrors };
   getAuditSigningKey: { method: 'GET'; data: GetAuditSigningKeyData; responses: GetAuditSigningKeyResponses; errors: GetAuditSigningKeyErrors };
   getAuditInclusionProof: { method: 'GET'; data: GetAuditInclusionProofData; responses: GetAuditInclusionProofResponses; errors: GetAuditInclusionProofErrors };
@@ -205,6 +209,7 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'listAuditLogs', method: 'get', path: '/audit-logs', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'listEvents', method: 'get', path: '/events', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'verifyAuditChain', method: 'get', path: '/audit/verify', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'getAuditVerificationStatus', method: 'get', path: '/audit/verify/status', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getAuditCheckpoint', method: 'get', path: '/audit/checkpoint', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getAuditSigningKey', method: 'get', path: '/audit/signing-key', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getAuditInclusionProof', method: 'get', path: '/audit/proofs/inclusion', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
