@@ -226,6 +226,31 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
     expect(approved.score).toBeGreaterThan(open.score);
   });
 
+  it('counts only rules that can take effect: an allow rule, or a condition that never holds, enforces nothing', async () => {
+    const key = await freshWorkspace();
+    await createAgent(key, { name: 'Prod wild', slug: 'prod-wild', environment: 'production', risk_level: 'high' });
+    const before = await status(key);
+    // issue 36: these two raised a workspace's score from 32.6 to 71.7, both controls passing
+    await createPolicy(key, { name: 'Allow all', rules: [{ match: { agent: ['prod-*'] }, effect: 'allow' }] });
+    for (const condition of ['false', '1 == 2', '!true', '[1, 2].all(x, x > 5)'])
+      await createPolicy(key, {
+        name: `Never (${condition})`,
+        rules: [{ match: { agent: ['prod-*'] }, effect: 'require_approval', condition }],
+      });
+    const inflated = await status(key);
+    for (const id of ['production-enforced', 'high-risk-approval'])
+      expect(control(inflated, id)).toMatchObject({ status: 'fail', score: 0 });
+    expect(inflated.score).toBe(before.score);
+
+    // a condition that reads what is decided on can hold, and counts
+    await createPolicy(key, {
+      name: 'Large payments',
+      rules: [{ match: { agent: ['prod-*'] }, effect: 'require_approval', condition: 'context.amount > 100' }],
+    });
+    const real = await status(key);
+    for (const id of ['production-enforced', 'high-risk-approval']) expect(control(real, id)).toMatchObject({ status: 'pass', score: 100 });
+  });
+
   it('scores agent-keys by the share of agents carrying a key', async () => {
     const key = await freshWorkspace();
     const bare = await createKeylessAgent(key, { name: 'Bare', slug: 'bare', risk_level: 'low' });

@@ -7,6 +7,7 @@
 import type { AuditVerification, ComplianceStatus, PolicyRule } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { conditionNeverHolds } from '../policies/cel.ts';
 import { compileGlobs } from '../policies/glob.ts';
 import { loadDefaultDecisions } from '../settings/settings.service.ts';
 import * as repo from './compliance.repository.ts';
@@ -32,14 +33,16 @@ export const CONTROLS: Record<string, ControlDefinition> = {
   productionEnforced: {
     id: 'production-enforced',
     name: 'Production agents are covered by an enforcing policy',
-    description: 'Share of active production agents matched (by agent and environment) by a rule of an enabled enforcing policy.',
+    description:
+      'Share of active production agents matched (by agent and environment) by a block or require_approval rule of an enabled enforcing policy whose condition, if any, can hold (an allow rule permits, it does not enforce; a condition that reads no variable and is not true never takes effect).',
     weight: 25,
     frameworks: ['EU-AI-ACT:Art.14', 'NIST-AI-RMF:MANAGE-2.2', 'ISO-42001:A.9.2'],
   },
   highRiskApproval: {
     id: 'high-risk-approval',
     name: 'High-risk agents need human approval',
-    description: 'Share of active high- or critical-risk agents matched by a require_approval rule of an enabled enforcing policy.',
+    description:
+      'Share of active high- or critical-risk agents matched by a require_approval rule of an enabled enforcing policy whose condition, if any, can hold.',
     weight: 20,
     frameworks: ['EU-AI-ACT:Art.14', 'NIST-AI-RMF:MANAGE-1.3', 'ISO-42001:A.9.3'],
   },
@@ -92,7 +95,10 @@ export async function computeCompliance(db: Kysely<DB>, verifyAudit: VerifyAudit
     verifyAudit(workspaceId),
     loadDefaultDecisions(db, workspaceId),
   ]);
-  const rules = policies.flatMap((p) => p.rules as PolicyRule[]);
+  // Only rules that can take effect enforce anything: not `allow` (it permits), not a condition that can never hold.
+  const rules = policies
+    .flatMap((p) => p.rules as PolicyRule[])
+    .filter((rule) => rule.effect !== 'allow' && !(rule.condition && conditionNeverHolds(rule.condition)));
   const covers = (rule: PolicyRule, agent: { slug: string; name: string; environment: string }) =>
     (!rule.match?.agent?.length || [agent.slug, agent.name].some(compileGlobs(rule.match.agent))) &&
     (!rule.match?.environment?.length || compileGlobs(rule.match.environment)(agent.environment));

@@ -23,7 +23,7 @@
  */
 import { Environment, type ParseResult } from '@marcbachmann/cel-js';
 import { truncate } from '../../shared/text.ts';
-import { BUDGET_EXCEEDED, COST, charge, LIMITS, meter } from './limits.ts';
+import { BUDGET_EXCEEDED, COST, charge, LIMITS, meter, startDecisionBudget } from './limits.ts';
 
 export interface ConditionVariables {
   input: Record<string, unknown>;
@@ -174,6 +174,36 @@ export function checkConditionLimits(expression: string): { message: string; pos
     };
   }
   return null;
+}
+
+/** The variables a condition may read (any other identifier is a compile error, or a comprehension's own). */
+const VARIABLES = new Set(['input', 'context', 'agent', 'execution']);
+
+/**
+ * Whether a condition can never hold: it reads none of the variables, so its value is the same
+ * for every decision, and that value is not `true` (false, or an error, which never matches).
+ * Compliance counts only rules that can take effect. A condition that reads a variable may hold.
+ */
+export function conditionNeverHolds(expression: string): boolean {
+  const compiled = compileCondition(expression);
+  if (!compiled.ok) return true;
+  let readsVariable = false;
+  const ast = env.parse(expression).ast as unknown as Node;
+  const visit = (node: Node) => {
+    if (node.op === 'id' && VARIABLES.has(node.args as string)) readsVariable = true;
+  };
+  visit(ast);
+  parseTree(ast, (node) => forEachChild(node, visit));
+  if (readsVariable) return false;
+  const saved = { ...meter }; // evaluated outside any decision: whatever budget is running is left as it was
+  startDecisionBudget();
+  try {
+    return evaluateCondition(compiled.condition, { input: {}, context: {}, agent: null, execution: null }) !== true;
+  } catch {
+    return true;
+  } finally {
+    Object.assign(meter, saved);
+  }
 }
 
 /**

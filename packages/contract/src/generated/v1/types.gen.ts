@@ -1056,10 +1056,14 @@ export type ComplianceStatus = {
      *
      * The controls (`id`, weight, subjects):
      * - `agent-risk-assessed` (20): agents not retired; satisfied by a set `risk_level`.
-     * - `production-enforced` (25): active production agents; satisfied when a rule of an
-     * enabled enforcing policy matches the agent (by agent and environment).
+     * - `production-enforced` (25): active production agents; satisfied when a `block` or
+     * `require_approval` rule of an enabled enforcing policy matches the agent (by agent and
+     * environment) and can take effect. An `allow` rule permits, it does not enforce; a
+     * rule whose condition reads no variable (`input`, `context`, `agent`, `execution`) and
+     * is not `true` (e.g. `false`, `1 == 2`) never takes effect. Neither counts.
      * - `high-risk-approval` (20): active high- or critical-risk agents; satisfied when a
-     * `require_approval` rule of an enabled enforcing policy matches the agent.
+     * `require_approval` rule of an enabled enforcing policy matches the agent and can take
+     * effect (as above).
      * - `agent-keys` (15): active agents; satisfied by a registered agent key.
      * - `audit-chain` (20): the audit log, once an event is sealed; satisfied while `GET /audit/verify` is valid.
      * - `production-default-block` (15): active production agents; satisfied when the
