@@ -1,7 +1,7 @@
 /**
  * The what-if replay (issue 25): POST /policies/simulate over 100,000 recorded decisions,
  * against its target (≤ 2 s), and GET /health beside it (a replay must not hold other requests
- * up). A phase of `npm run bench`, or alone: `npm run bench -- --only simulate`.
+ * up); then four full audit verifications of those events (issue 36), GET /health beside them. A phase of `npm run bench`, or alone: `npm run bench -- --only simulate`.
  *
  * A Warden of its own (one server process, so that the health probe reaches the process that
  * replays) on a database of its own; 20 agents and the live policies through the API; the
@@ -27,6 +27,9 @@ const OUT_DIR = join(ROOT, 'test-output/bench');
 export const SIMULATE_TARGET_MS = 2_000;
 export const HEALTH_TARGET_MS = 20;
 const HEALTH_RATE = 100;
+/** Full audit verifications measured (issue 36: another tenant's GET /health p99 under 50 ms beside four). */
+const FULL_VERIFICATIONS = 4;
+export const VERIFY_HEALTH_TARGET_MS = 50;
 const ENVIRONMENTS = ['production', 'production', 'staging', 'development'] as const;
 
 const positive = (name: string, fallback: number) => {
@@ -108,6 +111,8 @@ export interface SimulateFigures {
   healthAlone: HealthFigures;
   realistic: ReplayFigures;
   heavy: ReplayFigures;
+  /** GET /audit/verify?full=true over the same log, FULL_VERIFICATIONS times, one after another (the server runs them one at a time). */
+  verify: { ms: number[]; medianMs: number; serverCpuMedianMs: number; health: HealthFigures };
   loadAvgAtStart: number[];
   loadAvgAtEnd: number[];
 }
@@ -290,7 +295,29 @@ export async function simulateBenchmark(
     };
     const realistic = await measure('realistic draft', REALISTIC_DRAFT);
     const heavy = await measure('heavy draft (50 policies × 10 rules)', benchPolicies(50));
+
+    // ---- issue 36: four full verifications of the same log, GET /health beside them
+    const verifications: Array<{ ms: number; cpu: number }> = [];
+    const stopVerifyProbe = healthProbe(`${warden.baseUrl}/health`, dispatcher);
+    for (let i = 0; i < FULL_VERIFICATIONS; i++) {
+      const cpuBefore = cpuMs(warden.pid);
+      const started = performance.now();
+      const body = await call('GET', '/audit/verify?full=true');
+      const ms = performance.now() - started;
+      if (!body.data.valid || body.data.checked < decisions) throw new Error(`a full verification answered ${JSON.stringify(body.data)}`);
+      verifications.push({ ms, cpu: cpuMs(warden.pid) - cpuBefore });
+      log(
+        `simulate: full verification ${i + 1}/${FULL_VERIFICATIONS}: ${ms.toFixed(0)} ms (server CPU ${(cpuMs(warden.pid) - cpuBefore).toFixed(0)} ms)`,
+      );
+    }
+    const verify = {
+      ms: verifications.map((v) => Math.round(v.ms)),
+      medianMs: Math.round(median(verifications.map((v) => v.ms))),
+      serverCpuMedianMs: Math.round(median(verifications.map((v) => v.cpu))),
+      health: await stopVerifyProbe(),
+    };
     return {
+      verify,
       decisions,
       seedSeconds,
       sealSeconds,
@@ -312,6 +339,8 @@ export function simulateTargets(f: SimulateFigures | null): Record<string, boole
       f !== null && f.realistic.medianMs <= SIMULATE_TARGET_MS,
     [`GET /health p99 ≤ ${HEALTH_TARGET_MS} ms while replays run`]:
       f !== null && f.realistic.health.p99 <= HEALTH_TARGET_MS && f.heavy.health.p99 <= HEALTH_TARGET_MS,
+    [`GET /health p99 ≤ ${VERIFY_HEALTH_TARGET_MS} ms while ${FULL_VERIFICATIONS} full audit verifications run`]:
+      f !== null && f.verify.health.p99 <= VERIFY_HEALTH_TARGET_MS,
   };
 }
 
@@ -326,5 +355,7 @@ export function formatSimulate(f: SimulateFigures): string {
     line(`realistic draft (${REALISTIC_DRAFT.length} policies)`, f.realistic),
     line('heavy draft (50 × 10 rules, conditions on most actions)', f.heavy),
     `  target: realistic median ≤ ${SIMULATE_TARGET_MS} ms; health p99 ≤ ${HEALTH_TARGET_MS} ms beside the replays`,
+    `  ${FULL_VERIFICATIONS} full audit verifications (GET /audit/verify?full=true) of the ${f.decisions.toLocaleString('en')} events: median ${f.verify.medianMs} ms (runs ${f.verify.ms.join(', ')}), server CPU ${f.verify.serverCpuMedianMs} ms; ` +
+      `GET /health beside them p50 ${f.verify.health.p50} ms, p99 ${f.verify.health.p99} ms, max ${f.verify.health.max} ms (target p99 ≤ ${VERIFY_HEALTH_TARGET_MS} ms)`,
   ].join('\n');
 }

@@ -10,7 +10,7 @@ import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
 import { createEgressGuard, type EgressGuard } from './egress/guard.ts';
 import { agentsService } from './features/agents/agents.service.ts';
-import { approvalsService } from './features/approvals/approvals.service.ts';
+import { ApprovalExpiry, approvalsService } from './features/approvals/approvals.service.ts';
 import { auditService } from './features/audit/audit.service.ts';
 import { AuditWriter } from './features/audit/audit-writer.ts';
 import { Checkpointer, loadAuditSigner } from './features/audit/checkpointer.ts';
@@ -83,7 +83,12 @@ export function compose({
   const rounds = config.databaseUrl && config.auditSealerThread ? new SealerThread(config.databaseUrl, logger, inline) : inline;
   const signer = loadAuditSigner(config);
   const checkpointer = new Checkpointer(db, signer, logger, config.auditCheckpointIntervalMs, Checkpointer.fileFor(config));
-  const sealer = new AuditSealer(db, rounds, config.auditSealIntervalMs, () => checkpointer.run());
+  const approvalExpiry = new ApprovalExpiry(db);
+  // after each sealing round: sign what was sealed, then expire approvals (their events are sealed next round)
+  const sealer = new AuditSealer(db, rounds, config.auditSealIntervalMs, async () => {
+    await checkpointer.run();
+    await approvalExpiry.run().catch((cause) => logger.error('approval expiry failed', { cause }));
+  });
   const auditWriter = new AuditWriter(database, undefined, telemetry);
   const verifications = new AuditVerifications(
     db,

@@ -51,6 +51,26 @@ export const consumeApproval = async (db: Kysely<DB>, workspaceId: string, id: s
     .returning('id')
     .executeTakeFirst()) !== undefined;
 
+/** Pending approvals past their expiry, set `expired` (the oldest first, at most `limit`). */
+export const expirePending = (db: Kysely<DB>, limit: number) =>
+  db
+    .updateTable('approvals')
+    .set({ status: 'expired', updated_at: new Date() })
+    .where(
+      'id',
+      'in',
+      db
+        .selectFrom('approvals')
+        .select('id')
+        .where('status', '=', 'pending')
+        .where('expires_at', '<=', new Date())
+        .orderBy('expires_at')
+        .limit(limit),
+    )
+    .where('status', '=', 'pending')
+    .returningAll()
+    .execute();
+
 /**
  * The approval of this agent for the act with this digest that decides it now: an approved,
  * unused one first, else a pending one, else a rejected one; never an expired or used one.

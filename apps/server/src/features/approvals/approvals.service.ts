@@ -116,7 +116,53 @@ export async function insertPendingApproval(trx: Kysely<DB>, workspaceId: string
   });
   const approval = toApproval(row);
   await recordEvent(trx, workspaceId, 'approval.requested', { approval });
+  await recordApproval(trx, workspaceId, approval, 'approval.requested', input.requestedBy);
   return approval;
+}
+
+/**
+ * Marks an approved approval used by the decision it authorised, recording `approval.consumed`
+ * (who used it) in the caller's transaction; false if it was already used (a concurrent request won).
+ */
+export async function consumeApprovalFor(trx: Kysely<DB>, workspaceId: string, id: string, usedBy: string): Promise<boolean> {
+  if (!(await repo.consumeApproval(trx, workspaceId, id))) return false;
+  const row = await repo.findApproval(trx, workspaceId, id);
+  if (row) await recordApproval(trx, workspaceId, toApproval(row), 'approval.consumed', usedBy);
+  return true;
+}
+
+/** Who expires approvals, as the audit log names it. */
+const EXPIRY_ACTOR = 'warden';
+
+/** Approvals expired per transaction (a round goes on until fewer are left). */
+const EXPIRY_BATCH = 500;
+
+/** Runs expireApprovals at most once per interval (from the background rounds of the audit sealer). */
+export class ApprovalExpiry {
+  private last = 0;
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly intervalMs = 1_000,
+  ) {}
+
+  async run(now = Date.now()): Promise<void> {
+    if (now - this.last < this.intervalMs) return;
+    this.last = now;
+    while ((await expireApprovals(this.db)) === EXPIRY_BATCH);
+  }
+}
+
+/**
+ * Pending approvals past their expiry become `expired`, each with its `approval.expired` event
+ * in the same transaction (an approval's status was derived from its expiry, with nothing on
+ * the record). Returns how many expired.
+ */
+export async function expireApprovals(db: Kysely<DB>, limit = EXPIRY_BATCH): Promise<number> {
+  return inTransaction(db, async (trx) => {
+    const expired = await repo.expirePending(trx, limit);
+    for (const row of expired) await recordApproval(trx, row.workspace_id, toApproval(row), 'approval.expired', EXPIRY_ACTOR);
+    return expired.length;
+  });
 }
 
 export async function createApproval(db: Kysely<DB>, workspaceId: string, input: ApprovalCreate, requestedBy: string): Promise<Approval> {
@@ -144,15 +190,14 @@ export async function createApproval(db: Kysely<DB>, workspaceId: string, input:
       ttlSeconds: input.expires_in_seconds,
       act: pinned?.act,
     });
-    // a decision's approval is on the record in the decision's event; one asked for by hand is recorded here
-    await recordApproval(trx, workspaceId, approval, 'approval.requested', requestedBy);
     return approval;
   });
 }
 
 /**
- * An approval's creation by hand or its decision, as an audit event (source `approval`) in the
- * same transaction: who, when, on what, with which note. The act it authorises is named by its
+ * A step of an approval's life — requested (by a policy's decision or by hand), approved,
+ * rejected, expired, consumed — as an audit event (source `approval`) in the same transaction
+ * as the change: who, when, on what, with which note. The act it authorises is named by its
  * digest (the pinned execution's secrets never enter the log).
  */
 function recordApproval(trx: Kysely<DB>, workspaceId: string, approval: Approval, action: string, user: string) {
@@ -166,7 +211,7 @@ function recordApproval(trx: Kysely<DB>, workspaceId: string, approval: Approval
     user,
     policy: approval.policy,
     result: 'allowed',
-    severity: action === 'approval.approved' ? 'medium' : 'info',
+    severity: action === 'approval.approved' || action === 'approval.consumed' ? 'medium' : 'info',
     message: approval.decision_note ?? approval.title,
     approvalId: approval.id,
     context: {

@@ -18,8 +18,8 @@ import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { type ApprovalWait, awaitApproval, type WaitOptions } from '../approvals/approval-wait.ts';
-import { consumeApproval, findApproval, findApprovalForAct } from '../approvals/approvals.repository.ts';
-import { insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
+import { findApproval, findApprovalForAct } from '../approvals/approvals.repository.ts';
+import { consumeApprovalFor, insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
 import { persistOrRefuse, recordIn } from '../audit/audit.service.ts';
 import type { AuditRecord } from '../audit/audit-event.ts';
 import type { AuditWriter } from '../audit/audit-writer.ts';
@@ -272,7 +272,7 @@ export class DecisionService {
       const approvalStep = step;
       return inTransaction(this.db, async (trx) => {
         if (approvalStep.kind === 'consume') {
-          if (!(await consumeApproval(trx, workspaceId, approvalStep.id)))
+          if (!(await consumeApprovalFor(trx, workspaceId, approvalStep.id, ctx.auth.keyName)))
             throw new ApiError('approval_invalid', `approval '${approvalStep.id}' is already used`);
           return writeEvent(trx, approvalStep.id);
         }
