@@ -162,6 +162,24 @@ export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | nu
 }
 
 /**
+ * What an approval is titled: the act as a person tells two apart — the MCP server and the
+ * tool, prompt or resource (`tools/call github create_issue`), the HTTP method and URL with
+ * secret query values redacted (`POST api.example.com/transfer`), or the declared action and
+ * resource — and who asks.
+ */
+export function approvalTitle(input: EvaluationInput, facts: ExecutionFacts | null, agent: string): string {
+  if (facts?.mode === 'mcp_proxy') {
+    const target = facts.tool ?? facts.prompt ?? facts.uri;
+    return `${facts.method} ${facts.server}${target ? ` ${target}` : ''} by ${agent}`;
+  }
+  if (facts?.mode === 'http_proxy') {
+    const url = new URL(redactUrl(facts.url));
+    return `${facts.method} ${url.host}${url.pathname}${url.search} by ${agent}`;
+  }
+  return `${input.action}${input.resource ? ` on ${input.resource}` : ''} by ${agent}`;
+}
+
+/**
  * A decision's context is facts for conditions, recorded with the decision (and shown with an
  * approval): bounded, so that no caller can make every decision it sends cost the shared event
  * loop and the audit log hundreds of kilobytes.

@@ -26,7 +26,7 @@ import type { AuditWriter } from '../audit/audit-writer.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import { ConditionError, type Decision, type DecisionInput, decideEach, decideStrictest } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
-import { actDigest, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
+import { actDigest, approvalTitle, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
 
 export interface DecisionRequest {
   input: EvaluationInput;
@@ -277,7 +277,7 @@ export class DecisionService {
           return writeEvent(trx, approvalStep.id);
         }
         const approval = await insertPendingApproval(trx, workspaceId, {
-          title: `${input.action}${input.resource ? ` on ${input.resource}` : ''} by ${agent.slug}`,
+          title: approvalTitle(input, facts, agent.slug),
           description: decision.message,
           type: 'policy',
           priority: decision.severity === 'critical' ? 'urgent' : decision.severity === 'high' ? 'high' : 'normal',
