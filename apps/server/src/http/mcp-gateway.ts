@@ -7,13 +7,16 @@
  * `WWW-Authenticate`, as MCP clients expect.
  */
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Config } from '../config.ts';
 import type { WorkspacesService } from '../features/identity/workspaces.service.ts';
 import type { McpGateway } from '../features/mcp-gateway/mcp-gateway.service.ts';
+import { bearerChallenge, MCP_PATH, resourceOfPath } from '../features/oauth/protected-resource.ts';
 import type { AuthContext, RequestContext } from '../shared/context.ts';
 import { hashSecret } from '../shared/crypto.ts';
 import { ApiError } from '../shared/errors.ts';
 import { keyIdentity } from './context.ts';
 import type { KeyCache } from './key-cache.ts';
+import { publicOrigin } from './oauth-resource.ts';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
 const SLUG = /^\/([a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)\/?$/;
@@ -122,11 +125,23 @@ export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
   };
 }
 
-/** Refusals as JSON-RPC errors; anything else goes on to the app's error mapper. */
-export const mcpGatewayErrors: ErrorRequestHandler = (error, _req, res, next) => {
-  if (!(error instanceof ApiError)) return next(error);
-  if (res.headersSent) return;
-  res.set(error.headers);
-  if (error.status === 401) res.set('WWW-Authenticate', 'Bearer realm="warden"');
-  res.status(error.status).json({ jsonrpc: '2.0', error: { code: -32000, message: error.message, data: { code: error.code } }, id: null });
-};
+/**
+ * Refusals as JSON-RPC errors; anything else goes on to the app's error mapper. A 401 carries the
+ * challenge MCP clients start OAuth from (RFC 9728 §5.1): where the endpoint's Protected Resource
+ * Metadata is and the scope it needs, with `error="invalid_token"` when a credential was sent
+ * (RFC 6750 §3.1); a 403 `insufficient_scope` names the scope it lacked.
+ */
+export const mcpGatewayErrors =
+  (config: Pick<Config, 'publicUrl'>): ErrorRequestHandler =>
+  (error, req, res, next) => {
+    if (!(error instanceof ApiError)) return next(error);
+    if (res.headersSent) return;
+    res.set(error.headers);
+    const resource = resourceOfPath(publicOrigin(config, req), req.path) ?? `${publicOrigin(config, req)}${MCP_PATH}`;
+    if (error.status === 401)
+      res.set('WWW-Authenticate', bearerChallenge(resource, req.get('authorization') ? 'invalid_token' : undefined, error.message));
+    if (error.code === 'insufficient_scope') res.set('WWW-Authenticate', bearerChallenge(resource, 'insufficient_scope', error.message));
+    res
+      .status(error.status)
+      .json({ jsonrpc: '2.0', error: { code: -32000, message: error.message, data: { code: error.code } }, id: null });
+  };
