@@ -103,7 +103,11 @@ describe("Warden's own keys", () => {
     const api = (path: string, body: unknown) => server.api('POST', path as '/agents', { key, body, unchecked: true });
     expect((await api('/mcp-servers', { name: 'tools', slug: 'tools', transport_url: upstream.url })).status).toBe(201);
     expect((await api('/agents', { name: 'Bot', slug: 'bot', provider: 'local', api_key: agentKey })).status).toBe(201);
-    for (const headers of [{ authorization: `Bearer ${agentKey}` }, { authorization: `Bearer ${key}`, 'x-warden-agent-key': agentKey }]) {
+    const credentials: Record<string, string>[] = [
+      { authorization: `Bearer ${agentKey}` },
+      { authorization: `Bearer ${key}`, 'x-warden-agent-key': agentKey },
+    ];
+    for (const headers of credentials) {
       const client = await connectClient(`${server.url}/mcp/tools`, headers);
       try {
         expect((await client.listTools()).tools.map((t) => t.name)).toContain('echo');

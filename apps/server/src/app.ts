@@ -119,7 +119,7 @@ export function createApp(deps: AppDeps): Express {
     `${BASE_PATH}/mcp`,
     pipeline([
       mcpOriginGuard(config.mcpAllowedOrigins ?? []),
-      mcpAuthenticate(services.workspaces, config.rateLimitPerMinute, keys),
+      mcpAuthenticate(services.workspaces, config.rateLimitPerMinute, keys, { config, check: services.accessTokens }),
       limit,
       readJson,
       inputGuard,

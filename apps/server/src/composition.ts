@@ -31,6 +31,8 @@ import { LOGIN_WINDOW_S, LoginGuard, MAX_FAILED_LOGINS, sessionsService } from '
 import { workspacesService } from './features/identity/workspaces.service.ts';
 import { McpGateway } from './features/mcp-gateway/mcp-gateway.service.ts';
 import { mcpServersService } from './features/mcp-servers/mcp-servers.service.ts';
+import { AccessTokens } from './features/oauth/access-tokens.ts';
+import { ExternalIssuer } from './features/oauth/external-issuer.ts';
 import { policiesService } from './features/policies/policies.service.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
 import { inlineReplays, ReplayThread, Simulations } from './features/policies/simulate-runner.ts';
@@ -122,6 +124,13 @@ export function compose({
     billing: billingService(db),
     dashboard: dashboardService(db, egress),
     idempotency: idempotencyService(db),
+    accessTokens: new AccessTokens(
+      db,
+      config.oauthIssuer && config.oauthWorkspace
+        ? { issuer: new ExternalIssuer(config.oauthIssuer, config.oauthAgentClaim), workspace: config.oauthWorkspace }
+        : undefined,
+      undefined,
+    ),
   };
   return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, auditWriter, mcp, egress, simulations };
 }

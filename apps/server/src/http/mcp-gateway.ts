@@ -10,6 +10,7 @@ import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Respon
 import type { Config } from '../config.ts';
 import type { WorkspacesService } from '../features/identity/workspaces.service.ts';
 import type { McpGateway } from '../features/mcp-gateway/mcp-gateway.service.ts';
+import type { AccessTokens } from '../features/oauth/access-tokens.ts';
 import { bearerChallenge, MCP_PATH, resourceOfPath } from '../features/oauth/protected-resource.ts';
 import type { AuthContext, RequestContext } from '../shared/context.ts';
 import { hashSecret } from '../shared/crypto.ts';
@@ -55,8 +56,9 @@ export function mcpOriginGuard(allowedOrigins: readonly string[]): RequestHandle
 }
 
 /**
- * The gateway's `authenticate` (http/authenticate.ts): the bearer is a workspace key, else an
- * agent's own key (its identity: the agent's workspace, runtime:execute only). Both answers
+ * The gateway's `authenticate` (http/authenticate.ts): the bearer is an OAuth access token
+ * (a JWT, or a `wat_` token of the built-in server: features/oauth/access-tokens.ts), else a
+ * workspace key, else an agent's own key (its identity: the agent's workspace, runtime:execute only). Both answers
  * come from the KeyCache when it has them, so a desktop client's agent key costs no lookup
  * after its first request, and one that is nobody's costs none either.
  */
@@ -64,11 +66,17 @@ export function mcpAuthenticate(
   workspaces: Pick<WorkspacesService, 'findActiveKey' | 'findAgentBearer'>,
   defaultRateLimit: number,
   cache: KeyCache,
+  tokens: { config: Pick<Config, 'publicUrl'>; check: AccessTokens },
 ): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     try {
       const bearer = BEARER.exec(req.get('authorization') ?? '')?.[1];
-      if (bearer) {
+      if (bearer && tokens.check.recognises(bearer)) {
+        // an OAuth access token: valid only for the endpoint it was issued for (its audience)
+        const origin = publicOrigin(tokens.config, req);
+        const resource = resourceOfPath(origin, req.path) ?? `${origin}${MCP_PATH}`;
+        req.auth = await tokens.check.identify(bearer, resource, defaultRateLimit);
+      } else if (bearer) {
         const keyHash = hashSecret(bearer);
         let agent: AuthContext | null | undefined;
         req.auth = cache.get(keyHash);
@@ -118,7 +126,8 @@ export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
     const ctx: RequestContext = {
       requestId: req.requestId,
       auth: req.auth,
-      agentKey: (res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key'),
+      // a token acts as its granted agent: no agent key is read beside it
+      agentKey: req.auth.agent !== undefined ? undefined : ((res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key')),
     };
     const caller = await gateway.caller(ctx);
     await gateway.serve(caller, slug, req, res, req.body, `${req.protocol}://${req.get('host')}`);
