@@ -23,6 +23,7 @@ import { sendJson } from './http/json-response.ts';
 import type { KeyCache } from './http/key-cache.ts';
 import { mcpAuthenticate, mcpGatewayErrors, mcpGatewayHandler, mcpOriginGuard } from './http/mcp-gateway.ts';
 import { protectedResourceRouter } from './http/oauth-resource.ts';
+import { authorizationServerRouter } from './http/oauth-server.ts';
 import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
@@ -115,6 +116,8 @@ export function createApp(deps: AppDeps): Express {
   // its own pipeline, in front of the contract validator (http/mcp-gateway.ts).
   // RFC 9728 metadata of the MCP endpoints: public, where a client that was refused looks first.
   app.use(protectedResourceRouter(config));
+  // The built-in authorization server (RFC 8414 metadata, /authorize, /token, /register, /revoke).
+  if (services.authorizationServer) app.use(authorizationServerRouter(config, services.authorizationServer));
   app.use(
     `${BASE_PATH}/mcp`,
     pipeline([

@@ -32,6 +32,7 @@ import { workspacesService } from './features/identity/workspaces.service.ts';
 import { McpGateway } from './features/mcp-gateway/mcp-gateway.service.ts';
 import { mcpServersService } from './features/mcp-servers/mcp-servers.service.ts';
 import { AccessTokens } from './features/oauth/access-tokens.ts';
+import { BuiltinAuthorizationServer } from './features/oauth/builtin-server.ts';
 import { ExternalIssuer } from './features/oauth/external-issuer.ts';
 import { policiesService } from './features/policies/policies.service.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
@@ -104,6 +105,7 @@ export function compose({
   const execution = new ExecutionService(db, decisions, mcp, egress, new McpRegistry(db));
   const inlineReplay = inlineReplays(db);
   const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
+  const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db) : undefined;
   const services: Services = {
     health: healthService(db),
     workspaces: workspacesService(db),
@@ -129,8 +131,9 @@ export function compose({
       config.oauthIssuer && config.oauthWorkspace
         ? { issuer: new ExternalIssuer(config.oauthIssuer, config.oauthAgentClaim), workspace: config.oauthWorkspace }
         : undefined,
-      undefined,
+      authorizationServer,
     ),
+    authorizationServer,
   };
   return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, auditWriter, mcp, egress, simulations };
 }

@@ -78,8 +78,7 @@ const GRANT_COLUMNS = [
   'agents.slug as agent_slug',
 ] as const;
 
-/** A workspace's grants with their agents, for paginate (newest first). */
-export const grantsQuery = (db: Kysely<DB>, workspaceId: string) =>
+const grantsWithAgents = (db: Kysely<DB>, workspaceId: string) =>
   db
     .selectFrom('oauth_grants')
     .innerJoin('agents', (join) =>
@@ -88,8 +87,35 @@ export const grantsQuery = (db: Kysely<DB>, workspaceId: string) =>
     .select(GRANT_COLUMNS)
     .where('oauth_grants.workspace_id', '=', workspaceId);
 
+/** A workspace's grants with their agents' slugs, for paginate (a subquery: its id and created_at are the grant's). */
+export const grantsQuery = (db: Kysely<DB>, workspaceId: string) =>
+  db.selectFrom(grantsWithAgents(db, workspaceId).as('grants')).selectAll();
+
 export const findGrant = (db: Kysely<DB>, workspaceId: string, id: string) =>
-  grantsQuery(db, workspaceId).where('oauth_grants.id', '=', id).executeTakeFirst();
+  grantsWithAgents(db, workspaceId).where('oauth_grants.id', '=', id).executeTakeFirst();
+
+/** The workspace's active agents, for the consent page. */
+export const activeAgents = (db: Kysely<DB>, workspaceId: string) =>
+  db
+    .selectFrom('agents')
+    .select(['id', 'slug', 'name'])
+    .where('workspace_id', '=', workspaceId)
+    .where('status', '=', 'active')
+    .orderBy('slug')
+    .limit(1000)
+    .execute();
+
+/** The slugs of the workspace's enabled MCP servers (all of them, or the one named). */
+export const enabledServerSlugs = (db: Kysely<DB>, workspaceId: string, slug?: string) =>
+  db
+    .selectFrom('mcp_servers')
+    .select('slug')
+    .where('workspace_id', '=', workspaceId)
+    .where('enabled', '=', true)
+    .$if(slug !== undefined, (q) => q.where('slug', '=', slug as string))
+    .orderBy('slug')
+    .limit(1000)
+    .execute();
 
 /** Marks the grant revoked (once) and deletes its codes and tokens. */
 export async function revokeGrant(db: Kysely<DB>, workspaceId: string, id: string) {

@@ -1605,6 +1605,46 @@ export type WebhookTestEvent = {
     };
 };
 
+/**
+ * Consent given, in the dashboard, for an OAuth client (a desktop or web MCP client) to act as
+ * one agent at one MCP endpoint with some scopes. Its tokens are never shown. Revoked, every
+ * token of it stops working at once.
+ *
+ */
+export type OAuthGrant = {
+    id: Uuid;
+    /**
+     * The client's id at Warden's authorization server (issued at its registration).
+     */
+    client_id: string;
+    /**
+     * The name the client registered with (RFC 7591 `client_name`), or its id.
+     */
+    client_name: string;
+    agent: Slug;
+    /**
+     * The MCP endpoint (RFC 8707 resource) the grant's tokens are for, `…/api/v1/mcp` or `…/api/v1/mcp/{server}`.
+     */
+    resource: string;
+    scopes: Array<string>;
+    /**
+     * Who consented (`dashboard:<session id>`).
+     */
+    granted_by: string;
+    created_at: Timestamp;
+    revoked_at: Timestamp | null;
+};
+
+export type OAuthGrantResponse = {
+    data: OAuthGrant;
+};
+
+export type OAuthGrantPage = {
+    data: Array<OAuthGrant>;
+    has_more: boolean;
+    next_cursor: Cursor;
+};
+
 export type Session = {
     data: {
         workspace: {
@@ -1846,6 +1886,58 @@ export type Insights = {
 
 export type PlanChange = {
     plan: Plan;
+};
+
+/**
+ * An OAuth authorization waiting for consent (the consent page).
+ */
+export type OAuthAuthorization = {
+    id: Uuid;
+    client_id: string;
+    /**
+     * The name the client registered with (its own claim, not verified by Warden), or its id.
+     */
+    client_name: string;
+    /**
+     * Where the browser is sent back with the code.
+     */
+    redirect_uri: string;
+    /**
+     * The MCP endpoint the client asks tokens for.
+     */
+    resource: string;
+    scopes: Array<string>;
+    /**
+     * Slugs of the MCP servers that endpoint reaches (the one named, or every enabled one).
+     */
+    servers: Array<Slug>;
+    /**
+     * The workspace's active agents the client may act as.
+     */
+    agents: Array<{
+        id: Uuid;
+        slug: Slug;
+        name: string;
+    }>;
+    expires_at: Timestamp;
+};
+
+export type OAuthAuthorizationResponse = {
+    data: OAuthAuthorization;
+};
+
+export type OAuthConsent = {
+    approve: boolean;
+    agent_id?: Uuid;
+};
+
+export type OAuthRedirect = {
+    data: {
+        /**
+         * The client's redirect URI with `code` and `state` (or `error`), and `iss` (RFC 9207).
+         */
+        redirect_to: string;
+    };
 };
 
 /**
@@ -3296,6 +3388,229 @@ export type SetDashboardAgentStatusResponses = {
 };
 
 export type SetDashboardAgentStatusResponse = SetDashboardAgentStatusResponses[keyof SetDashboardAgentStatusResponses];
+
+export type ListDashboardOAuthGrantsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size, 1–100 (default 20). Larger values are refused with 400 `invalid_request`.
+         */
+        limit?: number;
+        /**
+         * The `next_cursor` of the previous page.
+         */
+        cursor?: string;
+    };
+    url: '/oauth-grants';
+};
+
+export type ListDashboardOAuthGrantsErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ListDashboardOAuthGrantsError = ListDashboardOAuthGrantsErrors[keyof ListDashboardOAuthGrantsErrors];
+
+export type ListDashboardOAuthGrantsResponses = {
+    /**
+     * A page of grants.
+     */
+    200: OAuthGrantPage;
+};
+
+export type ListDashboardOAuthGrantsResponse = ListDashboardOAuthGrantsResponses[keyof ListDashboardOAuthGrantsResponses];
+
+export type RevokeDashboardOAuthGrantData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/oauth-grants/{id}';
+};
+
+export type RevokeDashboardOAuthGrantErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type RevokeDashboardOAuthGrantError = RevokeDashboardOAuthGrantErrors[keyof RevokeDashboardOAuthGrantErrors];
+
+export type RevokeDashboardOAuthGrantResponses = {
+    /**
+     * The revoked grant.
+     */
+    200: OAuthGrantResponse;
+};
+
+export type RevokeDashboardOAuthGrantResponse = RevokeDashboardOAuthGrantResponses[keyof RevokeDashboardOAuthGrantResponses];
+
+export type GetDashboardOAuthAuthorizationData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/oauth/authorizations/{id}';
+};
+
+export type GetDashboardOAuthAuthorizationErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetDashboardOAuthAuthorizationError = GetDashboardOAuthAuthorizationErrors[keyof GetDashboardOAuthAuthorizationErrors];
+
+export type GetDashboardOAuthAuthorizationResponses = {
+    /**
+     * The authorization.
+     */
+    200: OAuthAuthorizationResponse;
+};
+
+export type GetDashboardOAuthAuthorizationResponse = GetDashboardOAuthAuthorizationResponses[keyof GetDashboardOAuthAuthorizationResponses];
+
+export type DecideDashboardOAuthAuthorizationData = {
+    body: OAuthConsent;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/oauth/authorizations/{id}';
+};
+
+export type DecideDashboardOAuthAuthorizationErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type DecideDashboardOAuthAuthorizationError = DecideDashboardOAuthAuthorizationErrors[keyof DecideDashboardOAuthAuthorizationErrors];
+
+export type DecideDashboardOAuthAuthorizationResponses = {
+    /**
+     * Where to send the browser.
+     */
+    200: OAuthRedirect;
+};
+
+export type DecideDashboardOAuthAuthorizationResponse = DecideDashboardOAuthAuthorizationResponses[keyof DecideDashboardOAuthAuthorizationResponses];
 
 export type ListDashboardKeysData = {
     body?: never;
