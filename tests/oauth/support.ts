@@ -19,6 +19,8 @@ export class MemoryOAuthProvider implements OAuthClientProvider {
   constructor(
     readonly redirectUrl: string,
     private readonly name = 'Test Desktop Client',
+    /** The https URL of the client's metadata document, for servers that take one instead of registration. */
+    readonly clientMetadataUrl?: string,
   ) {}
 
   get clientMetadata(): OAuthClientMetadata {

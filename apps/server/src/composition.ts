@@ -105,7 +105,7 @@ export function compose({
   const execution = new ExecutionService(db, decisions, mcp, egress, new McpRegistry(db));
   const inlineReplay = inlineReplays(db);
   const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
-  const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db) : undefined;
+  const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db, (url, init) => egress.fetch(url, init)) : undefined;
   const services: Services = {
     health: healthService(db),
     workspaces: workspacesService(db),

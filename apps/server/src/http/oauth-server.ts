@@ -60,7 +60,7 @@ export function authorizationServerRouter(config: Config, server: BuiltinAuthori
       throw new ApiError('not_found', 'The authorization server needs an https WARDEN_PUBLIC_URL', { cause: error });
     }
     res.set('Access-Control-Allow-Origin', '*');
-    res.json({ ...metadata, issuer: origin });
+    res.json({ ...metadata, issuer: origin, client_id_metadata_document_supported: true });
   });
   router.use('/authorize', authorizationHandler({ provider: oauth }));
   router.use('/token', tokenHandler({ provider: oauth }));

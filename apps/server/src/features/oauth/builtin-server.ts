@@ -23,6 +23,7 @@ import { hashSecret } from '../../shared/crypto.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { ACCESS_TOKEN_PREFIX, type BuiltinTokenCheck, tokenIdentity } from './access-tokens.ts';
+import { fetchClientDocument, type GuardedFetch, isDocumentClientId } from './client-metadata-document.ts';
 import { invalidToken } from './external-issuer.ts';
 import * as repo from './oauth.repository.ts';
 import { MCP_PATH, MCP_SCOPE, mcpResource, SCOPES_SUPPORTED } from './protected-resource.ts';
@@ -71,11 +72,22 @@ export type OAuthGrant = ReturnType<typeof toGrant>;
 const clientName = (metadata: { client_name?: string; client_id: string }) => (metadata.client_name ?? metadata.client_id).slice(0, 200);
 
 export class BuiltinAuthorizationServer implements BuiltinTokenCheck {
-  constructor(private readonly db: Kysely<DB>) {}
+  constructor(
+    private readonly db: Kysely<DB>,
+    /** Fetches Client ID Metadata Documents (through the egress guard). */
+    private readonly fetchVia: GuardedFetch,
+  ) {}
 
-  // ---- clients (RFC 7591: the SDK validates the metadata and issues the id and any secret)
+  // ---- clients: registered (RFC 7591: the SDK validates the metadata and issues the id and
+  // any secret), or described by a metadata document at their https id, read afresh each time
 
   async getClient(clientId: string): Promise<OAuthClientInformationFull | undefined> {
+    if (isDocumentClientId(clientId)) {
+      const client = await fetchClientDocument(this.fetchVia, clientId);
+      // kept as last read, so its authorizations and grants refer to it
+      if (client) await repo.upsertClient(this.db, clientId, client);
+      return client;
+    }
     const row = await repo.findClient(this.db, clientId);
     return row ? (row.metadata as OAuthClientInformationFull) : undefined;
   }

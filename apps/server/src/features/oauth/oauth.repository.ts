@@ -19,6 +19,13 @@ export const insertClient = (db: Kysely<DB>, clientId: string, metadata: unknown
     .values({ client_id: clientId, metadata: JSON.stringify(metadata) })
     .execute();
 
+export const upsertClient = (db: Kysely<DB>, clientId: string, metadata: unknown) =>
+  db
+    .insertInto('oauth_clients')
+    .values({ client_id: clientId, metadata: JSON.stringify(metadata) })
+    .onConflict((oc) => oc.column('client_id').doUpdateSet({ metadata: JSON.stringify(metadata) }))
+    .execute();
+
 export const insertAuthorization = (
   db: Kysely<DB>,
   row: {
