@@ -299,6 +299,36 @@ describe('bad input', () => {
     expect(await count('oauth_tokens')).toBe(tokensBefore + 2);
   });
 
+  it.skipIf(!HAS_CHROMIUM)(
+    "a grant revoked on the dashboard's Connected clients page: its token stops at once",
+    async () => {
+      const pair = pkce();
+      const tokens = await (await exchange(await code(pair.challenge), pair.verifier)).json();
+      expect((await mcpPost('/api/v1/mcp/tools', tokens.access_token)).status).toBe(200);
+      const page = await (browser as Browser).newPage();
+      try {
+        await page.goto(`${server.origin}/dashboard/#/oauth-grants`);
+        await page.getByTestId('login-key').fill(admin);
+        await page.getByTestId('login-submit').click();
+        const row = page.getByTestId('grant-row').filter({ hasText: 'other' }).filter({ hasText: 'Active' }).first();
+        await row.waitFor();
+        expect(await row.getByTestId('grant-client').textContent()).toBe('Scripted');
+        await row.getByTestId('grant-revoke').click();
+        await row.getByTestId('grant-revoke-confirm').click();
+        await page.getByTestId('grants-notice').filter({ hasText: 'revoked' }).waitFor();
+      } finally {
+        await page.close();
+      }
+      const after = await mcpPost('/api/v1/mcp/tools', tokens.access_token);
+      expect(after.status).toBe(401);
+      expect(challenge(after).error).toBe('invalid_token');
+      expect(
+        (await auditOf('oauth_grant.revoked')).some((e) => e.context.agent === 'other' && (e.user ?? '').startsWith('dashboard:')),
+      ).toBe(true);
+    },
+    60_000,
+  );
+
   it('a denial sends the client access_denied and grants nothing', async () => {
     const grants = await count('oauth_grants');
     const res = await fetch(authorizeUrl({ code_challenge: pkce().challenge }), { redirect: 'manual' });
