@@ -31,7 +31,8 @@ export interface WorkspaceAuth {
 export function tokenIdentity(workspace: WorkspaceAuth, slug: string, defaultRateLimit: number): AuthContext {
   return {
     workspaceId: workspace.id,
-    keyId: `oauth:${slug}`,
+    // the rate limiter's bucket: one per agent, and slugs repeat across workspaces
+    keyId: `oauth:${workspace.id}/${slug}`,
     keyName: `agent:${slug}`,
     permissions: new Set([RUNTIME_EXECUTE]),
     rateLimitPerMinute: workspace.rate_limit_per_minute ?? defaultRateLimit,
