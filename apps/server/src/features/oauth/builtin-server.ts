@@ -9,7 +9,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
   InvalidGrantError,
-  InvalidRequestError,
   InvalidScopeError,
   InvalidTargetError,
 } from '@modelcontextprotocol/sdk/server/auth/errors.js';
