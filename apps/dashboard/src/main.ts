@@ -13,6 +13,7 @@ import { compliancePage } from './pages/compliance.ts';
 import { keysPage } from './pages/keys.ts';
 import { loginPage } from './pages/login.ts';
 import { mcpServersPage } from './pages/mcp-servers.ts';
+import { oauthConsentPage, oauthGrantsPage } from './pages/oauth.ts';
 import { overviewPage } from './pages/overview.ts';
 import { policiesPage, policyEditorPage } from './pages/policies.ts';
 import { settingsPage } from './pages/settings.ts';
@@ -36,6 +37,7 @@ const NAV: { hash: string; label: string; testid: string }[] = [
   { hash: '#/agents', label: 'Agents', testid: 'nav-agents' },
   { hash: '#/mcp-servers', label: 'MCP servers', testid: 'nav-mcp-servers' },
   { hash: '#/keys', label: 'API keys', testid: 'nav-keys' },
+  { hash: '#/oauth-grants', label: 'Connected clients', testid: 'nav-oauth-grants' },
   { hash: '#/compliance', label: 'Compliance', testid: 'nav-compliance' },
   { hash: '#/settings', label: 'Settings', testid: 'nav-settings' },
   { hash: '#/billing', label: 'Billing', testid: 'nav-billing' },
@@ -54,6 +56,8 @@ const ROUTES: Route[] = [
   { pattern: /^#\/policies\/([0-9a-fA-F-]{36})$/, page: policyEditorPage, nav: '#/policies', title: 'Policy' },
   { pattern: /^#\/mcp-servers\/?$/, page: mcpServersPage, nav: '#/mcp-servers', title: 'MCP servers' },
   { pattern: /^#\/keys\/?$/, page: keysPage, nav: '#/keys', title: 'API keys' },
+  { pattern: /^#\/oauth-grants\/?$/, page: oauthGrantsPage, nav: '#/oauth-grants', title: 'Connected clients' },
+  { pattern: /^#\/oauth\/consent\/([0-9a-fA-F-]{36})$/, page: oauthConsentPage, nav: '#/oauth-grants', title: 'Connect an MCP client' },
   { pattern: /^#\/agents\/?$/, page: agentsPage, nav: '#/agents', title: 'Agents' },
   { pattern: /^#\/settings\/?$/, page: settingsPage, nav: '#/settings', title: 'Settings' },
   { pattern: /^#\/billing\/?$/, page: billingPage, nav: '#/billing', title: 'Billing' },

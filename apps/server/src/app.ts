@@ -22,6 +22,8 @@ import { jsonBody } from './http/json-body.ts';
 import { sendJson } from './http/json-response.ts';
 import type { KeyCache } from './http/key-cache.ts';
 import { mcpAuthenticate, mcpGatewayErrors, mcpGatewayHandler, mcpOriginGuard } from './http/mcp-gateway.ts';
+import { protectedResourceRouter } from './http/oauth-resource.ts';
+import { authorizationServerRouter } from './http/oauth-server.ts';
 import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
@@ -112,17 +114,21 @@ export function createApp(deps: AppDeps): Express {
   // headers; the contract validator matches the operation the router then dispatches on.
   // The MCP gateway speaks JSON-RPC over MCP's Streamable HTTP, not the contract's operations:
   // its own pipeline, in front of the contract validator (http/mcp-gateway.ts).
+  // RFC 9728 metadata of the MCP endpoints: public, where a client that was refused looks first.
+  app.use(protectedResourceRouter(config));
+  // The built-in authorization server (RFC 8414 metadata, /authorize, /token, /register, /revoke).
+  if (services.authorizationServer) app.use(authorizationServerRouter(config, services.authorizationServer));
   app.use(
     `${BASE_PATH}/mcp`,
     pipeline([
       mcpOriginGuard(config.mcpAllowedOrigins ?? []),
-      mcpAuthenticate(services.workspaces, config.rateLimitPerMinute, keys),
+      mcpAuthenticate(services.workspaces, config.rateLimitPerMinute, keys, { config, check: services.accessTokens }),
       limit,
       readJson,
       inputGuard,
       mcpGatewayHandler(services.mcpGateway),
     ]),
-    mcpGatewayErrors,
+    mcpGatewayErrors(config),
   );
   app.use(
     BASE_PATH,

@@ -32,6 +32,9 @@ import { LOGIN_WINDOW_S, LoginGuard, MAX_FAILED_LOGINS, sessionsService } from '
 import { workspacesService } from './features/identity/workspaces.service.ts';
 import { McpGateway } from './features/mcp-gateway/mcp-gateway.service.ts';
 import { mcpServersService } from './features/mcp-servers/mcp-servers.service.ts';
+import { AccessTokens } from './features/oauth/access-tokens.ts';
+import { BuiltinAuthorizationServer } from './features/oauth/builtin-server.ts';
+import { ExternalIssuer } from './features/oauth/external-issuer.ts';
 import { policiesService } from './features/policies/policies.service.ts';
 import { PolicyCache } from './features/policies/policy-cache.ts';
 import { inlineReplays, ReplayThread, Simulations } from './features/policies/simulate-runner.ts';
@@ -115,6 +118,7 @@ export function compose({
   const execution = new ExecutionService(db, decisions, mcp, egress, new McpRegistry(db));
   const inlineReplay = inlineReplays(db);
   const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
+  const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db, (url, init) => egress.fetch(url, init)) : undefined;
   const services: Services = {
     health: healthService(db),
     workspaces: workspacesService(db),
@@ -135,6 +139,14 @@ export function compose({
     billing: billingService(db),
     dashboard: dashboardService(db, egress),
     idempotency: idempotencyService(db),
+    accessTokens: new AccessTokens(
+      db,
+      config.oauthIssuer && config.oauthWorkspace
+        ? { issuer: new ExternalIssuer(config.oauthIssuer, config.oauthAgentClaim), workspace: config.oauthWorkspace }
+        : undefined,
+      authorizationServer,
+    ),
+    authorizationServer,
   };
   return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, auditWriter, mcp, egress, simulations };
 }

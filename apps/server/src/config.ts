@@ -63,6 +63,20 @@ export interface Config {
    * sends (a JSON answer, an SSE event); past it the answer is cut off and the call fails (default 4 MiB).
    */
   mcpMaxMessageBytes: number;
+  /**
+   * WARDEN_PUBLIC_URL: the origin clients reach Warden at (e.g. `https://warden.example.com`): the
+   * MCP endpoints' OAuth resource identifiers and the built-in authorization server's issuer.
+   * Unset: the origin of each request (its Host header), right for loopback use.
+   */
+  publicUrl: string | undefined;
+  /** WARDEN_OAUTH_BUILTIN: the built-in OAuth authorization server (default true; `false` turns it off). */
+  oauthBuiltin: boolean;
+  /** WARDEN_OAUTH_ISSUER: the issuer URL of the organisation's OAuth authorization server, whose JWT access tokens the MCP endpoints accept. */
+  oauthIssuer: string | undefined;
+  /** WARDEN_OAUTH_WORKSPACE: the slug of the workspace that tokens of WARDEN_OAUTH_ISSUER act in (required with it). */
+  oauthWorkspace: string | undefined;
+  /** WARDEN_OAUTH_AGENT_CLAIM: the claim of those tokens that holds the acting agent's slug (default `warden_agent`). */
+  oauthAgentClaim: string;
 }
 
 /** Below this, a bootstrap key is guessable and its listed prefix gives a good part of it away. */
@@ -107,6 +121,29 @@ function port(env: NodeJS.ProcessEnv, name: string): number | undefined {
   return value;
 }
 
+/** An origin (`scheme://host[:port]`), or undefined when unset. */
+function originOf(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const raw = env[name];
+  if (!raw) return undefined;
+  const [origin] = origins({ [name]: raw }, name);
+  if (origin === undefined || origin === '*') throw new Error(`${name} is an origin such as https://warden.example.com, got '${raw}'`);
+  return origin;
+}
+
+/** WARDEN_OAUTH_ISSUER and what maps its tokens to a workspace and an agent. */
+function externalIssuer(env: NodeJS.ProcessEnv): Pick<Config, 'oauthIssuer' | 'oauthWorkspace' | 'oauthAgentClaim'> {
+  const issuer = env.WARDEN_OAUTH_ISSUER || undefined;
+  const workspace = env.WARDEN_OAUTH_WORKSPACE || undefined;
+  if (issuer !== undefined) {
+    const url = URL.parse(issuer);
+    if (!url || (url.protocol !== 'https:' && url.protocol !== 'http:') || url.search || url.hash)
+      throw new Error(`WARDEN_OAUTH_ISSUER is the issuer's URL (https://idp.example.com/…), got '${issuer}'`);
+    if (workspace === undefined)
+      throw new Error('WARDEN_OAUTH_ISSUER needs WARDEN_OAUTH_WORKSPACE: the slug of the workspace its tokens act in');
+  }
+  return { oauthIssuer: issuer, oauthWorkspace: workspace, oauthAgentClaim: env.WARDEN_OAUTH_AGENT_CLAIM || 'warden_agent' };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     port: integer(env, 'PORT', 8080),
@@ -146,5 +183,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mcpUpstreamIdleMs: integer(env, 'WARDEN_MCP_UPSTREAM_IDLE_MS', 300_000),
     mcpAllowedOrigins: origins(env, 'WARDEN_MCP_ALLOWED_ORIGINS'),
     mcpMaxMessageBytes: integer(env, 'WARDEN_MCP_MAX_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES),
+    publicUrl: originOf(env, 'WARDEN_PUBLIC_URL'),
+    oauthBuiltin: env.WARDEN_OAUTH_BUILTIN !== 'false',
+    ...externalIssuer(env),
   };
 }

@@ -12,6 +12,7 @@ import { evaluateHandlers } from './features/decisions/evaluate.handlers.ts';
 import { runtimeHandlers } from './features/execution/runtime.handlers.ts';
 import { healthHandlers } from './features/health/health.handlers.ts';
 import { mcpServerHandlers } from './features/mcp-servers/mcp-servers.handlers.ts';
+import { oauthHandlers } from './features/oauth/oauth.handlers.ts';
 import { policyHandlers } from './features/policies/policies.handlers.ts';
 import { settingsHandlers } from './features/settings/settings.handlers.ts';
 import type { Services } from './services.ts';
@@ -29,5 +30,6 @@ export function createHandlers(services: Services): Handlers {
     ...evaluateHandlers(services),
     ...runtimeHandlers(services),
     ...settingsHandlers(services),
+    ...oauthHandlers(services),
   };
 }

@@ -16,6 +16,8 @@ import type { SessionsService } from './features/identity/sessions.service.ts';
 import type { WorkspacesService } from './features/identity/workspaces.service.ts';
 import type { McpGateway } from './features/mcp-gateway/mcp-gateway.service.ts';
 import type { McpServersService } from './features/mcp-servers/mcp-servers.service.ts';
+import type { AccessTokens } from './features/oauth/access-tokens.ts';
+import type { BuiltinAuthorizationServer } from './features/oauth/builtin-server.ts';
 import type { PoliciesService } from './features/policies/policies.service.ts';
 import type { SettingsService } from './features/settings/settings.service.ts';
 import type { WebhookService } from './features/webhooks/webhooks.service.ts';
@@ -41,6 +43,10 @@ export interface Services {
   billing: BillingService;
   /** What only the dashboard needs: the charts' figures, the MCP URL check. */
   dashboard: DashboardService;
+  /** OAuth access tokens sent to the MCP endpoints (features/oauth). */
+  accessTokens: AccessTokens;
+  /** The built-in OAuth authorization server (undefined when WARDEN_OAUTH_BUILTIN=false). */
+  authorizationServer: BuiltinAuthorizationServer | undefined;
   /** Idempotency-Key of the v1 POSTs (http/idempotency.ts). */
   idempotency: IdempotencyService;
 }

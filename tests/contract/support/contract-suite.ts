@@ -700,6 +700,22 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'oauth-grants',
+    covers: ['listOAuthGrants', 'revokeOAuthGrant'],
+    async run(run) {
+      // grants are made by consent in the dashboard (tests/oauth): here, the listing and a refusal
+      const page = await run.call('listOAuthGrants', { expect: 200, query: { limit: 5 } });
+      run.expectThat('listOAuthGrants', Array.isArray(page.body.data) && page.body.data.length <= 5, 'more than `limit` items');
+      await run.call('listOAuthGrants', { expect: 400, code: 'invalid_request', query: { limit: 101 }, note: 'limit above 100' });
+      await run.call('revokeOAuthGrant', {
+        expect: 404,
+        code: 'not_found',
+        path: { id: RANDOM_UUID },
+        note: 'a grant that does not exist',
+      });
+    },
+  },
+  {
     name: 'clean-up',
     covers: ['deleteMcpServer', 'deletePolicy', 'deleteAgent'],
     async run(run) {

@@ -251,6 +251,60 @@ export interface McpSessions {
   workspace_id: string;
 }
 
+export interface OauthAuthorizations {
+  client_id: string;
+  code_challenge: string;
+  expires_at: Timestamp;
+  id: string;
+  redirect_uri: string;
+  resource: string;
+  scopes: string[];
+  state: string | null;
+}
+
+export interface OauthClients {
+  client_id: string;
+  created_at: Generated<Timestamp>;
+  /**
+   * The client's registration (RFC 7591 client metadata, as the SDK validated it), client_secret included when one was issued.
+   */
+  metadata: Json;
+}
+
+export interface OauthCodes {
+  code_challenge: string;
+  code_hash: string;
+  expires_at: Timestamp;
+  grant_id: string;
+  redirect_uri: string;
+}
+
+export interface OauthGrants {
+  agent_id: string;
+  client_id: string;
+  client_name: string;
+  created_at: Generated<Timestamp>;
+  /**
+   * The actor who consented: dashboard:<session id>.
+   */
+  granted_by: string;
+  id: string;
+  /**
+   * The MCP endpoint (RFC 8707 resource) the grant's tokens are for: their audience.
+   */
+  resource: string;
+  revoked_at: Timestamp | null;
+  scopes: string[];
+  workspace_id: string;
+}
+
+export interface OauthTokens {
+  expires_at: Timestamp;
+  grant_id: string;
+  kind: string;
+  token_hash: string;
+}
+
 export interface OutboxEvents {
   created_at: Generated<Timestamp>;
   data: Json;
@@ -356,6 +410,11 @@ export interface DB {
   mcp_gateway_tasks: McpGatewayTasks;
   mcp_servers: McpServers;
   mcp_sessions: McpSessions;
+  oauth_authorizations: OauthAuthorizations;
+  oauth_clients: OauthClients;
+  oauth_codes: OauthCodes;
+  oauth_grants: OauthGrants;
+  oauth_tokens: OauthTokens;
   outbox_events: OutboxEvents;
   policies: Policies;
   rate_limits: RateLimits;

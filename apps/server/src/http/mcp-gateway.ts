@@ -7,13 +7,17 @@
  * `WWW-Authenticate`, as MCP clients expect.
  */
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
+import type { Config } from '../config.ts';
 import type { WorkspacesService } from '../features/identity/workspaces.service.ts';
 import type { McpGateway } from '../features/mcp-gateway/mcp-gateway.service.ts';
+import type { AccessTokens } from '../features/oauth/access-tokens.ts';
+import { bearerChallenge, MCP_PATH, resourceOfPath } from '../features/oauth/protected-resource.ts';
 import type { AuthContext, RequestContext } from '../shared/context.ts';
 import { hashSecret } from '../shared/crypto.ts';
 import { ApiError } from '../shared/errors.ts';
 import { keyIdentity } from './context.ts';
 import type { KeyCache } from './key-cache.ts';
+import { publicOrigin } from './oauth-resource.ts';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
 const SLUG = /^\/([a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)\/?$/;
@@ -52,8 +56,9 @@ export function mcpOriginGuard(allowedOrigins: readonly string[]): RequestHandle
 }
 
 /**
- * The gateway's `authenticate` (http/authenticate.ts): the bearer is a workspace key, else an
- * agent's own key (its identity: the agent's workspace, runtime:execute only). Both answers
+ * The gateway's `authenticate` (http/authenticate.ts): the bearer is an OAuth access token
+ * (a JWT, or a `wat_` token of the built-in server: features/oauth/access-tokens.ts), else a
+ * workspace key, else an agent's own key (its identity: the agent's workspace, runtime:execute only). Both answers
  * come from the KeyCache when it has them, so a desktop client's agent key costs no lookup
  * after its first request, and one that is nobody's costs none either.
  */
@@ -61,11 +66,17 @@ export function mcpAuthenticate(
   workspaces: Pick<WorkspacesService, 'findActiveKey' | 'findAgentBearer'>,
   defaultRateLimit: number,
   cache: KeyCache,
+  tokens: { config: Pick<Config, 'publicUrl'>; check: AccessTokens },
 ): RequestHandler {
   return async (req: Request, res: Response, next: NextFunction) => {
     try {
       const bearer = BEARER.exec(req.get('authorization') ?? '')?.[1];
-      if (bearer) {
+      if (bearer && tokens.check.recognises(bearer)) {
+        // an OAuth access token: valid only for the endpoint it was issued for (its audience)
+        const origin = publicOrigin(tokens.config, req);
+        const resource = resourceOfPath(origin, req.path) ?? `${origin}${MCP_PATH}`;
+        req.auth = await tokens.check.identify(bearer, resource, defaultRateLimit);
+      } else if (bearer) {
         const keyHash = hashSecret(bearer);
         let agent: AuthContext | null | undefined;
         req.auth = cache.get(keyHash);
@@ -115,18 +126,31 @@ export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
     const ctx: RequestContext = {
       requestId: req.requestId,
       auth: req.auth,
-      agentKey: (res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key'),
+      // a token acts as its granted agent: no agent key is read beside it
+      agentKey: req.auth.agent !== undefined ? undefined : ((res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key')),
     };
     const caller = await gateway.caller(ctx);
     await gateway.serve(caller, slug, req, res, req.body, `${req.protocol}://${req.get('host')}`);
   };
 }
 
-/** Refusals as JSON-RPC errors; anything else goes on to the app's error mapper. */
-export const mcpGatewayErrors: ErrorRequestHandler = (error, _req, res, next) => {
-  if (!(error instanceof ApiError)) return next(error);
-  if (res.headersSent) return;
-  res.set(error.headers);
-  if (error.status === 401) res.set('WWW-Authenticate', 'Bearer realm="warden"');
-  res.status(error.status).json({ jsonrpc: '2.0', error: { code: -32000, message: error.message, data: { code: error.code } }, id: null });
-};
+/**
+ * Refusals as JSON-RPC errors; anything else goes on to the app's error mapper. A 401 carries the
+ * challenge MCP clients start OAuth from (RFC 9728 §5.1): where the endpoint's Protected Resource
+ * Metadata is and the scope it needs, with `error="invalid_token"` when a credential was sent
+ * (RFC 6750 §3.1); a 403 `insufficient_scope` names the scope it lacked.
+ */
+export const mcpGatewayErrors =
+  (config: Pick<Config, 'publicUrl'>): ErrorRequestHandler =>
+  (error, req, res, next) => {
+    if (!(error instanceof ApiError)) return next(error);
+    if (res.headersSent) return;
+    res.set(error.headers);
+    const resource = resourceOfPath(publicOrigin(config, req), req.path) ?? `${publicOrigin(config, req)}${MCP_PATH}`;
+    if (error.status === 401)
+      res.set('WWW-Authenticate', bearerChallenge(resource, req.get('authorization') ? 'invalid_token' : undefined, error.message));
+    if (error.code === 'insufficient_scope') res.set('WWW-Authenticate', bearerChallenge(resource, 'insufficient_scope', error.message));
+    res
+      .status(error.status)
+      .json({ jsonrpc: '2.0', error: { code: -32000, message: error.message, data: { code: error.code } }, id: null });
+  };

@@ -15,6 +15,8 @@ export interface AuthContext {
   mcpServersVersion: number;
   /** The dashboard session that authenticated the request (its id, never its token); absent for a bearer key. */
   sessionId?: string;
+  /** The slug of the one agent an OAuth access token acts as (features/oauth); absent for keys. */
+  agent?: string;
 }
 
 /** The browser side of a dashboard session, for the handlers that open and close sessions. */

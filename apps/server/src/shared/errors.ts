@@ -31,6 +31,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   execution_target_denied: 403,
   approval_required: 403,
   origin_not_allowed: 403,
+  insufficient_scope: 403,
   not_found: 404,
   route_not_found: 404,
   mcp_server_not_found: 404,

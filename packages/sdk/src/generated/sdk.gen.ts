@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetAuditVerificationStatusData, GetAuditVerificationStatusErrors, GetAuditVerificationStatusResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
+import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetAuditVerificationStatusData, GetAuditVerificationStatusErrors, GetAuditVerificationStatusResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListOAuthGrantsData, ListOAuthGrantsErrors, ListOAuthGrantsResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, RevokeOAuthGrantData, RevokeOAuthGrantErrors, RevokeOAuthGrantResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -83,6 +83,35 @@ export const updateAgent = <ThrowOnError extends boolean = false>(options: Optio
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * OAuth grants of the workspace's agents
+ *
+ * Consents given in the dashboard for MCP clients to act as the workspace's agents through
+ * Warden's built-in authorization server, active and revoked, newest first. Tokens are never
+ * shown.
+ *
+ */
+export const listOAuthGrants = <ThrowOnError extends boolean = false>(options?: Options<ListOAuthGrantsData, ThrowOnError>): RequestResult<ListOAuthGrantsResponses, ListOAuthGrantsErrors, ThrowOnError> => (options?.client ?? client).get<ListOAuthGrantsResponses, ListOAuthGrantsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/oauth-grants',
+    ...options
+});
+
+/**
+ * Revoke an OAuth grant
+ *
+ * Revokes the grant: its access and refresh tokens stop working at once (the next request
+ * with one is 401 `invalid_token`) and its codes are void. Writes the `oauth_grant.revoked`
+ * configuration audit event (severity `medium`). A grant of another workspace, or one
+ * already revoked, is 404 `not_found`.
+ *
+ */
+export const revokeOAuthGrant = <ThrowOnError extends boolean = false>(options: Options<RevokeOAuthGrantData, ThrowOnError>): RequestResult<RevokeOAuthGrantResponses, RevokeOAuthGrantErrors, ThrowOnError> => (options.client ?? client).delete<RevokeOAuthGrantResponses, RevokeOAuthGrantErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/oauth-grants/{id}',
+    ...options
 });
 
 /**

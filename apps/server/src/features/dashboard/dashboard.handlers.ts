@@ -2,6 +2,7 @@
 import type { Services } from '../../services.ts';
 import { actorOf, type RequestContext, type SessionCookie } from '../../shared/context.ts';
 import { type DashboardHandlers, StreamedBody } from '../../shared/handler-types.ts';
+import { dashboardOAuthHandlers } from '../oauth/oauth.handlers.ts';
 import { EXPORT_CONTENT_TYPES, exportChunks } from './audit-export.ts';
 import { dashboardAdminHandlers } from './dashboard-admin.handlers.ts';
 import { withRedactedContext } from './redact.ts';
@@ -14,6 +15,7 @@ export function createDashboardHandlers(services: Services): DashboardHandlers {
   const workspaceOf = (ctx: RequestContext) => ctx.auth.workspaceId;
   return {
     ...dashboardAdminHandlers(services),
+    ...dashboardOAuthHandlers(services),
     getSession: async ({ ctx }) => ({
       status: 200,
       body: { data: await sessions.describe(ctx.auth.workspaceId, ctx.auth.keyId, cookie(ctx).csrf) },

@@ -46,10 +46,12 @@ export class AgentDirectory {
 
 export async function resolveAgent(
   directory: AgentDirectory,
-  auth: { workspaceId: string; agentsVersion: number },
+  auth: { workspaceId: string; agentsVersion: number; agent?: string },
   named: string | undefined,
   agentKey: string | undefined,
 ): Promise<AgentRow> {
+  // An OAuth token acts as the agent it was granted for: consent stands in for the agent's key.
+  if (auth.agent !== undefined) return grantedAgent(directory, { ...auth, agent: auth.agent }, named);
   if (named === undefined && agentKey === undefined) {
     throw new ApiError('agent_context_required', 'Name the acting agent in input.agent or send its key in X-Warden-Agent-Key');
   }
@@ -73,6 +75,20 @@ export async function resolveAgent(
     throw new ApiError('agent_key_required', `agent '${byName.slug}' has a key registered: send it in X-Warden-Agent-Key`);
   }
   return byName;
+}
+
+async function grantedAgent(
+  directory: AgentDirectory,
+  auth: { workspaceId: string; agentsVersion: number; agent: string },
+  named: string | undefined,
+): Promise<AgentRow> {
+  if (named !== undefined && named !== auth.agent)
+    throw new ApiError('agent_identity_mismatch', `the access token acts as agent '${auth.agent}', not '${named}'`);
+  const agent = (await directory.candidates(auth.workspaceId, auth.agentsVersion, undefined, auth.agent)).find(
+    (a) => a.slug === auth.agent,
+  );
+  if (!agent) throw new ApiError('agent_not_found', `agent '${auth.agent}' was not found in this workspace`);
+  return agent;
 }
 
 export function assertActive(agent: AgentRow): void {

@@ -105,7 +105,7 @@ export class McpGateway {
   async caller(ctx: RequestContext): Promise<GatewayCaller> {
     if (!ctx.auth.permissions.has(RUNTIME_EXECUTE))
       throw new ApiError('insufficient_permission', `This key lacks the permission ${RUNTIME_EXECUTE}`);
-    if (ctx.agentKey === undefined)
+    if (ctx.agentKey === undefined && ctx.auth.agent === undefined)
       throw new ApiError(
         'agent_key_required',
         'The MCP gateway acts for an agent: send its key in X-Warden-Agent-Key with a workspace key, or as the bearer token',

@@ -63,6 +63,18 @@ import type {
   SetDashboardAgentStatusData,
   SetDashboardAgentStatusErrors,
   SetDashboardAgentStatusResponses,
+  ListDashboardOAuthGrantsData,
+  ListDashboardOAuthGrantsErrors,
+  ListDashboardOAuthGrantsResponses,
+  RevokeDashboardOAuthGrantData,
+  RevokeDashboardOAuthGrantErrors,
+  RevokeDashboardOAuthGrantResponses,
+  GetDashboardOAuthAuthorizationData,
+  GetDashboardOAuthAuthorizationErrors,
+  GetDashboardOAuthAuthorizationResponses,
+  DecideDashboardOAuthAuthorizationData,
+  DecideDashboardOAuthAuthorizationErrors,
+  DecideDashboardOAuthAuthorizationResponses,
   ListDashboardKeysData,
   ListDashboardKeysErrors,
   ListDashboardKeysResponses,
@@ -142,6 +154,10 @@ export interface DashboardOperations {
   getDashboardCompliance: { method: 'GET'; data: GetDashboardComplianceData; responses: GetDashboardComplianceResponses; errors: GetDashboardComplianceErrors };
   listDashboardAgents: { method: 'GET'; data: ListDashboardAgentsData; responses: ListDashboardAgentsResponses; errors: ListDashboardAgentsErrors };
   setDashboardAgentStatus: { method: 'PATCH'; data: SetDashboardAgentStatusData; responses: SetDashboardAgentStatusResponses; errors: SetDashboardAgentStatusErrors };
+  listDashboardOAuthGrants: { method: 'GET'; data: ListDashboardOAuthGrantsData; responses: ListDashboardOAuthGrantsResponses; errors: ListDashboardOAuthGrantsErrors };
+  revokeDashboardOAuthGrant: { method: 'DELETE'; data: RevokeDashboardOAuthGrantData; responses: RevokeDashboardOAuthGrantResponses; errors: RevokeDashboardOAuthGrantErrors };
+  getDashboardOAuthAuthorization: { method: 'GET'; data: GetDashboardOAuthAuthorizationData; responses: GetDashboardOAuthAuthorizationResponses; errors: GetDashboardOAuthAuthorizationErrors };
+  decideDashboardOAuthAuthorization: { method: 'POST'; data: DecideDashboardOAuthAuthorizationData; responses: DecideDashboardOAuthAuthorizationResponses; errors: DecideDashboardOAuthAuthorizationErrors };
   listDashboardKeys: { method: 'GET'; data: ListDashboardKeysData; responses: ListDashboardKeysResponses; errors: ListDashboardKeysErrors };
   createDashboardKey: { method: 'POST'; data: CreateDashboardKeyData; responses: CreateDashboardKeyResponses; errors: CreateDashboardKeyErrors };
   revokeDashboardKey: { method: 'DELETE'; data: RevokeDashboardKeyData; responses: RevokeDashboardKeyResponses; errors: RevokeDashboardKeyErrors };
@@ -199,6 +215,10 @@ export const dashboardOperations: readonly OperationRow[] = [
   { operationId: 'getDashboardCompliance', method: 'get', path: '/compliance', authenticated: true, agentKey: false, permission: "compliance:read", validationErrorCodes: {} },
   { operationId: 'listDashboardAgents', method: 'get', path: '/agents', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },
   { operationId: 'setDashboardAgentStatus', method: 'patch', path: '/agents/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
+  { operationId: 'listDashboardOAuthGrants', method: 'get', path: '/oauth-grants', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },
+  { operationId: 'revokeDashboardOAuthGrant', method: 'delete', path: '/oauth-grants/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
+  { operationId: 'getDashboardOAuthAuthorization', method: 'get', path: '/oauth/authorizations/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
+  { operationId: 'decideDashboardOAuthAuthorization', method: 'post', path: '/oauth/authorizations/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
   { operationId: 'listDashboardKeys', method: 'get', path: '/keys', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'createDashboardKey', method: 'post', path: '/keys', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },
   { operationId: 'revokeDashboardKey', method: 'delete', path: '/keys/{id}', authenticated: true, agentKey: false, permission: "admin", validationErrorCodes: {} },

@@ -12,7 +12,7 @@ export type ClientOptions = {
  * `invalid_execution_url`, `invalid_policy`, `decision_note_required`, `approval_invalid`;
  * 401 `unauthorized`, `agent_key_required`, `invalid_agent_key`;
  * 403 `insufficient_permission`, `agent_not_found`, `agent_inactive`, `execution_proxy_required`,
- * `execution_target_denied`, `approval_required`, `origin_not_allowed`;
+ * `execution_target_denied`, `approval_required`, `origin_not_allowed`, `insufficient_scope`;
  * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`;
  * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`,
  * `idempotency_key_reused`, `idempotency_key_in_progress`, `agent_key_in_use`;
@@ -22,7 +22,7 @@ export type ClientOptions = {
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
@@ -1660,6 +1660,46 @@ export type WebhookTestEvent = {
     };
 };
 
+/**
+ * Consent given, in the dashboard, for an OAuth client (a desktop or web MCP client) to act as
+ * one agent at one MCP endpoint with some scopes. Its tokens are never shown. Revoked, every
+ * token of it stops working at once.
+ *
+ */
+export type OAuthGrant = {
+    id: Uuid;
+    /**
+     * The client's id at Warden's authorization server (issued at its registration).
+     */
+    client_id: string;
+    /**
+     * The name the client registered with (RFC 7591 `client_name`), or its id.
+     */
+    client_name: string;
+    agent: Slug;
+    /**
+     * The MCP endpoint (RFC 8707 resource) the grant's tokens are for, `…/api/v1/mcp` or `…/api/v1/mcp/{server}`.
+     */
+    resource: string;
+    scopes: Array<string>;
+    /**
+     * Who consented (`dashboard:<session id>`).
+     */
+    granted_by: string;
+    created_at: Timestamp;
+    revoked_at: Timestamp | null;
+};
+
+export type OAuthGrantResponse = {
+    data: OAuthGrant;
+};
+
+export type OAuthGrantPage = {
+    data: Array<OAuthGrant>;
+    has_more: boolean;
+    next_cursor: Cursor;
+};
+
 export type Session = {
     data: {
         workspace: {
@@ -1901,6 +1941,58 @@ export type Insights = {
 
 export type PlanChange = {
     plan: Plan;
+};
+
+/**
+ * An OAuth authorization waiting for consent (the consent page).
+ */
+export type OAuthAuthorization = {
+    id: Uuid;
+    client_id: string;
+    /**
+     * The name the client registered with (its own claim, not verified by Warden), or its id.
+     */
+    client_name: string;
+    /**
+     * Where the browser is sent back with the code.
+     */
+    redirect_uri: string;
+    /**
+     * The MCP endpoint the client asks tokens for.
+     */
+    resource: string;
+    scopes: Array<string>;
+    /**
+     * Slugs of the MCP servers that endpoint reaches (the one named, or every enabled one).
+     */
+    servers: Array<Slug>;
+    /**
+     * The workspace's active agents the client may act as.
+     */
+    agents: Array<{
+        id: Uuid;
+        slug: Slug;
+        name: string;
+    }>;
+    expires_at: Timestamp;
+};
+
+export type OAuthAuthorizationResponse = {
+    data: OAuthAuthorization;
+};
+
+export type OAuthConsent = {
+    approve: boolean;
+    agent_id?: Uuid;
+};
+
+export type OAuthRedirect = {
+    data: {
+        /**
+         * The client's redirect URI with `code` and `state` (or `error`), and `iss` (RFC 9207).
+         */
+        redirect_to: string;
+    };
 };
 
 /**
@@ -3351,6 +3443,229 @@ export type SetDashboardAgentStatusResponses = {
 };
 
 export type SetDashboardAgentStatusResponse = SetDashboardAgentStatusResponses[keyof SetDashboardAgentStatusResponses];
+
+export type ListDashboardOAuthGrantsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size, 1–100 (default 20). Larger values are refused with 400 `invalid_request`.
+         */
+        limit?: number;
+        /**
+         * The `next_cursor` of the previous page.
+         */
+        cursor?: string;
+    };
+    url: '/oauth-grants';
+};
+
+export type ListDashboardOAuthGrantsErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ListDashboardOAuthGrantsError = ListDashboardOAuthGrantsErrors[keyof ListDashboardOAuthGrantsErrors];
+
+export type ListDashboardOAuthGrantsResponses = {
+    /**
+     * A page of grants.
+     */
+    200: OAuthGrantPage;
+};
+
+export type ListDashboardOAuthGrantsResponse = ListDashboardOAuthGrantsResponses[keyof ListDashboardOAuthGrantsResponses];
+
+export type RevokeDashboardOAuthGrantData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/oauth-grants/{id}';
+};
+
+export type RevokeDashboardOAuthGrantErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type RevokeDashboardOAuthGrantError = RevokeDashboardOAuthGrantErrors[keyof RevokeDashboardOAuthGrantErrors];
+
+export type RevokeDashboardOAuthGrantResponses = {
+    /**
+     * The revoked grant.
+     */
+    200: OAuthGrantResponse;
+};
+
+export type RevokeDashboardOAuthGrantResponse = RevokeDashboardOAuthGrantResponses[keyof RevokeDashboardOAuthGrantResponses];
+
+export type GetDashboardOAuthAuthorizationData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/oauth/authorizations/{id}';
+};
+
+export type GetDashboardOAuthAuthorizationErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetDashboardOAuthAuthorizationError = GetDashboardOAuthAuthorizationErrors[keyof GetDashboardOAuthAuthorizationErrors];
+
+export type GetDashboardOAuthAuthorizationResponses = {
+    /**
+     * The authorization.
+     */
+    200: OAuthAuthorizationResponse;
+};
+
+export type GetDashboardOAuthAuthorizationResponse = GetDashboardOAuthAuthorizationResponses[keyof GetDashboardOAuthAuthorizationResponses];
+
+export type DecideDashboardOAuthAuthorizationData = {
+    body: OAuthConsent;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/oauth/authorizations/{id}';
+};
+
+export type DecideDashboardOAuthAuthorizationErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type DecideDashboardOAuthAuthorizationError = DecideDashboardOAuthAuthorizationErrors[keyof DecideDashboardOAuthAuthorizationErrors];
+
+export type DecideDashboardOAuthAuthorizationResponses = {
+    /**
+     * Where to send the browser.
+     */
+    200: OAuthRedirect;
+};
+
+export type DecideDashboardOAuthAuthorizationResponse = DecideDashboardOAuthAuthorizationResponses[keyof DecideDashboardOAuthAuthorizationResponses];
 
 export type ListDashboardKeysData = {
     body?: never;

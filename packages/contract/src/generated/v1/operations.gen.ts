@@ -18,6 +18,12 @@ import type {
   UpdateAgentData,
   UpdateAgentErrors,
   UpdateAgentResponses,
+  ListOAuthGrantsData,
+  ListOAuthGrantsErrors,
+  ListOAuthGrantsResponses,
+  RevokeOAuthGrantData,
+  RevokeOAuthGrantErrors,
+  RevokeOAuthGrantResponses,
   ListPoliciesData,
   ListPoliciesErrors,
   ListPoliciesResponses,
@@ -133,6 +139,8 @@ export interface Operations {
   getAgent: { method: 'GET'; data: GetAgentData; responses: GetAgentResponses; errors: GetAgentErrors };
   deleteAgent: { method: 'DELETE'; data: DeleteAgentData; responses: DeleteAgentResponses; errors: DeleteAgentErrors };
   updateAgent: { method: 'PATCH'; data: UpdateAgentData; responses: UpdateAgentResponses; errors: UpdateAgentErrors };
+  listOAuthGrants: { method: 'GET'; data: ListOAuthGrantsData; responses: ListOAuthGrantsResponses; errors: ListOAuthGrantsErrors };
+  revokeOAuthGrant: { method: 'DELETE'; data: RevokeOAuthGrantData; responses: RevokeOAuthGrantResponses; errors: RevokeOAuthGrantErrors };
   listPolicies: { method: 'GET'; data: ListPoliciesData; responses: ListPoliciesResponses; errors: ListPoliciesErrors };
   createPolicy: { method: 'POST'; data: CreatePolicyData; responses: CreatePolicyResponses; errors: CreatePolicyErrors };
   simulatePolicies: { method: 'POST'; data: SimulatePoliciesData; responses: SimulatePoliciesResponses; errors: SimulatePoliciesErrors };
@@ -192,6 +200,8 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'getAgent', method: 'get', path: '/agents/{id}', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },
   { operationId: 'deleteAgent', method: 'delete', path: '/agents/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
   { operationId: 'updateAgent', method: 'patch', path: '/agents/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
+  { operationId: 'listOAuthGrants', method: 'get', path: '/oauth-grants', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },
+  { operationId: 'revokeOAuthGrant', method: 'delete', path: '/oauth-grants/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },
   { operationId: 'listPolicies', method: 'get', path: '/policies', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'createPolicy', method: 'post', path: '/policies', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'simulatePolicies', method: 'post', path: '/policies/simulate', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
