@@ -40,7 +40,11 @@ describe('/credentials', () => {
   it('answers the secret as a hint only, and by name or id', async () => {
     const got = await server.api('GET', '/credentials/billing');
     expect(got.status).toBe(200);
-    expect(got.body.data).toMatchObject({ name: 'billing', hosts: ['127.0.0.1'], auth: { type: 'header', header: 'x-api-key', hint: '…KLMN' } });
+    expect(got.body.data).toMatchObject({
+      name: 'billing',
+      hosts: ['127.0.0.1'],
+      auth: { type: 'header', header: 'x-api-key', hint: '…KLMN' },
+    });
     const byId = await server.api('GET', `/credentials/${got.body.data.id}`);
     expect(byId.body.data.name).toBe('billing');
     const listed = await server.api('GET', '/credentials');
@@ -58,7 +62,10 @@ describe('/credentials', () => {
 
   it.each([
     ['an empty secret', { name: 'bad-a', hosts: ['example.com'], auth: { type: 'bearer', secret: '' } }],
-    ['a malformed header name', { name: 'bad-b', hosts: ['example.com'], auth: { type: 'header', header: 'X:Key', secret: 'abcdefghijkl' } }],
+    [
+      'a malformed header name',
+      { name: 'bad-b', hosts: ['example.com'], auth: { type: 'header', header: 'X:Key', secret: 'abcdefghijkl' } },
+    ],
     ['no hosts', { name: 'bad-c', hosts: [], auth: { type: 'bearer', secret: 'abcdefghijkl' } }],
     ['a host with a port', { name: 'bad-d', hosts: ['example.com:443'], auth: { type: 'bearer', secret: 'abcdefghijkl' } }],
     ['a wildcard host', { name: 'bad-e', hosts: ['*.example.com'], auth: { type: 'bearer', secret: 'abcdefghijkl' } }],
@@ -99,7 +106,7 @@ describe('execution.credential on the HTTP proxy', () => {
     expect(upstream.requests().length).toBe(before);
     const [refusal] = await events('http.elsewhere');
     expect(refusal).toMatchObject({ result: 'blocked', context: { refusal: 'credential_host_not_bound' } });
-    expect((refusal?.context as { execution: Record<string, unknown> }).execution.credential_name).toBe('billing');
+    expect(refusal?.context).toMatchObject({ execution: { credential_name: 'billing' } });
   });
 
   it('answers 404 credential_not_found for an unknown name, nothing sent', async () => {
@@ -120,7 +127,14 @@ describe('execution.credential on the HTTP proxy', () => {
     const policy = await server.api('POST', '/policies', {
       body: {
         name: 'No billing deletes',
-        rules: [{ match: { action: ['http.delete'] }, condition: 'execution.credential == "billing"', effect: 'block', message: 'not with billing' }],
+        rules: [
+          {
+            match: { action: ['http.delete'] },
+            condition: 'execution.credential == "billing"',
+            effect: 'block',
+            message: 'not with billing',
+          },
+        ],
       },
     });
     expect(policy.status).toBe(201);
@@ -134,7 +148,9 @@ describe('execution.credential on the HTTP proxy', () => {
   });
 
   it('rotates without a restart: the next request carries the new secret', async () => {
-    const rotated = await server.api('PATCH', '/credentials/billing', { body: { auth: { type: 'header', header: 'X-Api-Key', secret: ROTATED } } });
+    const rotated = await server.api('PATCH', '/credentials/billing', {
+      body: { auth: { type: 'header', header: 'X-Api-Key', secret: ROTATED } },
+    });
     expect(rotated.status).toBe(200);
     expect(rotated.body.data.auth.hint).toBe('…PQRS');
     const before = upstream.requests().length;
@@ -188,7 +204,9 @@ describe('the setting "agents hold no credentials"', () => {
     }
     expect(upstream.requests().length).toBe(before);
     // a brokered credential still goes, and headers that carry none too
-    expect((await execute('/ok', { credential: 'billing', headers: { accept: 'application/json' } })).body.data.execution.body).toEqual({ ok: true });
+    expect((await execute('/ok', { credential: 'billing', headers: { accept: 'application/json' } })).body.data.execution.body).toEqual({
+      ok: true,
+    });
     expect(await control()).toMatchObject({ status: 'pass', score: 100 });
     await server.api('PATCH', '/settings', { body: { agents_hold_no_credentials: false } });
   });

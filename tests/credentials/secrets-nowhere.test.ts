@@ -70,7 +70,13 @@ beforeAll(async () => {
     {
       export: (batch, done) => {
         for (const span of batch)
-          spans.push({ name: span.name, attributes: span.attributes, events: span.events, status: span.status, resource: span.resource.attributes });
+          spans.push({
+            name: span.name,
+            attributes: span.attributes,
+            events: span.events,
+            status: span.status,
+            resource: span.resource.attributes,
+          });
         done({ code: 0 });
       },
       shutdown: async () => undefined,
@@ -138,8 +144,11 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
       ).status,
     ).toBe(201);
     expect(
-      (await api('POST', '/credentials', { body: { name: 'other', hosts: ['api.example.com'], auth: { type: 'bearer', secret: SECRETS.bearer } } }))
-        .status,
+      (
+        await api('POST', '/credentials', {
+          body: { name: 'other', hosts: ['api.example.com'], auth: { type: 'bearer', secret: SECRETS.bearer } },
+        })
+      ).status,
     ).toBe(201);
     // bad input carrying a secret: refused, and the refusal does not echo it
     const refused = await api('POST', '/credentials', {
@@ -153,17 +162,26 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
 
     const client = await connectClient(`${server.url}/mcp/hosted`, { authorization: `Bearer ${AGENT_KEY}` });
     clients.push(client);
-    expect(await client.callTool({ name: 'whoami', arguments: { text: 'gateway' } })).toMatchObject({ content: [{ text: 'reached: gateway' }] });
+    expect(await client.callTool({ name: 'whoami', arguments: { text: 'gateway' } })).toMatchObject({
+      content: [{ text: 'reached: gateway' }],
+    });
     const agent = { 'x-warden-agent-key': AGENT_KEY };
-    const call = await api('POST', '/runtime/mcp/call', { headers: agent, body: { server: 'hosted', tool: 'whoami', arguments: { text: 'rest' }, input: { agent: 'bot' } } });
+    const call = await api('POST', '/runtime/mcp/call', {
+      headers: agent,
+      body: { server: 'hosted', tool: 'whoami', arguments: { text: 'rest' }, input: { agent: 'bot' } },
+    });
     expect(call.body.data.allowed).toBe(true);
     const discovered = await api('POST', '/runtime/mcp/discover', { headers: agent, body: { server: 'hosted', input: { agent: 'bot' } } });
     expect(discovered.status).toBe(200);
 
     // rotation, then use again
     mcp.setToken(SECRETS.mcpRotated);
-    expect((await api('PATCH', '/mcp-servers/hosted', { body: { upstream_auth: { type: 'bearer', secret: SECRETS.mcpRotated } } })).status).toBe(200);
-    expect(await client.callTool({ name: 'whoami', arguments: { text: 'rotated' } })).toMatchObject({ content: [{ text: 'reached: rotated' }] });
+    expect(
+      (await api('PATCH', '/mcp-servers/hosted', { body: { upstream_auth: { type: 'bearer', secret: SECRETS.mcpRotated } } })).status,
+    ).toBe(200);
+    expect(await client.callTool({ name: 'whoami', arguments: { text: 'rotated' } })).toMatchObject({
+      content: [{ text: 'reached: rotated' }],
+    });
 
     const execution = (extra: Record<string, unknown>, url = `${http.origin}/data`) => ({
       input: { action: 'http.get', agent: 'bot' },
@@ -172,7 +190,10 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
     const proxied = await api('POST', '/runtime/execute', { headers: agent, body: execution({ credential: 'billing' }) });
     expect(proxied.body.data.execution).toMatchObject({ status: 200, body: { ok: true } });
     const port = new URL(http.origin).port;
-    const elsewhere = await api('POST', '/runtime/execute', { headers: agent, body: execution({ credential: 'billing' }, `http://localhost:${port}/data`) });
+    const elsewhere = await api('POST', '/runtime/execute', {
+      headers: agent,
+      body: execution({ credential: 'billing' }, `http://localhost:${port}/data`),
+    });
     expect(elsewhere.body.error?.code).toBe('credential_host_not_bound');
     const unbound = await api('POST', '/runtime/execute', { headers: agent, body: execution({ credential: 'other' }) });
     expect(unbound.body.error?.code).toBe('credential_host_not_bound');

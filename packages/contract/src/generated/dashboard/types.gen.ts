@@ -1029,6 +1029,10 @@ export type ComplianceStatus = {
      * - `production-default-block` (15): active production agents; satisfied when the
      * workspace's default decision for `production` is `block` (`GET /settings`), so an
      * act no rule foresaw is refused in production. Its score is 100 or 0.
+     * - `agents-hold-no-credentials` (15): active agents, once the workspace brokers a
+     * credential (`/credentials`, or an MCP server's `upstream_auth`); satisfied when the
+     * setting `agents_hold_no_credentials` is on, so agents cannot send upstream secrets
+     * of their own. Its score is 100 or 0.
      *
      */
     data: {
