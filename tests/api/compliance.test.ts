@@ -17,6 +17,7 @@ const CONTROL_IDS = [
   'agent-keys',
   'audit-chain',
   'production-default-block',
+  'agents-hold-no-credentials',
 ];
 
 interface Control {
@@ -290,8 +291,10 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
 
   it('computes framework_score from the requirements whose controls all pass', async () => {
     const key = await freshWorkspace();
-    // Every control applicable: a production, high-risk agent with a key, and a sealed event.
+    // Every control applicable: a production, high-risk agent with a key, a sealed event, and a brokered credential.
     const agent = await createKeylessAgent(key, { name: 'Full', slug: 'full', environment: 'production', risk_level: 'high' });
+    const credential = { name: 'api', hosts: ['api.example.com'], auth: { type: 'bearer' as const, secret: 'compliance-secret-0123' } };
+    expect((await server.api('POST', '/credentials', { key, body: credential })).status).toBe(201);
     await server.api('POST', '/audit', { key, body: { action: 'seed', result: 'blocked' } });
     await waitSealed(key);
     const failing = await status(key);
@@ -301,7 +304,7 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
         .filter((c: Control) => c.status === 'fail')
         .map((c: Control) => c.id)
         .sort(),
-    ).toEqual(['agent-keys', 'high-risk-approval', 'production-enforced', 'production-default-block'].sort());
+    ).toEqual(['agent-keys', 'high-risk-approval', 'production-enforced', 'production-default-block', 'agents-hold-no-credentials'].sort());
     expect(Math.abs(failing.framework_score - expectedFrameworkScore(failing.controls))).toBeLessThanOrEqual(0.1);
 
     await server.api('PATCH', `/agents/${agent.id}`, { key, body: { api_key: 'full-agent-secret-0123456789' } });
@@ -311,6 +314,8 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
     });
     // The production agent also makes production-default-block applicable: it passes once production defaults to block.
     expect((await server.api('PATCH', '/settings', { key, body: { default_decision: { production: 'block' } } })).status).toBe(200);
+    // and agents-hold-no-credentials once agents may no longer send credentials of their own
+    expect((await server.api('PATCH', '/settings', { key, body: { agents_hold_no_credentials: true } })).status).toBe(200);
     const passing = await status(key);
     expect(passing.controls.every((c: Control) => c.status === 'pass')).toBe(true);
     expect(passing.score).toBe(100);

@@ -1,4 +1,4 @@
-import type { McpServerCreate } from '@warden/contract';
+import type { McpServerCreateWritable as McpServerCreate } from '@warden/contract';
 import { describe, expect, it } from 'vitest';
 import { keyFor, useTestServer } from '../support/server.ts';
 

@@ -98,7 +98,7 @@ describe('GET /settings (getSettings)', () => {
     const { key } = await freshWorkspace();
     const res = await getSettings(key);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ data: { default_decision: ALLOW_ALL } });
+    expect(res.body).toEqual({ data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false } });
   });
 
   it('answers with policies:read alone; 403 insufficient_permission without it, 401 without a key', async () => {
@@ -118,15 +118,19 @@ describe('PATCH /settings (updateSettings)', () => {
     const { key } = await freshWorkspace();
     expect(await setDefaults(key, { production: 'block' })).toEqual({
       default_decision: { development: 'allow', staging: 'allow', production: 'block' },
+      agents_hold_no_credentials: false,
     });
     expect(await setDefaults(key, { staging: 'block' })).toEqual({
       default_decision: { development: 'allow', staging: 'block', production: 'block' },
+      agents_hold_no_credentials: false,
     });
     expect(await setDefaults(key, { development: 'block', staging: 'allow', production: 'allow' })).toEqual({
       default_decision: { development: 'block', staging: 'allow', production: 'allow' },
+      agents_hold_no_credentials: false,
     });
     expect((await getSettings(key)).body.data).toEqual({
       default_decision: { development: 'block', staging: 'allow', production: 'allow' },
+      agents_hold_no_credentials: false,
     });
   });
 
@@ -349,7 +353,7 @@ describe('dashboard API /dashboard/api/settings (getDashboardSettings, updateDas
 
     const read = await session.call('GET', '/settings');
     expect(read.status).toBe(200);
-    expect(read.body).toEqual({ data: { default_decision: ALLOW_ALL } });
+    expect(read.body).toEqual({ data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false } });
 
     const changed = await session.call('PATCH', '/settings', { default_decision: { production: 'block' } });
     expect(changed.status).toBe(200);

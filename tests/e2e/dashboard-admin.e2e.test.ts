@@ -218,6 +218,23 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard configuration pages (e2e)', () => {
     await expect.poll(() => row.getByTestId('mcp-enabled').textContent()).toBe('Disabled');
     const listed = (await server.api('GET', '/mcp-servers')).body.data.find((s) => s.slug === 'tools');
     expect(listed).toMatchObject({ description: 'Ticketing and search', enabled: false });
+
+    // an upstream secret: write-only, shown afterwards as its header and last four characters
+    const secret = 'e2e_upstream_token_0123456789WXYZ';
+    await row.getByTestId('mcp-edit').click();
+    await byTestId('mcp-auth-type').selectOption('bearer');
+    await byTestId('mcp-auth-secret').fill(secret);
+    await byTestId('mcp-save').click();
+    await expect.poll(() => row.getByTestId('mcp-auth').textContent()).toBe('authorization: …WXYZ');
+    expect((await server.api('GET', '/mcp-servers/tools')).body.data.upstream_auth).toEqual({
+      type: 'bearer',
+      header: 'authorization',
+      hint: '…WXYZ',
+    });
+    await row.getByTestId('mcp-edit').click();
+    expect(await byTestId('mcp-auth-secret').inputValue()).toBe('');
+    expect(await page.content()).not.toContain(secret);
+    await byTestId('mcp-cancel').click();
     await shot('mcp-servers');
 
     await row.getByTestId('mcp-delete').click();

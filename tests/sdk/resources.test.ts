@@ -174,6 +174,29 @@ describe('warden.audit and warden.compliance', () => {
   });
 });
 
+describe('warden.credentials', () => {
+  it('creates, gets, rotates, lists, iterates and deletes a credential; the secret is never answered', async () => {
+    const secret = 'sk_sdk_credential_0123456789LMNO';
+    const created = await warden.credentials.create({ name: 'sdk-cred', hosts: ['api.example.com'], auth: { type: 'bearer', secret } });
+    expect(created).toMatchObject({
+      name: 'sdk-cred',
+      hosts: ['api.example.com'],
+      auth: { type: 'bearer', header: 'authorization', hint: '…LMNO' },
+    });
+    expect((await warden.credentials.get('sdk-cred')).id).toBe(created.id);
+    const rotated = await warden.credentials.update(created.id, {
+      auth: { type: 'header', header: 'X-Api-Key', secret: 'sk_sdk_rotated_0123456789PQRS' },
+    });
+    expect(rotated.auth).toEqual({ type: 'header', header: 'x-api-key', hint: '…PQRS' });
+    expect((await warden.credentials.list()).data.map((c) => c.name)).toContain('sdk-cred');
+    const names: string[] = [];
+    for await (const c of warden.credentials.iterate({ limit: 1 })) names.push(c.name);
+    expect(names).toContain('sdk-cred');
+    expect(JSON.stringify([created, rotated])).not.toContain('sk_sdk_');
+    expect(await warden.credentials.delete('sdk-cred')).toEqual({ id: created.id, deleted: true });
+  });
+});
+
 describe('warden.mcpServers and warden.runtime', () => {
   it('creates, gets, updates, lists, iterates and deletes an MCP server', async () => {
     const created = await warden.mcpServers.create({ name: 'Temp MCP', transport_url: 'https://mcp.example.com/mcp' });

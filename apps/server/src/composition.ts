@@ -19,6 +19,7 @@ import { AuditSealer, inlineRounds } from './features/audit/tree.ts';
 import { AuditVerifications } from './features/audit/verification-runs.ts';
 import { billingService } from './features/billing/billing.service.ts';
 import { complianceService } from './features/compliance/compliance.service.ts';
+import { credentialsService } from './features/credentials/credentials.service.ts';
 import { dashboardService } from './features/dashboard/dashboard.service.ts';
 import { DecisionService } from './features/decisions/decisions.ts';
 import { ExecutionService } from './features/execution/execution.service.ts';
@@ -115,7 +116,8 @@ export function compose({
   const loginGuard = new LoginGuard(createStoreLimiter(MAX_FAILED_LOGINS, rateLimitStore, LOGIN_WINDOW_S, 'login'));
   const agentDirectory = new AgentDirectory(db);
   const decisions = new DecisionService(db, new PolicyCache(db), agentDirectory, auditWriter, telemetry);
-  const execution = new ExecutionService(db, decisions, mcp, egress, new McpRegistry(db));
+  const credentials = credentialsService(db, box);
+  const execution = new ExecutionService(db, decisions, mcp, egress, new McpRegistry(db, box), credentials);
   const inlineReplay = inlineReplays(db);
   const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
   const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db, (url, init) => egress.fetch(url, init)) : undefined;
@@ -125,7 +127,8 @@ export function compose({
     sessions: sessionsService(db, loginGuard),
     agents: agentsService(db),
     policies: policiesService(db, simulations),
-    mcpServers: mcpServersService(db),
+    mcpServers: mcpServersService(db, box),
+    credentials,
     approvals: approvalsService(db, telemetry),
     audit,
     compliance: complianceService(db, (workspaceId) => audit.verify(workspaceId)),

@@ -8,6 +8,7 @@ import { agentHandlers } from './features/agents/agents.handlers.ts';
 import { approvalHandlers } from './features/approvals/approvals.handlers.ts';
 import { auditHandlers } from './features/audit/audit.handlers.ts';
 import { complianceHandlers } from './features/compliance/compliance.handlers.ts';
+import { credentialHandlers } from './features/credentials/credentials.handlers.ts';
 import { evaluateHandlers } from './features/decisions/evaluate.handlers.ts';
 import { runtimeHandlers } from './features/execution/runtime.handlers.ts';
 import { healthHandlers } from './features/health/health.handlers.ts';
@@ -24,6 +25,7 @@ export function createHandlers(services: Services): Handlers {
     ...agentHandlers(services),
     ...policyHandlers(services),
     ...mcpServerHandlers(services),
+    ...credentialHandlers(services),
     ...approvalHandlers(services),
     ...auditHandlers(services),
     ...complianceHandlers(services),

@@ -96,7 +96,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   const webhooks = services.webhooks;
   const admin =
     database.kind === 'pglite' && !config.dataDir.startsWith('memory://')
-      ? await startAdminChannel(config.dataDir, { database, webhooks }, logger)
+      ? await startAdminChannel(config.dataDir, { database, webhooks, credentials: services.credentials }, logger)
       : undefined;
   // Supervised (WARDEN_WORKERS > 1), the supervisor serves every process's metrics on the port.
   if (metrics && cluster.isWorker) shareWithSupervisor(metrics);

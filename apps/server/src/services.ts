@@ -7,6 +7,7 @@ import type { ApprovalsService } from './features/approvals/approvals.service.ts
 import type { AuditService } from './features/audit/audit.service.ts';
 import type { BillingService } from './features/billing/billing.service.ts';
 import type { ComplianceService } from './features/compliance/compliance.service.ts';
+import type { CredentialsService } from './features/credentials/credentials.service.ts';
 import type { DashboardService } from './features/dashboard/dashboard.service.ts';
 import type { DecisionService } from './features/decisions/decisions.ts';
 import type { ExecutionService } from './features/execution/execution.service.ts';
@@ -31,6 +32,8 @@ export interface Services {
   agents: AgentsService;
   policies: PoliciesService;
   mcpServers: McpServersService;
+  /** Named upstream credentials of the HTTP proxy. */
+  credentials: CredentialsService;
   approvals: ApprovalsService;
   audit: AuditService;
   compliance: ComplianceService;

@@ -209,12 +209,31 @@ export function createWarden(options: WardenOptions) {
       (await unwrap(op.deleteMcpServer({ ...call(opts), path: { id } }))).data,
   };
 
+  /** Upstream secrets Warden adds for agents (`execution.credential`): write-only, answered with a hint. */
+  const credentials = {
+    list: async (query?: Query<T.ListCredentialsData>, opts?: RequestOptions): Promise<T.CredentialPage> =>
+      unwrap(op.listCredentials({ ...call(opts), query })),
+    iterate: (query: IterateQuery<T.ListCredentialsData> = {}, opts?: RequestOptions): AsyncGenerator<T.Credential, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => credentials.list({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    create: async (body: T.CreateCredentialData['body'], opts?: RequestOptions): Promise<T.Credential> =>
+      (await unwrap(op.createCredential({ ...call(opts), body }))).data,
+    get: async (idOrName: string, opts?: RequestOptions): Promise<T.Credential> =>
+      (await unwrap(op.getCredential({ ...call(opts), path: { id: idOrName } }))).data,
+    update: async (idOrName: string, body: T.UpdateCredentialData['body'], opts?: RequestOptions): Promise<T.Credential> =>
+      (await unwrap(op.updateCredential({ ...call(opts), path: { id: idOrName }, body }))).data,
+    delete: async (idOrName: string, opts?: RequestOptions): Promise<T.Deleted['data']> =>
+      (await unwrap(op.deleteCredential({ ...call(opts), path: { id: idOrName } }))).data,
+  };
+
   return {
     agents,
     policies,
     approvals,
     audit,
     mcpServers,
+    credentials,
     compliance: {
       /** The workspace's compliance score, computed when asked for. */
       status: async (opts?: RequestOptions): Promise<T.ComplianceStatus['data']> =>

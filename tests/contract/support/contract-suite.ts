@@ -527,6 +527,29 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'Upstream credentials',
+    covers: ['listCredentials', 'createCredential', 'getCredential', 'updateCredential', 'deleteCredential'],
+    async run(run) {
+      await run.call('listCredentials', { expect: 200 });
+      const name = `contract-credential-${run.id}`;
+      const created = await run.call('createCredential', {
+        expect: 201,
+        body: { name, hosts: ['upstream.example.com'], auth: { type: 'bearer', secret: `contract-secret-${run.id}` } },
+      });
+      run.expectThat('createCredential', !JSON.stringify(created.body).includes('contract-secret-'), 'the secret was answered');
+      await run.call('createCredential', {
+        expect: 400,
+        body: { name: `${name}-x`, hosts: ['upstream.example.com'], auth: { type: 'bearer', secret: '' } },
+        note: 'an empty secret',
+      });
+      await run.call('getCredential', { expect: 200, path: { id: created.body.data.id } });
+      await run.call('getCredential', { expect: 404, code: 'not_found', path: { id: RANDOM_UUID }, note: 'an unknown id' });
+      await run.call('updateCredential', { expect: 200, path: { id: created.body.data.id }, body: { description: 'contract suite' } });
+      await run.call('deleteCredential', { expect: 200, path: { id: created.body.data.id } });
+      await run.call('deleteCredential', { expect: 404, code: 'not_found', path: { id: created.body.data.id }, note: 'deleting twice' });
+    },
+  },
+  {
     name: 'HTTP proxy',
     covers: ['executeRuntime'],
     async run(run) {

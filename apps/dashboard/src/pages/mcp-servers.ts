@@ -96,6 +96,13 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
             header: 'Status',
             cell: (s) => (s.enabled ? badge('Enabled', 'good', 'mcp-enabled') : badge('Disabled', 'neutral', 'mcp-enabled')),
           },
+          {
+            header: 'Upstream credential',
+            cell: (s) =>
+              s.upstream_auth
+                ? h('span', { class: 'mono small', 'data-testid': 'mcp-auth' }, `${s.upstream_auth.header}: ${s.upstream_auth.hint}`)
+                : dash(null),
+          },
           { header: 'Description', cell: (s) => dash(s.description) },
           { header: 'Updated', cell: (s) => time(s.updated_at) },
           { header: 'Actions', cell: actions },
@@ -129,6 +136,29 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
     );
     const description = text(existing?.description ?? '', { maxlength: 2000, 'data-testid': 'mcp-description' });
     const enabled = h('input', { type: 'checkbox', checked: existing ? existing.enabled : true, 'data-testid': 'mcp-enabled-input' });
+    // the secret is write-only: never filled in, only replaced (left empty: kept) or removed
+    const authType = h(
+      'select',
+      { 'data-testid': 'mcp-auth-type' },
+      [
+        [
+          'keep',
+          existing?.upstream_auth ? `Keep the current one (${existing.upstream_auth.header}: ${existing.upstream_auth.hint})` : 'None',
+        ],
+        ['bearer', 'Bearer token (Authorization)'],
+        ['header', 'API-key header'],
+        ...(existing?.upstream_auth ? [['none', 'Remove it']] : []),
+      ].map(([v, l]) => h('option', { value: v as string }, l as string)),
+    );
+    const authHeader = text('', { maxlength: 100, placeholder: 'X-Api-Key', 'data-testid': 'mcp-auth-header' });
+    const authSecret = h('input', { type: 'password', autocomplete: 'new-password', maxlength: 8192, 'data-testid': 'mcp-auth-secret' });
+    /** What the form sends as upstream_auth: undefined keeps the stored one. */
+    const upstreamAuth = (): McpServerCreate['upstream_auth'] | null | undefined => {
+      if (authType.value === 'none') return null;
+      if (authType.value === 'bearer') return { type: 'bearer', secret: authSecret.value };
+      if (authType.value === 'header') return { type: 'header', header: authHeader.value.trim(), secret: authSecret.value };
+      return undefined;
+    };
     const errors = {
       name: fieldError(name, 'mcp-name-error'),
       slug: fieldError(slug, 'mcp-slug-error'),
@@ -173,6 +203,8 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
               };
               if (slug.value.trim() !== existing.slug) body.slug = slug.value.trim();
               if (url.value.trim() !== existing.transport_url) body.transport_url = url.value.trim();
+              const auth = upstreamAuth();
+              if (auth !== undefined) body.upstream_auth = auth;
               saved = (await busy(submit, () => api<McpServerResponse>('PATCH', `/mcp-servers/${existing.id}`, body))).data;
             } else {
               const body: McpServerCreate = {
@@ -183,6 +215,8 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
               };
               if (slug.value.trim()) body.slug = slug.value.trim();
               if (description.value.trim()) body.description = description.value.trim();
+              const auth = upstreamAuth();
+              if (auth) body.upstream_auth = auth;
               saved = (await busy(submit, () => api<McpServerResponse>('POST', '/mcp-servers', body))).data;
             }
             if (!ctx.alive()) return;
@@ -225,6 +259,13 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
       ),
       field('Description (optional)', description),
       errors.description.el,
+      h(
+        'div',
+        { class: 'grid-2' },
+        field('Upstream credential', authType, 'Warden sends it to this server for every agent; agents never hold it.'),
+        field('Header (API-key header only)', authHeader),
+      ),
+      field('Secret', authSecret, 'Write-only: stored encrypted, shown afterwards as its last four characters only.'),
       formStatus.el,
       h(
         'div',

@@ -8,6 +8,7 @@ import type { Database } from '../db/database.ts';
 import { migrate } from '../db/migrate.ts';
 import { type AuditLogKeys, auditLogKeys, ExportCursorError, exportPage } from '../features/audit/audit-export.ts';
 import { billingService } from '../features/billing/billing.service.ts';
+import type { CredentialsService } from '../features/credentials/credentials.service.ts';
 import { AdminError, parsePermissions, workspacesService } from '../features/identity/workspaces.service.ts';
 import type { WebhookService } from '../features/webhooks/webhooks.service.ts';
 import { CLI_ACTOR } from '../shared/context.ts';
@@ -19,6 +20,8 @@ type Args = Record<string, string | undefined>;
 export interface AdminContext {
   database: Database;
   webhooks: WebhookService;
+  /** Upstream credentials (`credentials set|list|delete`): absent where no master key is loaded. */
+  credentials?: CredentialsService;
   /**
    * The audit log's name and signing key, for the export's header; without them (the admin
    * channel's context) they are read from this process's configuration, a key never created.
@@ -50,6 +53,17 @@ function required(args: Args, name: string): string {
   if (!value) throw new AdminError(`--${name} is required`);
   return value;
 }
+
+function credentialsOf(context: AdminContext): CredentialsService {
+  if (!context.credentials) throw new AdminError('upstream credentials are not available here');
+  return context.credentials;
+}
+
+/** The brokered secret: `--header H` makes it an API-key header, else a bearer token. It never comes from argv (cli.ts reads it from stdin or the environment). */
+const authOf = (args: Args) =>
+  args.header
+    ? { type: 'header' as const, header: args.header, secret: required(args, 'secret') }
+    : { type: 'bearer' as const, secret: required(args, 'secret') };
 
 /** The id of the workspace named by --workspace. */
 const workspaceId = (context: AdminContext, args: Args) => adminServices(context).workspaces.workspaceIdOf(required(args, 'workspace'));
@@ -93,6 +107,23 @@ export const adminCommands = {
     asAdmin(context.webhooks.update(await workspaceId(context, args), required(args, 'id'), { paused: false }, CLI_ACTOR)),
   'webhooks.delete': async (context: AdminContext, args: Args) =>
     asAdmin(context.webhooks.remove(await workspaceId(context, args), required(args, 'id'), CLI_ACTOR)),
+  /** Stores a credential, or rotates its secret (and replaces its hosts when --hosts is given). */
+  'credentials.set': async (context: AdminContext, args: Args) => {
+    const credentials = credentialsOf(context);
+    const id = await workspaceId(context, args);
+    const name = required(args, 'name');
+    const hosts = args.hosts?.split(',').map((h) => h.trim());
+    const exists = await credentials.get(id, name).then(
+      () => true,
+      () => false,
+    );
+    if (exists) return asAdmin(credentials.update(id, name, { auth: authOf(args), ...(hosts ? { hosts } : {}) }, CLI_ACTOR));
+    return asAdmin(credentials.create(id, { name, hosts: hosts ?? [required(args, 'hosts')], auth: authOf(args) }, CLI_ACTOR));
+  },
+  'credentials.list': async (context: AdminContext, args: Args) =>
+    (await credentialsOf(context).list(await workspaceId(context, args), { limit: 100 })).data,
+  'credentials.delete': async (context: AdminContext, args: Args) =>
+    asAdmin(credentialsOf(context).remove(await workspaceId(context, args), required(args, 'name'), CLI_ACTOR)),
   'billing.set-plan': async (context: AdminContext, args: Args) =>
     asAdmin(adminServices(context).billing.setPlan(await workspaceId(context, args), required(args, 'plan'), CLI_ACTOR)),
   /** One page of the export (`cursor`: the previous page's); the CLI asks until the cursor is null. */

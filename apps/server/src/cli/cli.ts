@@ -8,6 +8,9 @@
  *   warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
  *   warden webhooks list --workspace S [--json]
  *   warden webhooks pause|resume|delete ID --workspace S [--json]
+ *   warden credentials set NAME --workspace S [--hosts h1,h2] [--header H] [--json]   (secret on stdin or in WARDEN_CREDENTIAL_SECRET)
+ *   warden credentials list --workspace S [--json]
+ *   warden credentials delete NAME --workspace S [--json]
  *   warden billing set-plan --workspace S --plan P [--json]
  *   warden audit export --workspace S [--out FILE] [--json]
  *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--json]
@@ -38,7 +41,7 @@ import { isObject } from '../shared/objects.ts';
  * database and starts without loading its drivers.
  */
 const databaseModules = async () => {
-  const [channel, commands, lock, database, migrations, egress, auditExport, secrets, webhooks] = await Promise.all([
+  const [channel, commands, lock, database, migrations, egress, auditExport, secrets, webhooks, credentials] = await Promise.all([
     import('../admin/channel.ts'),
     import('../admin/commands.ts'),
     import('../db/data-dir-lock.ts'),
@@ -48,8 +51,20 @@ const databaseModules = async () => {
     import('../features/audit/audit-export.ts'),
     import('../features/webhooks/secrets.ts'),
     import('../features/webhooks/webhooks.service.ts'),
+    import('../features/credentials/credentials.service.ts'),
   ]);
-  return { ...channel, ...commands, ...lock, ...database, ...migrations, ...egress, ...auditExport, ...secrets, ...webhooks };
+  return {
+    ...channel,
+    ...commands,
+    ...lock,
+    ...database,
+    ...migrations,
+    ...egress,
+    ...auditExport,
+    ...secrets,
+    ...webhooks,
+    ...credentials,
+  };
 };
 
 const USAGE = `usage:
@@ -61,6 +76,12 @@ const USAGE = `usage:
   warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
   warden webhooks list --workspace S [--json]
   warden webhooks pause|resume|delete ID --workspace S [--json]
+  warden credentials set NAME --workspace S [--hosts h1,h2] [--header H] [--json]
+      stores an upstream credential for the HTTP proxy, or rotates its secret: the secret is read
+      from WARDEN_CREDENTIAL_SECRET, else from stdin (never from the command line); a bearer
+      token unless --header names an API-key header; --hosts is required the first time
+  warden credentials list --workspace S [--json]
+  warden credentials delete NAME --workspace S [--json]
   warden billing set-plan --workspace S --plan P [--json]
   warden audit export --workspace S [--out FILE] [--json]
       the workspace's audit log as NDJSON (stdout without --out): a header, its events in
@@ -97,8 +118,9 @@ async function connect(config: Config, command: AdminCommand): Promise<Connectio
   };
   try {
     if (command !== 'migrate') await m.migrate(database);
-    const webhooks = new m.WebhookService(database.db, m.createSecretBox(m.loadMasterKey(config.masterKey, config.dataDir)), egress);
-    const context = { database, webhooks, auditLog: m.auditLogKeys(config) };
+    const box = m.createSecretBox(m.loadMasterKey(config.masterKey, config.dataDir));
+    const webhooks = new m.WebhookService(database.db, box, egress);
+    const context = { database, webhooks, credentials: m.credentialsService(database.db, box), auditLog: m.auditLogKeys(config) };
     return { call: (name, args) => m.runAdminCommand(context, name, args), close };
   } catch (error) {
     await close();
@@ -142,6 +164,24 @@ function printHuman(command: AdminCommand, result: unknown): void {
       break;
     case 'keys.list':
       printTable(result as Record<string, unknown>[], ['id', 'prefix', 'name', 'created_at', 'revoked_at', 'permissions'], 'no keys');
+      break;
+    case 'credentials.set': {
+      const auth = r.auth as Record<string, string>;
+      console.log(`credential ${r.name} (${auth.header}: ${auth.hint}) for ${(r.hosts as string[]).join(', ')}`);
+      break;
+    }
+    case 'credentials.list':
+      printTable(
+        (result as Record<string, unknown>[]).map((c) => ({
+          ...c,
+          auth: `${(c.auth as Record<string, string>).header}: ${(c.auth as Record<string, string>).hint}`,
+        })),
+        ['name', 'hosts', 'auth', 'updated_at'],
+        'no credentials',
+      );
+      break;
+    case 'credentials.delete':
+      console.log(`credential ${r.id} deleted`);
       break;
     case 'webhooks.list':
       printTable(result as Record<string, unknown>[], ['id', 'url', 'events', 'paused', 'disabled', 'created_at'], 'no webhook endpoints');
@@ -371,6 +411,20 @@ function printReport(report: OfflineReport): void {
   if (report.problems_omitted > 0) console.log(`  … and ${report.problems_omitted} more`);
 }
 
+/** The secret of `credentials set`: WARDEN_CREDENTIAL_SECRET, else stdin (one trailing newline dropped), else a usage error. */
+async function readSecret(): Promise<string> {
+  const fromEnv = process.env.WARDEN_CREDENTIAL_SECRET;
+  if (fromEnv) return fromEnv;
+  if (process.stdin.isTTY) throw new UsageError('credentials set reads the secret from stdin or WARDEN_CREDENTIAL_SECRET');
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  const secret = Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
+  if (!secret) throw new UsageError('credentials set: no secret on stdin or in WARDEN_CREDENTIAL_SECRET');
+  return secret;
+}
+
 // ---- main ---------------------------------------------------------------------------------------
 
 function parse(argv: string[]) {
@@ -388,6 +442,8 @@ function parse(argv: string[]) {
         events: { type: 'string' },
         description: { type: 'string' },
         plan: { type: 'string' },
+        hosts: { type: 'string' },
+        header: { type: 'string' },
         out: { type: 'string' },
         export: { type: 'string' },
         checkpoint: { type: 'string', multiple: true },
@@ -419,7 +475,10 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const { json, help: _help, checkpoint: _checkpoint, ...args } = values;
-  const result = await run(command, { ...args, id });
+  // a credential's NAME is the positional; its secret never comes from argv
+  const extra =
+    command === 'credentials.set' ? { name: id, secret: await readSecret() } : command === 'credentials.delete' ? { name: id } : {};
+  const result = await run(command, { ...args, id, ...extra });
   if (json) console.log(JSON.stringify(result));
   else printHuman(command, result);
   return 0;

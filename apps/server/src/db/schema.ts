@@ -192,6 +192,35 @@ export interface AuditVerifications {
   workspace_id: string;
 }
 
+export interface Credentials {
+  /**
+   * The header the secret travels in, lower-case ('authorization' for bearer).
+   */
+  auth_header: string;
+  auth_type: string;
+  created_at: Generated<Timestamp>;
+  description: string | null;
+  /**
+   * The secret's last four characters, the most the API shows of it.
+   */
+  hint: string;
+  /**
+   * Lower-case host names the credential may be sent to; any other host is refused before anything is sent.
+   */
+  hosts: string[];
+  id: string;
+  /**
+   * What an execution names (execution.credential); unique per workspace.
+   */
+  name: string;
+  /**
+   * The secret, sealed with the master key (features/webhooks/secrets.ts); never returned.
+   */
+  secret_encrypted: string;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
 export interface DashboardSessions {
   created_at: Generated<Timestamp>;
   csrf_token: string;
@@ -230,6 +259,22 @@ export interface McpGatewayTasks {
 }
 
 export interface McpServers {
+  /**
+   * The header the secret travels in, lower-case ('authorization' for bearer).
+   */
+  auth_header: string | null;
+  /**
+   * The secret's last four characters, the most the API shows of it.
+   */
+  auth_hint: string | null;
+  /**
+   * The secret, sealed with the master key (features/webhooks/secrets.ts); never returned.
+   */
+  auth_secret_encrypted: string | null;
+  /**
+   * 'bearer' (Authorization: Bearer <secret>) or 'header' (auth_header: <secret>); NULL: Warden sends no credential.
+   */
+  auth_type: string | null;
   created_at: Generated<Timestamp>;
   description: string | null;
   enabled: Generated<boolean>;
@@ -386,6 +431,10 @@ export interface Workspaces {
 }
 
 export interface WorkspaceSettings {
+  /**
+   * When true, the HTTP proxy refuses executions whose own headers carry a credential (Authorization, Cookie, API-key headers).
+   */
+  agents_hold_no_credentials: Generated<boolean>;
   default_development: Generated<string>;
   default_production: Generated<string>;
   default_staging: Generated<string>;
@@ -405,6 +454,7 @@ export interface DB {
   audit_tree_nodes: AuditTreeNodes;
   audit_unsealed: AuditUnsealed;
   audit_verifications: AuditVerifications;
+  credentials: Credentials;
   dashboard_sessions: DashboardSessions;
   idempotency_keys: IdempotencyKeys;
   mcp_gateway_tasks: McpGatewayTasks;

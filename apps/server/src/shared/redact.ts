@@ -6,8 +6,11 @@
 
 const SECRET_NAME =
   /pass(word|wd|phrase)?$|^pwd$|secret|token|api[-_]?key|access[-_]?key|^(proxy[-_]?)?auth(orization)?$|credential|^session(_?id)?$|signature|^sig$|^code$|cookie/i;
-/** A hint is the public part of a key, shown by design (`api_key_hint: "wak_<public id>_…"`), never the secret. */
-const PUBLIC_NAME = /_hint$/i;
+/**
+ * A hint is the public part of a key, shown by design (`api_key_hint: "wak_<public id>_…"`),
+ * never the secret; a credential's name is what an HTTP act names (`credential_name`).
+ */
+const PUBLIC_NAME = /_hint$|^credential_name$/i;
 const isSecretName = (name: string) => SECRET_NAME.test(name) && !PUBLIC_NAME.test(name);
 /** Header names that carry credentials beyond SECRET_NAME's: any `auth` (`X-Auth`, `X-Auth-Key`) and any `…-key`. */
 const SECRET_HEADER = /auth|(^|[-_])key$/i;

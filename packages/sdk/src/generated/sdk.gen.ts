@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetAuditVerificationStatusData, GetAuditVerificationStatusErrors, GetAuditVerificationStatusResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListOAuthGrantsData, ListOAuthGrantsErrors, ListOAuthGrantsResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, RevokeOAuthGrantData, RevokeOAuthGrantErrors, RevokeOAuthGrantResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
+import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateCredentialData, CreateCredentialErrors, CreateCredentialResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteCredentialData, DeleteCredentialErrors, DeleteCredentialResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetAuditVerificationStatusData, GetAuditVerificationStatusErrors, GetAuditVerificationStatusResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetCredentialData, GetCredentialErrors, GetCredentialResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListCredentialsData, ListCredentialsErrors, ListCredentialsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListOAuthGrantsData, ListOAuthGrantsErrors, ListOAuthGrantsResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, RevokeOAuthGrantData, RevokeOAuthGrantErrors, RevokeOAuthGrantResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateCredentialData, UpdateCredentialErrors, UpdateCredentialResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -746,6 +746,72 @@ export const getSettings = <ThrowOnError extends boolean = false>(options?: Opti
 export const updateSettings = <ThrowOnError extends boolean = false>(options: Options<UpdateSettingsData, ThrowOnError>): RequestResult<UpdateSettingsResponses, UpdateSettingsErrors, ThrowOnError> => (options.client ?? client).patch<UpdateSettingsResponses, UpdateSettingsErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/settings',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * List the workspace's upstream credentials
+ *
+ * Secrets are never returned; each shows its `auth.hint` at most.
+ */
+export const listCredentials = <ThrowOnError extends boolean = false>(options?: Options<ListCredentialsData, ThrowOnError>): RequestResult<ListCredentialsResponses, ListCredentialsErrors, ThrowOnError> => (options?.client ?? client).get<ListCredentialsResponses, ListCredentialsErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/credentials',
+    ...options
+});
+
+/**
+ * Store an upstream credential
+ *
+ * The secret is sealed with the master key and never returned. HTTP executions name it
+ * (`execution.credential`) and Warden adds it only to requests to its `hosts`. The name is
+ * unique per workspace (409 `conflict`); bad input (an empty secret, a malformed header
+ * name or host) is 400 `invalid_request`. Audited as `credential.created` (the name and
+ * hosts, never the secret).
+ *
+ */
+export const createCredential = <ThrowOnError extends boolean = false>(options: Options<CreateCredentialData, ThrowOnError>): RequestResult<CreateCredentialResponses, CreateCredentialErrors, ThrowOnError> => (options.client ?? client).post<CreateCredentialResponses, CreateCredentialErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/credentials',
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
+});
+
+/**
+ * Delete an upstream credential
+ *
+ * Executions that name it answer 404 `credential_not_found` from then on.
+ */
+export const deleteCredential = <ThrowOnError extends boolean = false>(options: Options<DeleteCredentialData, ThrowOnError>): RequestResult<DeleteCredentialResponses, DeleteCredentialErrors, ThrowOnError> => (options.client ?? client).delete<DeleteCredentialResponses, DeleteCredentialErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/credentials/{id}',
+    ...options
+});
+
+/**
+ * Get an upstream credential by id or name
+ */
+export const getCredential = <ThrowOnError extends boolean = false>(options: Options<GetCredentialData, ThrowOnError>): RequestResult<GetCredentialResponses, GetCredentialErrors, ThrowOnError> => (options.client ?? client).get<GetCredentialResponses, GetCredentialErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/credentials/{id}',
+    ...options
+});
+
+/**
+ * Change an upstream credential's hosts, description or secret
+ *
+ * A new `auth` rotates the secret; the next request uses it, no restart. Audited as `credential.updated` (the fields changed).
+ */
+export const updateCredential = <ThrowOnError extends boolean = false>(options: Options<UpdateCredentialData, ThrowOnError>): RequestResult<UpdateCredentialResponses, UpdateCredentialErrors, ThrowOnError> => (options.client ?? client).patch<UpdateCredentialResponses, UpdateCredentialErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/credentials/{id}',
     ...options,
     headers: {
         'Content-Type': 'application/json',

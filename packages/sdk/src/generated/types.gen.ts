@@ -14,8 +14,10 @@ export type Webhooks = AgentCreatedWebhookRequest | PolicyUpdatedWebhookRequest 
  * `invalid_execution_url`, `invalid_policy`, `decision_note_required`, `approval_invalid`;
  * 401 `unauthorized`, `agent_key_required`, `invalid_agent_key`;
  * 403 `insufficient_permission`, `agent_not_found`, `agent_inactive`, `execution_proxy_required`,
- * `execution_target_denied`, `approval_required`, `origin_not_allowed`, `insufficient_scope`;
- * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`;
+ * `execution_target_denied`, `approval_required`, `origin_not_allowed`, `insufficient_scope`,
+ * `credential_host_not_bound`, `agent_credentials_refused`;
+ * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`,
+ * `credential_not_found`;
  * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`,
  * `idempotency_key_reused`, `idempotency_key_in_progress`, `agent_key_in_use`;
  * 413 `payload_too_large`; 415 `unsupported_media_type`; 429 `rate_limited`;
@@ -24,7 +26,7 @@ export type Webhooks = AgentCreatedWebhookRequest | PolicyUpdatedWebhookRequest 
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'credential_host_not_bound' | 'agent_credentials_refused' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'credential_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
@@ -518,6 +520,7 @@ export type DefaultDecisions = {
  */
 export type Settings = {
     default_decision: DefaultDecisions;
+    agents_hold_no_credentials: AgentsHoldNoCredentials;
 };
 
 /**
@@ -532,7 +535,21 @@ export type SettingsUpdate = {
         staging?: DefaultDecision;
         production?: DefaultDecision;
     };
+    agents_hold_no_credentials?: AgentsHoldNoCredentials;
 };
+
+/**
+ * "Agents hold no credentials": when true, an HTTP execution (`/runtime/execute`,
+ * `http_proxy`) whose own `headers` carry a credential is refused with 403
+ * `agent_credentials_refused` before anything is sent, and the refusal is audited (result
+ * `blocked`). Credential headers: `Authorization`, `Proxy-Authorization`, `Cookie`,
+ * `X-Api-Key`, `Api-Key`, `X-Auth-Token`, `X-Access-Token`, `Private-Token`,
+ * `X-Goog-Api-Key`, `Ocp-Apim-Subscription-Key`, `X-Amz-Security-Token`. Upstream secrets
+ * come from Warden instead: `execution.credential` and an MCP server's `upstream_auth`.
+ * Backs the compliance control `agents-hold-no-credentials`. Default false.
+ *
+ */
+export type AgentsHoldNoCredentials = boolean;
 
 export type SettingsResponse = {
     data: Settings;
@@ -1069,6 +1086,10 @@ export type ComplianceStatus = {
      * - `production-default-block` (15): active production agents; satisfied when the
      * workspace's default decision for `production` is `block` (`GET /settings`), so an
      * act no rule foresaw is refused in production. Its score is 100 or 0.
+     * - `agents-hold-no-credentials` (15): active agents, once the workspace brokers a
+     * credential (`/credentials`, or an MCP server's `upstream_auth`); satisfied when the
+     * setting `agents_hold_no_credentials` is on, so agents cannot send upstream secrets
+     * of their own. Its score is 100 or 0.
      *
      */
     data: {
@@ -1189,6 +1210,17 @@ export type HttpExecution = {
     headers?: {
         [key: string]: string;
     };
+    /**
+     * The name of a workspace credential (`/credentials`) Warden adds to the request: its
+     * secret header, never seen by the caller. Sent only when the URL's host is one of the
+     * credential's `hosts`: else 403 `credential_host_not_bound`, before anything is decided
+     * or sent. 404 `credential_not_found` when there is none by that name; 400
+     * `invalid_execution` when `headers` already carries the credential's header. Part of
+     * the act: policy sees it as `execution.credential` (null when none), an approval binds
+     * it, the audit log records it as `execution.credential_name` (the name, never the secret).
+     *
+     */
+    credential?: Slug;
     /**
      * Any JSON value, sent as `application/json`; `null` or absent sends no body. An object
      * with a top-level `_method` member is refused with 400 `invalid_execution` (Laravel
@@ -1446,6 +1478,10 @@ export type McpServer = {
      * Disabled servers answer 404 `mcp_server_not_found` at runtime.
      */
     enabled: boolean;
+    /**
+     * How Warden authenticates to the server (its secret never shown); null when it sends no credential.
+     */
+    upstream_auth: UpstreamAuth | null;
     created_at: Timestamp;
     updated_at: Timestamp;
 };
@@ -1463,6 +1499,7 @@ export type McpServerCreate = {
     transport?: McpTransport;
     description?: string;
     enabled?: boolean;
+    upstream_auth?: UpstreamAuthInput;
 };
 
 export type McpServerUpdate = {
@@ -1472,6 +1509,12 @@ export type McpServerUpdate = {
     transport?: McpTransport;
     description?: string | null;
     enabled?: boolean;
+    /**
+     * A new secret (rotation: upstream sessions opened with the old one are closed, the next
+     * call opens one with the new, no restart), or null to send none.
+     *
+     */
+    upstream_auth?: UpstreamAuthInput | null;
 };
 
 export type McpServerResponse = {
@@ -1482,6 +1525,42 @@ export type McpServerPage = {
     data: Array<McpServer>;
     has_more: boolean;
     next_cursor: Cursor;
+};
+
+/**
+ * `bearer`: `Authorization: Bearer <secret>`; `header`: the secret as the value of the header named in `header` (an API-key header).
+ */
+export type UpstreamAuthType = 'bearer' | 'header';
+
+/**
+ * A secret Warden sends upstream for its callers, who never hold it. Write-only: stored
+ * sealed with the master key (AES-256-GCM), never returned (answers show `hint`, its last
+ * four characters), never in logs, traces, audit events or webhook payloads. A `header`
+ * secret names its `header` (an RFC 9110 token, not a hop-by-hop, `Host`, `Content-Length`
+ * or `X-Warden-*` header); a `bearer` secret names none. Else 400 `invalid_request`.
+ *
+ */
+export type UpstreamAuthInput = {
+    type: UpstreamAuthType;
+    /**
+     * `header` only: the header's name, e.g. `X-Api-Key`.
+     */
+    header?: string;
+};
+
+/**
+ * A brokered secret as answers show it.
+ */
+export type UpstreamAuth = {
+    type: UpstreamAuthType;
+    /**
+     * The header it travels in, lower-case (`authorization` for `bearer`).
+     */
+    header: string;
+    /**
+     * `…` and the secret's last four characters (all of it hidden when it has fewer than 12).
+     */
+    hint: string;
 };
 
 export type Health = {
@@ -1703,6 +1782,53 @@ export type OAuthGrantPage = {
 };
 
 /**
+ * A host name or IPv4 address, matched exactly (case-insensitive) against the URL's host; no port, no wildcard.
+ */
+export type CredentialHost = string;
+
+export type Credential = {
+    id: Uuid;
+    name: Slug;
+    description: string | null;
+    hosts: Array<CredentialHost>;
+    auth: UpstreamAuth;
+    created_at: Timestamp;
+    updated_at: Timestamp;
+};
+
+export type CredentialCreate = {
+    /**
+     * What executions name (`execution.credential`); unique per workspace (409 `conflict`).
+     */
+    name: Slug;
+    description?: string;
+    /**
+     * The hosts the secret may be sent to; a request to any other is refused (403 `credential_host_not_bound`).
+     */
+    hosts: Array<CredentialHost>;
+    auth: UpstreamAuthInput;
+};
+
+/**
+ * What is left out keeps its value; a new `auth` replaces the secret (rotation, effective at the next request).
+ */
+export type CredentialUpdate = {
+    description?: string | null;
+    hosts?: Array<CredentialHost>;
+    auth?: UpstreamAuthInput;
+};
+
+export type CredentialResponse = {
+    data: Credential;
+};
+
+export type CredentialPage = {
+    data: Array<Credential>;
+    has_more: boolean;
+    next_cursor: Cursor;
+};
+
+/**
  * An agent of the workspace. **Agent keys.** An agent proves who it is with its key: as the
  * MCP gateway's bearer token, or in `X-Warden-Agent-Key` beside a workspace key. A key is
  * either generated by Warden or chosen by the caller:
@@ -1824,6 +1950,57 @@ export type AgentPageWritable = {
 
 export type GlobListWritable = Array<Glob>;
 
+export type McpServerCreateWritable = {
+    name: string;
+    /**
+     * Defaults to a slug derived from `name`; unique per workspace (409 `conflict`).
+     */
+    slug?: Slug;
+    /**
+     * http(s) URL of the server's MCP endpoint. Checked by the egress guard when used.
+     */
+    transport_url: string;
+    transport?: McpTransport;
+    description?: string;
+    enabled?: boolean;
+    upstream_auth?: UpstreamAuthInputWritable;
+};
+
+export type McpServerUpdateWritable = {
+    name?: string;
+    slug?: Slug;
+    transport_url?: string;
+    transport?: McpTransport;
+    description?: string | null;
+    enabled?: boolean;
+    /**
+     * A new secret (rotation: upstream sessions opened with the old one are closed, the next
+     * call opens one with the new, no restart), or null to send none.
+     *
+     */
+    upstream_auth?: UpstreamAuthInputWritable | null;
+};
+
+/**
+ * A secret Warden sends upstream for its callers, who never hold it. Write-only: stored
+ * sealed with the master key (AES-256-GCM), never returned (answers show `hint`, its last
+ * four characters), never in logs, traces, audit events or webhook payloads. A `header`
+ * secret names its `header` (an RFC 9110 token, not a hop-by-hop, `Host`, `Content-Length`
+ * or `X-Warden-*` header); a `bearer` secret names none. Else 400 `invalid_request`.
+ *
+ */
+export type UpstreamAuthInputWritable = {
+    type: UpstreamAuthType;
+    /**
+     * `header` only: the header's name, e.g. `X-Api-Key`.
+     */
+    header?: string;
+    /**
+     * Printable ASCII, no surrounding spaces (a header value).
+     */
+    secret: string;
+};
+
 /**
  * The body of every webhook delivery, discriminated by `type`. Deliveries are signed as
  * Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,…`); the body
@@ -1862,6 +2039,28 @@ export type AgentCreatedEventWritable = {
     data: {
         agent: AgentWritable;
     };
+};
+
+export type CredentialCreateWritable = {
+    /**
+     * What executions name (`execution.credential`); unique per workspace (409 `conflict`).
+     */
+    name: Slug;
+    description?: string;
+    /**
+     * The hosts the secret may be sent to; a request to any other is refused (403 `credential_host_not_bound`).
+     */
+    hosts: Array<CredentialHost>;
+    auth: UpstreamAuthInputWritable;
+};
+
+/**
+ * What is left out keeps its value; a new `auth` replaces the secret (rotation, effective at the next request).
+ */
+export type CredentialUpdateWritable = {
+    description?: string | null;
+    hosts?: Array<CredentialHost>;
+    auth?: UpstreamAuthInputWritable;
 };
 
 /**
@@ -4358,7 +4557,7 @@ export type ListMcpServersResponses = {
 export type ListMcpServersResponse = ListMcpServersResponses[keyof ListMcpServersResponses];
 
 export type CreateMcpServerData = {
-    body: McpServerCreate;
+    body: McpServerCreateWritable;
     headers?: {
         /**
          * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
@@ -4544,7 +4743,7 @@ export type GetMcpServerResponses = {
 export type GetMcpServerResponse = GetMcpServerResponses[keyof GetMcpServerResponses];
 
 export type UpdateMcpServerData = {
-    body: McpServerUpdate;
+    body: McpServerUpdateWritable;
     path: {
         /**
          * UUID of the resource, or its slug (agents, MCP servers) or name (policies).
@@ -4714,6 +4913,316 @@ export type UpdateSettingsResponses = {
 };
 
 export type UpdateSettingsResponse = UpdateSettingsResponses[keyof UpdateSettingsResponses];
+
+export type ListCredentialsData = {
+    body?: never;
+    path?: never;
+    query?: {
+        /**
+         * Page size, 1–100 (default 20). Larger values are refused with 400 `invalid_request`.
+         */
+        limit?: number;
+        /**
+         * The `next_cursor` of the previous page.
+         */
+        cursor?: string;
+    };
+    url: '/credentials';
+};
+
+export type ListCredentialsErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ListCredentialsError = ListCredentialsErrors[keyof ListCredentialsErrors];
+
+export type ListCredentialsResponses = {
+    /**
+     * A page of credentials, newest first.
+     */
+    200: CredentialPage;
+};
+
+export type ListCredentialsResponse = ListCredentialsResponses[keyof ListCredentialsResponses];
+
+export type CreateCredentialData = {
+    body: CredentialCreateWritable;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/credentials';
+};
+
+export type CreateCredentialErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`, `agent_key_in_use`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type CreateCredentialError = CreateCredentialErrors[keyof CreateCredentialErrors];
+
+export type CreateCredentialResponses = {
+    /**
+     * The stored credential, without its secret.
+     */
+    201: CredentialResponse;
+};
+
+export type CreateCredentialResponse = CreateCredentialResponses[keyof CreateCredentialResponses];
+
+export type DeleteCredentialData = {
+    body?: never;
+    path: {
+        /**
+         * UUID of the resource, or its slug (agents, MCP servers) or name (policies).
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/credentials/{id}';
+};
+
+export type DeleteCredentialErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type DeleteCredentialError = DeleteCredentialErrors[keyof DeleteCredentialErrors];
+
+export type DeleteCredentialResponses = {
+    /**
+     * Deleted.
+     */
+    200: Deleted;
+};
+
+export type DeleteCredentialResponse = DeleteCredentialResponses[keyof DeleteCredentialResponses];
+
+export type GetCredentialData = {
+    body?: never;
+    path: {
+        /**
+         * UUID of the resource, or its slug (agents, MCP servers) or name (policies).
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/credentials/{id}';
+};
+
+export type GetCredentialErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetCredentialError = GetCredentialErrors[keyof GetCredentialErrors];
+
+export type GetCredentialResponses = {
+    /**
+     * The credential, without its secret.
+     */
+    200: CredentialResponse;
+};
+
+export type GetCredentialResponse = GetCredentialResponses[keyof GetCredentialResponses];
+
+export type UpdateCredentialData = {
+    body: CredentialUpdateWritable;
+    path: {
+        /**
+         * UUID of the resource, or its slug (agents, MCP servers) or name (policies).
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/credentials/{id}';
+};
+
+export type UpdateCredentialErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type UpdateCredentialError = UpdateCredentialErrors[keyof UpdateCredentialErrors];
+
+export type UpdateCredentialResponses = {
+    /**
+     * The updated credential, without its secret.
+     */
+    200: CredentialResponse;
+};
+
+export type UpdateCredentialResponse = UpdateCredentialResponses[keyof UpdateCredentialResponses];
 
 export type AgentCreatedWebhookPayload = AgentCreatedEventWritable;
 

@@ -8,8 +8,9 @@ import type { AuditVerification, ComplianceStatus, PolicyRule } from '@warden/co
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { conditionNeverHolds } from '../policies/cel.ts';
+import { brokersCredentials } from '../credentials/credentials.repository.ts';
 import { compileGlobs } from '../policies/glob.ts';
-import { loadDefaultDecisions } from '../settings/settings.service.ts';
+import { loadPolicySettings } from '../settings/settings.service.ts';
 import * as repo from './compliance.repository.ts';
 
 type Control = ComplianceStatus['data']['controls'][number];
@@ -69,6 +70,14 @@ export const CONTROLS: Record<string, ControlDefinition> = {
     weight: 15,
     frameworks: ['EU-AI-ACT:Art.15', 'NIST-AI-RMF:MANAGE-2.4', 'ISO-42001:A.9.2'],
   },
+  agentsHoldNoCredentials: {
+    id: 'agents-hold-no-credentials',
+    name: 'Agents hold no upstream credentials',
+    description:
+      "Share of active agents that cannot send upstream credentials of their own: 100 when the workspace setting agents_hold_no_credentials is on, else 0; not applicable until the workspace brokers a credential (a named credential or an MCP server's upstream_auth).",
+    weight: 15,
+    frameworks: ['EU-AI-ACT:Art.15', 'NIST-AI-RMF:MANAGE-2.4', 'ISO-42001:A.8.4'],
+  },
 };
 
 const round = (value: number) => Math.round(value * 10) / 10;
@@ -88,12 +97,13 @@ function control(definition: ControlDefinition, satisfied: number, subjects: num
 type VerifyAudit = (workspaceId: string) => Promise<AuditVerification['data']>;
 
 export async function computeCompliance(db: Kysely<DB>, verifyAudit: VerifyAudit, workspaceId: string): Promise<ComplianceStatus['data']> {
-  const [agents, policies, decisions, chain, defaults] = await Promise.all([
+  const [agents, policies, decisions, chain, { defaults, agentsHoldNoCredentials }, brokers] = await Promise.all([
     repo.complianceAgents(db, workspaceId),
     repo.enforcingPolicyRules(db, workspaceId),
     repo.recentDecisionCounts(db, workspaceId),
     verifyAudit(workspaceId),
-    loadDefaultDecisions(db, workspaceId),
+    loadPolicySettings(db, workspaceId),
+    brokersCredentials(db, workspaceId),
   ]);
   // Only rules that can take effect enforce anything: not `allow` (it permits), not a condition that can never hold.
   const rules = policies
@@ -125,6 +135,11 @@ export async function computeCompliance(db: Kysely<DB>, verifyAudit: VerifyAudit
       CONTROLS.productionDefaultBlock as ControlDefinition,
       defaults.production === 'block' ? production.length : 0,
       production.length,
+    ),
+    control(
+      CONTROLS.agentsHoldNoCredentials as ControlDefinition,
+      agentsHoldNoCredentials ? active.length : 0,
+      brokers ? active.length : 0,
     ),
   ];
 

@@ -30,6 +30,8 @@ export interface HttpFacts {
   headers: Record<string, string>;
   body: unknown;
   body_sha256: string | null;
+  /** The workspace credential Warden adds (`execution.credential`): its name, never its secret; null when none. */
+  credential: string | null;
 }
 
 /** An MCP request as Warden sends it upstream: its method and params. */
@@ -104,6 +106,7 @@ export function httpFacts(execution: HttpExecution): HttpFacts {
     body: hasBody ? execution.body : null,
     // the digest of the very bytes the proxy sends (JSON.stringify of the body)
     body_sha256: hasBody ? sha256(JSON.stringify(execution.body)) : null,
+    credential: execution.credential ?? null,
   };
 }
 
@@ -197,11 +200,22 @@ export function checkContextSize(context: Record<string, unknown> | undefined, w
   }
 }
 
+/** The credential an HTTP act names, as it is recorded and shown: `credential_name` (a name is not a secret: shared/redact.ts). */
+const credentialNamed = (facts: HttpFacts) => (facts.credential === null ? {} : { credential_name: facts.credential });
+
 /** The parts of an execution an approval is bound to (bodies and arguments by digest). */
 const boundExecution = (facts: ExecutionFacts | null) => {
   if (facts === null) return null;
   if (facts.mode === 'http_proxy')
-    return { mode: facts.mode, method: facts.method, url: facts.url, headers: facts.headers, body_sha256: facts.body_sha256 };
+    return {
+      mode: facts.mode,
+      method: facts.method,
+      url: facts.url,
+      headers: facts.headers,
+      body_sha256: facts.body_sha256,
+      // only when named, so that approvals asked for before credentials existed stay valid
+      ...credentialNamed(facts),
+    };
   // a tool call whose only params are its name and arguments is bound as before, so that approvals asked for stay valid
   if (facts.method === 'tools/call' && facts.params_sha256 === null)
     return { mode: facts.mode, server: facts.server, tool: facts.tool, arguments_sha256: facts.arguments_sha256 };
@@ -248,6 +262,7 @@ export function auditedExecution(facts: ExecutionFacts): Record<string, unknown>
       path: facts.path,
       headers: redactHeaders(facts.headers),
       body_sha256: facts.body_sha256,
+      ...credentialNamed(facts),
     };
   }
   return {
@@ -285,6 +300,7 @@ export function shownExecution(facts: ExecutionFacts): Record<string, unknown> {
       headers: redactHeaders(facts.headers),
       body: redactSecrets(facts.body),
       body_sha256: facts.body_sha256,
+      ...credentialNamed(facts),
     };
   }
   return {

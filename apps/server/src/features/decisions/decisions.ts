@@ -24,9 +24,22 @@ import { persistOrRefuse, recordIn } from '../audit/audit.service.ts';
 import type { AuditRecord } from '../audit/audit-event.ts';
 import type { AuditWriter } from '../audit/audit-writer.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
+import type { PolicySet } from '../policies/engine.ts';
 import { ConditionError, type Decision, type DecisionInput, decideEach, decideStrictest } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
 import { actDigest, approvalTitle, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
+import { CREDENTIAL_HEADERS } from './http-form.ts';
+
+/** The refusal of "agents hold no credentials" (settings): an HTTP act whose own headers carry a credential. */
+function agentCredentialRefusal(set: PolicySet, facts: ExecutionFacts | null): ApiError | undefined {
+  if (!set.agentsHoldNoCredentials || facts?.mode !== 'http_proxy') return undefined;
+  const carried = Object.keys(facts.headers).filter((name) => CREDENTIAL_HEADERS.has(name));
+  if (carried.length === 0) return undefined;
+  return new ApiError(
+    'agent_credentials_refused',
+    `this workspace's agents hold no credentials: execution.headers may not carry ${carried.join(', ')}; name a workspace credential (execution.credential) instead`,
+  );
+}
 
 export interface DecisionRequest {
   input: EvaluationInput;
@@ -44,6 +57,11 @@ export interface DecisionRequest {
    * the same act and gets it decided by the approval it already asked for.
    */
   retried?: boolean;
+  /**
+   * Why the act is refused whatever policy says (a credential named for a host it is not bound
+   * to): recorded as a blocked decision, then thrown, once the agent is known.
+   */
+  refusal?: ApiError;
 }
 
 export interface DecisionOutcome {
@@ -176,6 +194,22 @@ export class DecisionService {
       ...extra,
     });
     const declared: DecisionInput = { ...input, environment, execution: facts };
+
+    // refused whatever policy says: recorded, with the act, before anything is sent
+    const refusal = request.refusal ?? agentCredentialRefusal(set, facts);
+    if (refusal) {
+      await persistOrRefuse(() =>
+        this.auditWriter.write(
+          workspaceId,
+          record(
+            { result: 'blocked', severity: 'high', message: refusal.message, policy: null },
+            { context: { refusal: refusal.code, ...(facts ? { execution: auditedExecution(facts) } : {}) } },
+          ),
+        ),
+      );
+      this.telemetry.decision('blocked', request.source);
+      throw refusal;
+    }
 
     // 3. decide
     let decision: Decision;

@@ -107,6 +107,26 @@ export const OVERRIDE_HEADERS: ReadonlySet<string> = new Set([
   'x-rewrite-url',
 ]);
 
+/**
+ * Headers that carry a credential to an upstream: what "agents hold no credentials" refuses
+ * from an agent (decisions.ts). Authorization and Cookie (any scheme), and the API-key headers
+ * of widely used APIs (Anthropic, OpenAI-compatible gateways, Azure, Google, GitLab, AWS).
+ * Proxy-Authorization never travels (hop-by-hop) but is refused too: the agent tried.
+ */
+export const CREDENTIAL_HEADERS: ReadonlySet<string> = new Set([
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'x-api-key',
+  'api-key',
+  'x-auth-token',
+  'x-access-token',
+  'private-token',
+  'x-goog-api-key',
+  'ocp-apim-subscription-key',
+  'x-amz-security-token',
+]);
+
 const HOP_BY_HOP = [
   'connection',
   'keep-alive',

@@ -27,6 +27,7 @@ import type { EgressGuard } from '../../egress/guard.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import type { ApprovalWait, WaitOptions } from '../approvals/approval-wait.ts';
+import type { CredentialsService, ResolvedCredential } from '../credentials/credentials.service.ts';
 import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, type McpRequest, mcpFacts } from '../decisions/act.ts';
 import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
@@ -126,7 +127,29 @@ export class ExecutionService {
     private readonly mcp: McpConnector,
     private readonly egress: EgressGuard,
     private readonly registry: McpRegistry,
+    private readonly credentials: CredentialsService,
   ) {}
+
+  /**
+   * The credential an HTTP execution names (404 credential_not_found), and the refusal when its
+   * host is not one the credential is bound to (recorded by the decision, nothing sent).
+   */
+  private async credentialFor(ctx: RequestContext, facts: HttpFacts): Promise<{ credential: ResolvedCredential; refusal?: ApiError }> {
+    const credential = await this.credentials.resolve(ctx.auth.workspaceId, facts.credential as string);
+    if (facts.headers[credential.header] !== undefined)
+      throw new ApiError(
+        'invalid_execution',
+        `execution.headers: '${credential.header}' is the header credential '${credential.name}' sets; leave it out`,
+      );
+    if (credential.hosts.includes(facts.host.toLowerCase())) return { credential };
+    return {
+      credential,
+      refusal: new ApiError(
+        'credential_host_not_bound',
+        `credential '${credential.name}' is not bound to host '${facts.host}' (it is sent only to ${credential.hosts.join(', ')}); nothing was sent`,
+      ),
+    };
+  }
 
   /**
    * Runs the action of an allowed decision and audits its outcome; a failure is audited too. A
@@ -242,6 +265,7 @@ export class ExecutionService {
       execution.mode === 'mcp_proxy'
         ? mcpFacts((server as McpTarget).slug, { method: 'tools/call', params: { name: execution.tool, arguments: execution.arguments } })
         : httpFacts(execution);
+    const brokered = facts.mode === 'http_proxy' && facts.credential !== null ? await this.credentialFor(ctx, facts) : undefined;
     const decided = await this.decisions.decide(ctx, {
       input: body.input,
       execution: facts,
@@ -249,6 +273,7 @@ export class ExecutionService {
       approvalId: body.approval_id,
       source: 'execution',
       viaProxy: true,
+      refusal: brokered?.refusal,
     });
     const decision = decided.result;
     if (!decision.allowed) return { allowed: false, decision, execution: null };
@@ -257,7 +282,15 @@ export class ExecutionService {
       const result = await this.act(
         ctx,
         decided,
-        () => executeHttp(this.egress, facts as HttpFacts, execution.timeout_ms),
+        () => {
+          const credential = brokered?.credential;
+          return executeHttp(
+            this.egress,
+            facts as HttpFacts,
+            execution.timeout_ms,
+            credential ? { [credential.header]: credential.value() } : {},
+          );
+        },
         (r) => ({ upstream_status: r.status }),
       );
       return { allowed: true, decision, execution: result };

@@ -33,7 +33,16 @@ function decodeBody(bytes: Buffer, contentType: string, truncated: boolean): Pic
   return { body: bytes.toString('base64'), body_encoding: 'base64' };
 }
 
-export async function executeHttp(guard: EgressGuard, facts: HttpFacts, timeoutMs?: number): Promise<HttpExecutionResult> {
+/**
+ * `injected`: the brokered credential's header (execution.service.ts), added as the request
+ * leaves, never part of the facts (which are recorded and shown).
+ */
+export async function executeHttp(
+  guard: EgressGuard,
+  facts: HttpFacts,
+  timeoutMs?: number,
+  injected: Record<string, string> = {},
+): Promise<HttpExecutionResult> {
   let url: URL;
   try {
     url = guard.checkUrl(facts.url);
@@ -46,7 +55,7 @@ export async function executeHttp(guard: EgressGuard, facts: HttpFacts, timeoutM
   try {
     const res = await request(url, {
       method: facts.method,
-      headers: facts.headers,
+      headers: { ...facts.headers, ...injected },
       body: facts.body === null ? undefined : JSON.stringify(facts.body),
       dispatcher: guard.dispatcher,
       headersTimeout: timeout,

@@ -19,6 +19,10 @@
  *   session it does not know) is re-established transparently, once: the failed request never
  *   ran, so it is sent again on the new session. A network failure is retried the same way
  *   only for requests that change nothing (listing, reading).
+ * - A server's upstream secret (its `upstream_auth`) is added by `fetchFor` to the requests sent
+ *   to the server's own origin, nothing else (the agent's requests never carry it). A rotation
+ *   changes its revision, part of the pool key: the sessions opened with the old secret are
+ *   terminated as soon as a call opens one with the new (`retireStale`) or when idle.
  * - An MCP task's upstream session is apart from all this: opened for the task (`dedicated`),
  *   never pooled, reached again by its id from any process (`attach`), terminated by whoever
  *   sweeps the expired task (`terminate`).
@@ -60,12 +64,20 @@ const networkFailure = (error: unknown): boolean => {
   return false;
 };
 
+/** The secret header Warden sends a server (mcp-registry.ts): opened only when a request is built. */
+export interface UpstreamCredential {
+  /** Changes with every rotation; says nothing of the secret. */
+  revision: string;
+  header: () => [name: string, value: string];
+}
+
 export interface McpTarget {
   id: string;
   workspace_id: string;
   slug: string;
   transport_url: string;
   transport: string;
+  auth?: UpstreamCredential;
 }
 
 /** A governed session (`/runtime/mcp/session`): its calls share an upstream session of their own. */
@@ -106,6 +118,8 @@ export function upstreamSessionOf(client: Client): UpstreamSession | undefined {
 
 interface Pooled {
   key: string;
+  /** Whose session it is on which server, whatever its URL, transport or secret (see retireStale). */
+  owner: string;
   workspaceId: string;
   client: Promise<Client>;
   lastUsed: number;
@@ -151,6 +165,7 @@ export class McpConnector {
    */
   private async connect(target: McpTarget, onClose: () => void): Promise<Client> {
     const url = this.guard.checkUrl(target.transport_url);
+    const fetch = this.fetchFor(target, url);
     const client = () => {
       // what the upstream asks of a client during a call (sampling, elicitation), the gateway relays to its own client
       const c = new Client({ name: 'warden', version: '1.0.0' }, { capabilities: RELAYED_CLIENT_CAPABILITIES });
@@ -162,7 +177,7 @@ export class McpConnector {
     if (target.transport !== 'sse') {
       const streamable = client();
       try {
-        await streamable.connect(new StreamableHTTPClientTransport(url, { fetch: this.fetch }), { timeout: MCP_REQUEST_TIMEOUT_MS });
+        await streamable.connect(new StreamableHTTPClientTransport(url, { fetch }), { timeout: MCP_REQUEST_TIMEOUT_MS });
         streamable.onclose = onClose;
         return streamable;
       } catch (error) {
@@ -177,7 +192,7 @@ export class McpConnector {
       // The SSE transport's start has no timeout of its own: bound it, and close the client on
       // failure so it does not keep reconnecting in the background.
       await Promise.race([
-        sse.connect(new SSEClientTransport(url, { fetch: this.fetch }), { timeout: remaining }),
+        sse.connect(new SSEClientTransport(url, { fetch }), { timeout: remaining }),
         new Promise((_, reject) => {
           timer = setTimeout(() => reject(new Error('no answer within the MCP timeout')), remaining);
         }),
@@ -192,10 +207,38 @@ export class McpConnector {
     }
   }
 
-  private keyOf(target: McpTarget, { agentId, session }: UpstreamOwner): string {
-    // the URL and transport are part of the key: a registry change opens a new upstream session
-    const where = `${target.workspace_id}\u0000${target.id}\u0000${agentId}\u0000${target.transport}\u0000${target.transport_url}`;
+  /**
+   * The guarded fetch, adding the server's secret header to requests to its own origin only
+   * (an SSE server names the URL to POST to: another origin never gets the secret).
+   */
+  private fetchFor(target: McpTarget, url: URL): typeof fetch {
+    const auth = target.auth;
+    if (!auth) return this.fetch;
+    return (input, init = {}) => {
+      const to = new URL(input instanceof Request ? input.url : String(input));
+      if (to.origin !== url.origin) return this.fetch(input, init);
+      const headers = new Headers(init.headers);
+      headers.set(...auth.header());
+      return this.fetch(input, { ...init, headers });
+    };
+  }
+
+  private ownerOf(target: McpTarget, { agentId, session }: UpstreamOwner): string {
+    const where = `${target.workspace_id}\u0000${target.id}\u0000${agentId}`;
     return session ? `session\u0000${session.id}\u0000${where}` : `agent\u0000${where}`;
+  }
+
+  private keyOf(target: McpTarget, owner: UpstreamOwner): string {
+    // the URL, transport and secret are part of the key: a registry change opens a new upstream session
+    return `${this.ownerOf(target, owner)}\u0000${target.transport}\u0000${target.auth?.revision ?? ''}\u0000${target.transport_url}`;
+  }
+
+  /**
+   * Terminates the owner's sessions on this server opened with another URL, transport or
+   * secret (a rotated secret is not used again); one a call still runs on is left to the idle sweep.
+   */
+  private retireStale(owner: string, key: string): void {
+    for (const entry of [...this.pool.values()]) if (entry.owner === owner && entry.key !== key && entry.inUse === 0) this.retire(entry);
   }
 
   /** Makes room for a new session of `workspaceId`: its own least recently used past its share, else the pool's. */
@@ -231,9 +274,12 @@ export class McpConnector {
       this.pool.set(key, found);
       return found;
     }
+    const ownerKey = this.ownerOf(target, owner);
+    this.retireStale(ownerKey, key);
     this.evictFor(target.workspace_id);
     const entry: Pooled = {
       key,
+      owner: ownerKey,
       workspaceId: target.workspace_id,
       lastUsed: now,
       expiresAt: session ? session.expiresAt.getTime() : Number.POSITIVE_INFINITY,
@@ -339,10 +385,8 @@ export class McpConnector {
     const client = new Client({ name: 'warden', version: '1.0.0' });
     client.onerror = () => undefined;
     try {
-      const transport = new StreamableHTTPClientTransport(this.guard.checkUrl(target.transport_url), {
-        fetch: this.fetch,
-        sessionId: upstream.sessionId,
-      });
+      const url = this.guard.checkUrl(target.transport_url);
+      const transport = new StreamableHTTPClientTransport(url, { fetch: this.fetchFor(target, url), sessionId: upstream.sessionId });
       transport.setProtocolVersion(upstream.protocolVersion);
       await client.connect(transport);
       return await work(client);

@@ -5,7 +5,7 @@ import type { DB } from '../../db/schema.ts';
 export const listEnabledServers = (db: Kysely<DB>, workspaceId: string) =>
   db
     .selectFrom('mcp_servers')
-    .select(['id', 'workspace_id', 'slug', 'transport_url', 'transport'])
+    .select(['id', 'workspace_id', 'slug', 'transport_url', 'transport', 'auth_type', 'auth_header', 'auth_secret_encrypted'])
     .where('workspace_id', '=', workspaceId)
     .where('enabled', '=', true)
     .orderBy('slug')

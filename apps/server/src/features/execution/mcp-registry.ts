@@ -5,8 +5,11 @@
  * are read after the version was, so a cached registry is never older than the version it is
  * filed under, and a change is seen at the next request that carries the new version.
  */
+import { hash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
+import { openAuth } from '../credentials/upstream-auth.ts';
+import type { SecretBox } from '../webhooks/secrets.ts';
 import type { McpTarget } from './mcp-connector.ts';
 import { listEnabledServers } from './mcp-registry.repository.ts';
 
@@ -23,13 +26,35 @@ interface Registry {
 export class McpRegistry {
   private readonly workspaces = new Map<string, { version: number; registry: Promise<Registry> }>();
 
-  constructor(private readonly db: Kysely<DB>) {}
+  constructor(
+    private readonly db: Kysely<DB>,
+    private readonly box: SecretBox,
+  ) {}
+
+  /** A row as a target: its upstream secret, if any, opened only when a connection is made (a function: never serialised). */
+  private target({
+    auth_type,
+    auth_header,
+    auth_secret_encrypted,
+    ...row
+  }: Awaited<ReturnType<typeof listEnabledServers>>[number]): McpTarget {
+    if (!auth_type || !auth_header || !auth_secret_encrypted) return { ...row };
+    const box = this.box;
+    return {
+      ...row,
+      auth: {
+        // names this secret (a digest of its sealed form, which changes with every rotation), never reveals it
+        revision: hash('sha256', auth_secret_encrypted, 'hex').slice(0, 16),
+        header: () => openAuth(box, auth_type, auth_header, auth_secret_encrypted),
+      },
+    };
+  }
 
   private load(workspaceId: string, version: number): Promise<Registry> {
     const cached = this.workspaces.get(workspaceId);
     if (cached && cached.version === version) return cached.registry;
     const registry = listEnabledServers(this.db, workspaceId).then((rows) => {
-      const servers = rows.map((row) => ({ ...row }));
+      const servers = rows.map((row) => this.target(row));
       return { servers, bySlug: new Map(servers.map((s) => [s.slug, s])), byId: new Map(servers.map((s) => [s.id, s])) };
     });
     registry.catch(() => {

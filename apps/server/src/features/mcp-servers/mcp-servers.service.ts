@@ -1,6 +1,6 @@
 /** The MCP server registry: the only place an upstream MCP URL may come from. */
 import { randomUUID } from 'node:crypto';
-import type { McpServer, McpServerCreate, McpServerUpdate } from '@warden/contract';
+import type { McpServer, McpServerCreateWritable as McpServerCreate, McpServerUpdateWritable as McpServerUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
@@ -9,6 +9,8 @@ import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { slugify } from '../../shared/slug.ts';
 import { recordChange } from '../audit/audit.service.ts';
+import { authView, type SealedAuth, sealAuth } from '../credentials/upstream-auth.ts';
+import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './mcp-servers.repository.ts';
 
 export function toMcpServer(row: repo.McpServerRow): McpServer {
@@ -20,6 +22,7 @@ export function toMcpServer(row: repo.McpServerRow): McpServer {
     transport: row.transport as McpServer['transport'],
     description: row.description,
     enabled: row.enabled,
+    upstream_auth: row.auth_type && row.auth_header && row.auth_hint ? authView(row.auth_type, row.auth_header, row.auth_hint) : null,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
@@ -35,6 +38,14 @@ function checkTransportUrl(url: string): string {
   }
   throw new ApiError('invalid_request', 'body/transport_url must be an absolute http(s) URL');
 }
+
+/** The columns of a server's upstream secret: sealed, or all null to send none. */
+const authColumns = (sealed: SealedAuth | null) => ({
+  auth_type: sealed?.auth_type ?? null,
+  auth_header: sealed?.auth_header ?? null,
+  auth_secret_encrypted: sealed?.secret_encrypted ?? null,
+  auth_hint: sealed?.hint ?? null,
+});
 
 const slugTaken = (slug: string) => new ApiError('conflict', `an MCP server with slug '${slug}' already exists`);
 
@@ -52,16 +63,23 @@ export async function getMcpServer(db: Kysely<DB>, workspaceId: string, idOrSlug
  * the change's transaction: a change that then fails (a slug taken: 409) takes its event with
  * it. The event names the server, never its URL (which may carry credentials).
  */
-export async function createMcpServer(db: Kysely<DB>, workspaceId: string, input: McpServerCreate, actor: Actor): Promise<McpServer> {
+export async function createMcpServer(
+  db: Kysely<DB>,
+  box: SecretBox,
+  workspaceId: string,
+  input: McpServerCreate,
+  actor: Actor,
+): Promise<McpServer> {
   const slug = input.slug ?? slugify(input.name);
   const transportUrl = checkTransportUrl(input.transport_url);
+  const auth = input.upstream_auth ? sealAuth(box, input.upstream_auth, 'body/upstream_auth') : null;
   const id = randomUUID();
   try {
     return await inTransaction(db, async (trx) => {
       await recordChange(trx, workspaceId, actor, {
         action: 'mcp_server.created',
         resource: id,
-        context: { slug, name: input.name, fields: Object.keys(input) },
+        context: { slug, name: input.name, fields: Object.keys(input), ...(auth ? { upstream_auth: auth.auth_header } : {}) },
       });
       const row = await repo.insertMcpServer(trx, {
         workspace_id: workspaceId,
@@ -72,6 +90,7 @@ export async function createMcpServer(db: Kysely<DB>, workspaceId: string, input
         transport: input.transport ?? 'auto',
         description: input.description ?? null,
         enabled: input.enabled ?? true,
+        ...authColumns(auth),
       });
       return toMcpServer(row);
     });
@@ -83,6 +102,7 @@ export async function createMcpServer(db: Kysely<DB>, workspaceId: string, input
 
 export async function updateMcpServer(
   db: Kysely<DB>,
+  box: SecretBox,
   workspaceId: string,
   idOrSlug: string,
   input: McpServerUpdate,
@@ -90,7 +110,13 @@ export async function updateMcpServer(
 ): Promise<McpServer> {
   const existing = await repo.findMcpServer(db, workspaceId, idOrSlug);
   if (!existing) throw notFound('MCP server', idOrSlug);
-  const changes = { ...input, ...(input.transport_url ? { transport_url: checkTransportUrl(input.transport_url) } : {}) };
+  const { upstream_auth: auth, ...fields } = input;
+  // a new secret (or null) replaces the old: the registry's version bump closes upstream sessions opened with it (mcp-connector.ts)
+  const changes = {
+    ...fields,
+    ...(input.transport_url ? { transport_url: checkTransportUrl(input.transport_url) } : {}),
+    ...(auth !== undefined ? authColumns(auth === null ? null : sealAuth(box, auth, 'body/upstream_auth')) : {}),
+  };
   try {
     return await inTransaction(db, async (trx) => {
       await recordChange(trx, workspaceId, actor, {
@@ -125,13 +151,13 @@ export async function deleteMcpServer(db: Kysely<DB>, workspaceId: string, idOrS
   return { id: deleted.id, deleted: true as const };
 }
 
-export function mcpServersService(db: Kysely<DB>) {
+export function mcpServersService(db: Kysely<DB>, box: SecretBox) {
   return {
     list: (workspaceId: string, query: PageRequest) => listMcpServers(db, workspaceId, query),
     get: (workspaceId: string, idOrSlug: string) => getMcpServer(db, workspaceId, idOrSlug),
-    create: (workspaceId: string, input: McpServerCreate, actor: Actor) => createMcpServer(db, workspaceId, input, actor),
+    create: (workspaceId: string, input: McpServerCreate, actor: Actor) => createMcpServer(db, box, workspaceId, input, actor),
     update: (workspaceId: string, idOrSlug: string, input: McpServerUpdate, actor: Actor) =>
-      updateMcpServer(db, workspaceId, idOrSlug, input, actor),
+      updateMcpServer(db, box, workspaceId, idOrSlug, input, actor),
     remove: (workspaceId: string, idOrSlug: string, actor: Actor) => deleteMcpServer(db, workspaceId, idOrSlug, actor),
   };
 }

@@ -99,6 +99,8 @@ export interface PolicySet {
   forAction(action: string): { rules: CompiledRule[]; monitorRules: CompiledRule[] };
   /** The workspace's decision, per environment, when no enforcing rule matches. */
   defaultDecision: DefaultDecisions;
+  /** The setting "agents hold no credentials": an HTTP act whose own headers carry one is refused (decisions.ts). */
+  agentsHoldNoCredentials?: boolean;
 }
 
 /** The decision per environment when no enforcing rule matches; an environment not named allows. */

@@ -7,7 +7,7 @@
 import type { PolicyRule } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import { loadDefaultDecisions } from '../settings/settings.service.ts';
+import { loadPolicySettings } from '../settings/settings.service.ts';
 import { compilePolicySet, type PolicySet } from './engine.ts';
 import { enabledPolicies } from './policies.repository.ts';
 
@@ -23,17 +23,20 @@ export class PolicyCache {
     if (cached && cached.version === version) return cached.set;
     // Policies and defaults are read after the version was, so they are at least that new:
     // caching them under that version can only cause one extra reload, never a stale decision.
-    const set = Promise.all([enabledPolicies(this.db, workspaceId), loadDefaultDecisions(this.db, workspaceId)]).then(([rows, defaults]) =>
-      compilePolicySet(
-        rows.map((row) => ({
-          name: row.name,
-          mode: row.mode,
-          priority: row.priority,
-          version: row.version,
-          rules: row.rules as PolicyRule[],
-        })),
-        defaults,
-      ),
+    const set = Promise.all([enabledPolicies(this.db, workspaceId), loadPolicySettings(this.db, workspaceId)]).then(
+      ([rows, { defaults, agentsHoldNoCredentials }]) => ({
+        ...compilePolicySet(
+          rows.map((row) => ({
+            name: row.name,
+            mode: row.mode,
+            priority: row.priority,
+            version: row.version,
+            rules: row.rules as PolicyRule[],
+          })),
+          defaults,
+        ),
+        agentsHoldNoCredentials,
+      }),
     );
     set.catch(() => this.sets.delete(workspaceId));
     this.sets.delete(workspaceId);

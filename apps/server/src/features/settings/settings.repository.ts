@@ -7,11 +7,14 @@ export type SettingsRow = Awaited<ReturnType<typeof findSettings>> & {};
 export const findSettings = (db: Kysely<DB>, workspaceId: string) =>
   db
     .selectFrom('workspace_settings')
-    .select(['default_development', 'default_staging', 'default_production'])
+    .select(['default_development', 'default_staging', 'default_production', 'agents_hold_no_credentials'])
     .where('workspace_id', '=', workspaceId)
     .executeTakeFirst();
 
-type Changes = Pick<Updateable<WorkspaceSettings>, 'default_development' | 'default_staging' | 'default_production'>;
+type Changes = Pick<
+  Updateable<WorkspaceSettings>,
+  'default_development' | 'default_staging' | 'default_production' | 'agents_hold_no_credentials'
+>;
 
 /**
  * Sets the given columns, creating the row on first change; one statement, so concurrent
@@ -22,5 +25,5 @@ export const upsertSettings = (db: Kysely<DB>, workspaceId: string, changes: Cha
     .insertInto('workspace_settings')
     .values({ workspace_id: workspaceId, ...changes })
     .onConflict((oc) => oc.column('workspace_id').doUpdateSet({ ...changes, updated_at: new Date() }))
-    .returning(['default_development', 'default_staging', 'default_production'])
+    .returning(['default_development', 'default_staging', 'default_production', 'agents_hold_no_credentials'])
     .executeTakeFirstOrThrow();

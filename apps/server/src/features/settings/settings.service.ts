@@ -1,6 +1,7 @@
 /**
  * Workspace settings: the default decision per agent environment for an act that no rule of an
- * enforcing policy matches. Stored in workspace_settings, whose trigger bumps the workspace's
+ * enforcing policy matches, and whether agents may hold upstream credentials (the HTTP proxy
+ * refuses their credential headers when not: decisions.ts). Stored in workspace_settings, whose trigger bumps the workspace's
  * policy_version, so the compiled policy sets (which carry the defaults) are rebuilt by every
  * server process at its next request, as after a policy change.
  */
@@ -34,16 +35,26 @@ function toDefaults(row: repo.SettingsRow | undefined): DefaultDecisions {
 export const loadDefaultDecisions = async (db: Kysely<DB>, workspaceId: string): Promise<DefaultDecisions> =>
   toDefaults(await repo.findSettings(db, workspaceId));
 
-export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<Settings> => ({
-  default_decision: await loadDefaultDecisions(db, workspaceId),
+/** The settings the policy set carries (see PolicyCache): the defaults and "agents hold no credentials". */
+export async function loadPolicySettings(db: Kysely<DB>, workspaceId: string) {
+  const row = await repo.findSettings(db, workspaceId);
+  return { defaults: toDefaults(row), agentsHoldNoCredentials: row?.agents_hold_no_credentials ?? false };
+}
+
+const toSettings = (row: repo.SettingsRow | undefined): Settings => ({
+  default_decision: toDefaults(row),
+  agents_hold_no_credentials: row?.agents_hold_no_credentials ?? false,
 });
+
+export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<Settings> =>
+  toSettings(await repo.findSettings(db, workspaceId));
 
 /**
  * The schema refuses unknown environments and values and an empty change (400 invalid_request).
  * A change writes its `settings.updated` audit event (the defaults it sets) in its transaction.
  */
 export async function updateSettings(db: Kysely<DB>, workspaceId: string, input: SettingsUpdate, actor: Actor): Promise<Settings> {
-  const changes: Partial<Record<(typeof COLUMN)[AgentEnvironment], DefaultDecision>> = {};
+  const changes: Partial<Record<(typeof COLUMN)[AgentEnvironment], DefaultDecision> & { agents_hold_no_credentials: boolean }> = {};
   const set: Partial<Record<AgentEnvironment, DefaultDecision>> = {};
   for (const environment of ENVIRONMENTS) {
     const value = input.default_decision?.[environment];
@@ -52,14 +63,23 @@ export async function updateSettings(db: Kysely<DB>, workspaceId: string, input:
       set[environment] = value;
     }
   }
+  const fields = Object.keys(set).map((environment) => `default_decision.${environment}`);
+  if (input.agents_hold_no_credentials !== undefined) {
+    changes.agents_hold_no_credentials = input.agents_hold_no_credentials;
+    fields.push('agents_hold_no_credentials');
+  }
   if (Object.keys(changes).length === 0) return getSettings(db, workspaceId);
   return inTransaction(db, async (trx) => {
     await recordChange(trx, workspaceId, actor, {
       action: 'settings.updated',
       resource: workspaceId,
-      context: { fields: Object.keys(set).map((environment) => `default_decision.${environment}`), default_decision: set },
+      context: {
+        fields,
+        ...(Object.keys(set).length ? { default_decision: set } : {}),
+        ...(input.agents_hold_no_credentials !== undefined ? { agents_hold_no_credentials: input.agents_hold_no_credentials } : {}),
+      },
     });
-    return { default_decision: toDefaults(await repo.upsertSettings(trx, workspaceId, changes)) };
+    return toSettings(await repo.upsertSettings(trx, workspaceId, changes));
   });
 }
 

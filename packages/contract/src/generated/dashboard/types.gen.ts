@@ -12,8 +12,10 @@ export type ClientOptions = {
  * `invalid_execution_url`, `invalid_policy`, `decision_note_required`, `approval_invalid`;
  * 401 `unauthorized`, `agent_key_required`, `invalid_agent_key`;
  * 403 `insufficient_permission`, `agent_not_found`, `agent_inactive`, `execution_proxy_required`,
- * `execution_target_denied`, `approval_required`, `origin_not_allowed`, `insufficient_scope`;
- * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`;
+ * `execution_target_denied`, `approval_required`, `origin_not_allowed`, `insufficient_scope`,
+ * `credential_host_not_bound`, `agent_credentials_refused`;
+ * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`,
+ * `credential_not_found`;
  * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`,
  * `idempotency_key_reused`, `idempotency_key_in_progress`, `agent_key_in_use`;
  * 413 `payload_too_large`; 415 `unsupported_media_type`; 429 `rate_limited`;
@@ -22,7 +24,7 @@ export type ClientOptions = {
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'credential_host_not_bound' | 'agent_credentials_refused' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'credential_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
@@ -516,6 +518,7 @@ export type DefaultDecisions = {
  */
 export type Settings = {
     default_decision: DefaultDecisions;
+    agents_hold_no_credentials: AgentsHoldNoCredentials;
 };
 
 /**
@@ -530,7 +533,21 @@ export type SettingsUpdate = {
         staging?: DefaultDecision;
         production?: DefaultDecision;
     };
+    agents_hold_no_credentials?: AgentsHoldNoCredentials;
 };
+
+/**
+ * "Agents hold no credentials": when true, an HTTP execution (`/runtime/execute`,
+ * `http_proxy`) whose own `headers` carry a credential is refused with 403
+ * `agent_credentials_refused` before anything is sent, and the refusal is audited (result
+ * `blocked`). Credential headers: `Authorization`, `Proxy-Authorization`, `Cookie`,
+ * `X-Api-Key`, `Api-Key`, `X-Auth-Token`, `X-Access-Token`, `Private-Token`,
+ * `X-Goog-Api-Key`, `Ocp-Apim-Subscription-Key`, `X-Amz-Security-Token`. Upstream secrets
+ * come from Warden instead: `execution.credential` and an MCP server's `upstream_auth`.
+ * Backs the compliance control `agents-hold-no-credentials`. Default false.
+ *
+ */
+export type AgentsHoldNoCredentials = boolean;
 
 export type SettingsResponse = {
     data: Settings;
@@ -1067,6 +1084,10 @@ export type ComplianceStatus = {
      * - `production-default-block` (15): active production agents; satisfied when the
      * workspace's default decision for `production` is `block` (`GET /settings`), so an
      * act no rule foresaw is refused in production. Its score is 100 or 0.
+     * - `agents-hold-no-credentials` (15): active agents, once the workspace brokers a
+     * credential (`/credentials`, or an MCP server's `upstream_auth`); satisfied when the
+     * setting `agents_hold_no_credentials` is on, so agents cannot send upstream secrets
+     * of their own. Its score is 100 or 0.
      *
      */
     data: {
@@ -1187,6 +1208,17 @@ export type HttpExecution = {
     headers?: {
         [key: string]: string;
     };
+    /**
+     * The name of a workspace credential (`/credentials`) Warden adds to the request: its
+     * secret header, never seen by the caller. Sent only when the URL's host is one of the
+     * credential's `hosts`: else 403 `credential_host_not_bound`, before anything is decided
+     * or sent. 404 `credential_not_found` when there is none by that name; 400
+     * `invalid_execution` when `headers` already carries the credential's header. Part of
+     * the act: policy sees it as `execution.credential` (null when none), an approval binds
+     * it, the audit log records it as `execution.credential_name` (the name, never the secret).
+     *
+     */
+    credential?: Slug;
     /**
      * Any JSON value, sent as `application/json`; `null` or absent sends no body. An object
      * with a top-level `_method` member is refused with 400 `invalid_execution` (Laravel
@@ -1444,6 +1476,10 @@ export type McpServer = {
      * Disabled servers answer 404 `mcp_server_not_found` at runtime.
      */
     enabled: boolean;
+    /**
+     * How Warden authenticates to the server (its secret never shown); null when it sends no credential.
+     */
+    upstream_auth: UpstreamAuth | null;
     created_at: Timestamp;
     updated_at: Timestamp;
 };
@@ -1461,6 +1497,7 @@ export type McpServerCreate = {
     transport?: McpTransport;
     description?: string;
     enabled?: boolean;
+    upstream_auth?: UpstreamAuthInput;
 };
 
 export type McpServerUpdate = {
@@ -1470,6 +1507,12 @@ export type McpServerUpdate = {
     transport?: McpTransport;
     description?: string | null;
     enabled?: boolean;
+    /**
+     * A new secret (rotation: upstream sessions opened with the old one are closed, the next
+     * call opens one with the new, no restart), or null to send none.
+     *
+     */
+    upstream_auth?: UpstreamAuthInput | null;
 };
 
 export type McpServerResponse = {
@@ -1480,6 +1523,42 @@ export type McpServerPage = {
     data: Array<McpServer>;
     has_more: boolean;
     next_cursor: Cursor;
+};
+
+/**
+ * `bearer`: `Authorization: Bearer <secret>`; `header`: the secret as the value of the header named in `header` (an API-key header).
+ */
+export type UpstreamAuthType = 'bearer' | 'header';
+
+/**
+ * A secret Warden sends upstream for its callers, who never hold it. Write-only: stored
+ * sealed with the master key (AES-256-GCM), never returned (answers show `hint`, its last
+ * four characters), never in logs, traces, audit events or webhook payloads. A `header`
+ * secret names its `header` (an RFC 9110 token, not a hop-by-hop, `Host`, `Content-Length`
+ * or `X-Warden-*` header); a `bearer` secret names none. Else 400 `invalid_request`.
+ *
+ */
+export type UpstreamAuthInput = {
+    type: UpstreamAuthType;
+    /**
+     * `header` only: the header's name, e.g. `X-Api-Key`.
+     */
+    header?: string;
+};
+
+/**
+ * A brokered secret as answers show it.
+ */
+export type UpstreamAuth = {
+    type: UpstreamAuthType;
+    /**
+     * The header it travels in, lower-case (`authorization` for `bearer`).
+     */
+    header: string;
+    /**
+     * `…` and the secret's last four characters (all of it hidden when it has fewer than 12).
+     */
+    hint: string;
 };
 
 export type Health = {
@@ -1696,6 +1775,53 @@ export type OAuthGrantResponse = {
 
 export type OAuthGrantPage = {
     data: Array<OAuthGrant>;
+    has_more: boolean;
+    next_cursor: Cursor;
+};
+
+/**
+ * A host name or IPv4 address, matched exactly (case-insensitive) against the URL's host; no port, no wildcard.
+ */
+export type CredentialHost = string;
+
+export type Credential = {
+    id: Uuid;
+    name: Slug;
+    description: string | null;
+    hosts: Array<CredentialHost>;
+    auth: UpstreamAuth;
+    created_at: Timestamp;
+    updated_at: Timestamp;
+};
+
+export type CredentialCreate = {
+    /**
+     * What executions name (`execution.credential`); unique per workspace (409 `conflict`).
+     */
+    name: Slug;
+    description?: string;
+    /**
+     * The hosts the secret may be sent to; a request to any other is refused (403 `credential_host_not_bound`).
+     */
+    hosts: Array<CredentialHost>;
+    auth: UpstreamAuthInput;
+};
+
+/**
+ * What is left out keeps its value; a new `auth` replaces the secret (rotation, effective at the next request).
+ */
+export type CredentialUpdate = {
+    description?: string | null;
+    hosts?: Array<CredentialHost>;
+    auth?: UpstreamAuthInput;
+};
+
+export type CredentialResponse = {
+    data: Credential;
+};
+
+export type CredentialPage = {
+    data: Array<Credential>;
     has_more: boolean;
     next_cursor: Cursor;
 };
@@ -2117,6 +2243,57 @@ export type AgentPageWritable = {
 
 export type GlobListWritable = Array<Glob>;
 
+export type McpServerCreateWritable = {
+    name: string;
+    /**
+     * Defaults to a slug derived from `name`; unique per workspace (409 `conflict`).
+     */
+    slug?: Slug;
+    /**
+     * http(s) URL of the server's MCP endpoint. Checked by the egress guard when used.
+     */
+    transport_url: string;
+    transport?: McpTransport;
+    description?: string;
+    enabled?: boolean;
+    upstream_auth?: UpstreamAuthInputWritable;
+};
+
+export type McpServerUpdateWritable = {
+    name?: string;
+    slug?: Slug;
+    transport_url?: string;
+    transport?: McpTransport;
+    description?: string | null;
+    enabled?: boolean;
+    /**
+     * A new secret (rotation: upstream sessions opened with the old one are closed, the next
+     * call opens one with the new, no restart), or null to send none.
+     *
+     */
+    upstream_auth?: UpstreamAuthInputWritable | null;
+};
+
+/**
+ * A secret Warden sends upstream for its callers, who never hold it. Write-only: stored
+ * sealed with the master key (AES-256-GCM), never returned (answers show `hint`, its last
+ * four characters), never in logs, traces, audit events or webhook payloads. A `header`
+ * secret names its `header` (an RFC 9110 token, not a hop-by-hop, `Host`, `Content-Length`
+ * or `X-Warden-*` header); a `bearer` secret names none. Else 400 `invalid_request`.
+ *
+ */
+export type UpstreamAuthInputWritable = {
+    type: UpstreamAuthType;
+    /**
+     * `header` only: the header's name, e.g. `X-Api-Key`.
+     */
+    header?: string;
+    /**
+     * Printable ASCII, no surrounding spaces (a header value).
+     */
+    secret: string;
+};
+
 /**
  * The body of every webhook delivery, discriminated by `type`. Deliveries are signed as
  * Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,…`); the body
@@ -2155,6 +2332,28 @@ export type AgentCreatedEventWritable = {
     data: {
         agent: AgentWritable;
     };
+};
+
+export type CredentialCreateWritable = {
+    /**
+     * What executions name (`execution.credential`); unique per workspace (409 `conflict`).
+     */
+    name: Slug;
+    description?: string;
+    /**
+     * The hosts the secret may be sent to; a request to any other is refused (403 `credential_host_not_bound`).
+     */
+    hosts: Array<CredentialHost>;
+    auth: UpstreamAuthInputWritable;
+};
+
+/**
+ * What is left out keeps its value; a new `auth` replaces the secret (rotation, effective at the next request).
+ */
+export type CredentialUpdateWritable = {
+    description?: string | null;
+    hosts?: Array<CredentialHost>;
+    auth?: UpstreamAuthInputWritable;
 };
 
 /**
@@ -3900,7 +4099,7 @@ export type ListDashboardMcpServersResponses = {
 export type ListDashboardMcpServersResponse = ListDashboardMcpServersResponses[keyof ListDashboardMcpServersResponses];
 
 export type CreateDashboardMcpServerData = {
-    body: McpServerCreate;
+    body: McpServerCreateWritable;
     path?: never;
     query?: never;
     url: '/mcp-servers';
@@ -4016,7 +4215,7 @@ export type DeleteDashboardMcpServerResponses = {
 export type DeleteDashboardMcpServerResponse = DeleteDashboardMcpServerResponses[keyof DeleteDashboardMcpServerResponses];
 
 export type UpdateDashboardMcpServerData = {
-    body: McpServerUpdate;
+    body: McpServerUpdateWritable;
     path: {
         id: Uuid;
     };

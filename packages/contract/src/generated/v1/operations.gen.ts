@@ -129,6 +129,21 @@ import type {
   UpdateSettingsData,
   UpdateSettingsErrors,
   UpdateSettingsResponses,
+  ListCredentialsData,
+  ListCredentialsErrors,
+  ListCredentialsResponses,
+  CreateCredentialData,
+  CreateCredentialErrors,
+  CreateCredentialResponses,
+  GetCredentialData,
+  GetCredentialErrors,
+  GetCredentialResponses,
+  DeleteCredentialData,
+  DeleteCredentialErrors,
+  DeleteCredentialResponses,
+  UpdateCredentialData,
+  UpdateCredentialErrors,
+  UpdateCredentialResponses,
 } from './types.gen.js';
 
 /** operationId → its HTTP method, and hey-api's request (`data`), success (`responses`) and error (`errors`) types. */
@@ -176,6 +191,11 @@ export interface Operations {
   updateMcpServer: { method: 'PATCH'; data: UpdateMcpServerData; responses: UpdateMcpServerResponses; errors: UpdateMcpServerErrors };
   getSettings: { method: 'GET'; data: GetSettingsData; responses: GetSettingsResponses; errors: GetSettingsErrors };
   updateSettings: { method: 'PATCH'; data: UpdateSettingsData; responses: UpdateSettingsResponses; errors: UpdateSettingsErrors };
+  listCredentials: { method: 'GET'; data: ListCredentialsData; responses: ListCredentialsResponses; errors: ListCredentialsErrors };
+  createCredential: { method: 'POST'; data: CreateCredentialData; responses: CreateCredentialResponses; errors: CreateCredentialErrors };
+  getCredential: { method: 'GET'; data: GetCredentialData; responses: GetCredentialResponses; errors: GetCredentialErrors };
+  deleteCredential: { method: 'DELETE'; data: DeleteCredentialData; responses: DeleteCredentialResponses; errors: DeleteCredentialErrors };
+  updateCredential: { method: 'PATCH'; data: UpdateCredentialData; responses: UpdateCredentialResponses; errors: UpdateCredentialErrors };
 }
 
 export type OperationId = keyof Operations;
@@ -237,4 +257,9 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'updateMcpServer', method: 'patch', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'getSettings', method: 'get', path: '/settings', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'updateSettings', method: 'patch', path: '/settings', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
+  { operationId: 'listCredentials', method: 'get', path: '/credentials', authenticated: true, agentKey: false, permission: "mcp_servers:read", validationErrorCodes: {} },
+  { operationId: 'createCredential', method: 'post', path: '/credentials', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'getCredential', method: 'get', path: '/credentials/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:read", validationErrorCodes: {} },
+  { operationId: 'deleteCredential', method: 'delete', path: '/credentials/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'updateCredential', method: 'patch', path: '/credentials/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
 ];
