@@ -83,7 +83,8 @@ module.exports = {
     {
       name: 'no-orphans',
       severity: 'warn',
-      comment: 'Every module is used: reachable from an entry point (the server, the CLI; each worker thread runs a *.worker.ts loaded by URL).',
+      comment:
+        'Every module is used: reachable from an entry point (the server, the CLI; each worker thread runs a *.worker.ts loaded by URL).',
       from: { path: ENTRY_POINTS },
       to: { path: SRC, pathNot: [ENTRY_POINTS, '\\.d\\.ts$'], reachable: false },
     },

@@ -7,8 +7,8 @@
 import type { AuditVerification, ComplianceStatus, PolicyRule } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import { conditionNeverHolds } from '../policies/cel.ts';
 import { brokersCredentials } from '../credentials/credentials.repository.ts';
+import { conditionNeverHolds } from '../policies/cel.ts';
 import { compileGlobs } from '../policies/glob.ts';
 import { loadPolicySettings } from '../settings/settings.service.ts';
 import * as repo from './compliance.repository.ts';

@@ -7,11 +7,7 @@
  * answered once and stored by their SHA-256 (docs/decisions/0021-oauth-authorization-servers.md).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import {
-  InvalidGrantError,
-  InvalidScopeError,
-  InvalidTargetError,
-} from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import { InvalidGrantError, InvalidScopeError, InvalidTargetError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { OAuthClientInformationFull, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { Kysely } from 'kysely';
 import { iso, type Page, type PageRequest, paginate } from '../../db/paginate.ts';
