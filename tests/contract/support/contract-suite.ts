@@ -443,6 +443,13 @@ export const SCENARIOS: Scenario[] = [
           data.to.allowed + data.to.blocked + data.to.approval_required === data.replayed,
         'the counts by result do not add up to the decisions replayed',
       );
+      run.expectThat(
+        'simulatePolicies',
+        data.drift.from.allowed + data.drift.from.blocked + data.drift.from.approval_required === data.replayed &&
+          data.drift.to.allowed === data.from.allowed &&
+          data.drift.to.blocked === data.from.blocked,
+        'drift does not run from the recorded results to the current policies’ (the draft’s `from`)',
+      );
       if (!run.mock) run.expectThat('simulatePolicies', data.changed >= 1, 'blocking an allowed act changed no recorded decision');
       await run.call('simulatePolicies', {
         expect: 400,
