@@ -118,7 +118,7 @@ describe('utilities, each a governed act', () => {
     const before = upstream.methods().length;
     const error = (await send(client).catch((refused: unknown) => refused)) as Error;
     expect(error).toMatchObject({ code: -32003, message: expect.stringContaining(`No ${action}`) });
-    expect(error.message.match(/MCP error -?\d+/g)).toEqual(["MCP error -32003"]); // the code once (the client SDK's prefix)
+    expect(error.message.match(/MCP error -?\d+/g)).toEqual(['MCP error -32003']); // the code once (the client SDK's prefix)
     expect(
       upstream
         .methods()

@@ -2,7 +2,8 @@
  * What-if replay (POST /policies/simulate): the workspace's recent recorded decisions decided
  * again, in memory, on the live engine (engine.ts), once by the current policy set and once by
  * the draft; the draft's effect is what differs between the two, and drift is what differs
- * between the recorded result and the current set's. Nothing is written.
+ * between the recorded result and the current set's (docs/decisions/0023-what-if-effect-and-drift.md).
+ * Nothing is written.
  *
  * The replay reads the decisions in keyset pages of text (simulate.repository.ts) and decides
  * each distinct act once: recorded decisions repeat the same agent, action, resource, tool,
