@@ -68,6 +68,70 @@ describe('POST /policies/simulate (simulatePolicies)', () => {
     expect(sim.duration_ms).toBeGreaterThanOrEqual(0);
   });
 
+  it('charges the draft only with what it changes; a policy deleted since and the default decisions are drift, apart', async () => {
+    // issue 38: a threshold lowered from 100 to 30 was charged with every change made since the decisions
+    const ws = await freshWorkspace();
+    const refunds = (threshold: number): PolicyCreate => ({
+      name: 'Refunds',
+      rules: [
+        { id: 'big-refunds', match: { action: ['refund.*'] }, condition: `context.amount > ${threshold}`, effect: 'require_approval' },
+      ],
+    });
+    const legacy: PolicyCreate = { name: 'Legacy exports', rules: [{ id: 'no-export', match: { action: ['export.*'] }, effect: 'block' }] };
+    expect((await server.api('POST', '/policies', { key: ws.key, body: refunds(100) })).status).toBe(201);
+    expect((await server.api('POST', '/policies', { key: ws.key, body: legacy })).status).toBe(201);
+    expect((await ws.evaluate('refund.create', { amount: 50 })).result).toBe('allowed');
+    expect((await ws.evaluate('refund.create', { amount: 60 })).result).toBe('allowed');
+    expect((await ws.evaluate('refund.create', { amount: 10 })).result).toBe('allowed');
+    expect((await ws.evaluate('refund.create', { amount: 500 })).result).toBe('approval_required');
+    expect((await ws.evaluate('export.run')).result).toBe('blocked');
+    expect((await ws.evaluate('export.run')).result).toBe('blocked');
+    const stager = await server.api('POST', '/agents', {
+      key: ws.key,
+      body: { name: 'Stager', provider: 'local', environment: 'staging' },
+    });
+    expect(stager.status).toBe(201);
+    const deploy = await server.api('POST', '/policy/evaluate', {
+      key: ws.key,
+      body: { input: { action: 'deploy.run', agent: stager.body.data.slug, environment: 'staging' } },
+    });
+    expect(deploy.body.data.result).toBe('allowed');
+    // since then: the export policy deleted, staging blocked by default
+    expect((await server.api('DELETE', '/policies/Legacy exports', { key: ws.key })).status).toBe(200);
+    expect((await server.api('PATCH', '/settings', { key: ws.key, body: { default_decision: { staging: 'block' } } })).status).toBe(200);
+
+    const res = await server.api('POST', '/policies/simulate', { key: ws.key, body: { policies: [refunds(30)] } });
+    expect(res.status).toBe(200);
+    const sim = res.body.data;
+    // the draft's effect: current policies → draft, only the two refunds between 30 and 100
+    expect(sim).toMatchObject({
+      replayed: 7,
+      changed: 2,
+      failed: 0,
+      from: { allowed: 5, blocked: 1, approval_required: 1 },
+      to: { allowed: 3, blocked: 1, approval_required: 3 },
+    });
+    expect(sim.groups.map(({ decisions, ...group }) => group)).toEqual([
+      { policy: 'Refunds', rule: 'big-refunds', from: 'allowed', to: 'approval_required', count: 2 },
+    ]);
+    expect(sim.groups[0]?.decisions.map((d) => [d.action, d.from, d.to])).toEqual([
+      ['refund.create', 'allowed', 'approval_required'],
+      ['refund.create', 'allowed', 'approval_required'],
+    ]);
+    // drift: recorded → current policies, grouped by the current deciding rule (here the default decision)
+    expect(sim.drift).toMatchObject({
+      changed: 3,
+      failed: 0,
+      from: { allowed: 4, blocked: 2, approval_required: 1 },
+      to: { allowed: 5, blocked: 1, approval_required: 1 },
+    });
+    expect(sim.drift.groups.map(({ decisions, ...group }) => group)).toEqual([
+      { policy: null, rule: null, from: 'blocked', to: 'allowed', count: 2 },
+      { policy: null, rule: null, from: 'allowed', to: 'blocked', count: 1 },
+    ]);
+    expect(sim.drift.groups[1]?.decisions.map((d) => [d.agent, d.action])).toEqual([[stager.body.data.slug, 'deploy.run']]);
+  });
+
   it('saves nothing: no policy, no audit event, no approval', async () => {
     const ws = await freshWorkspace();
     await ws.evaluate('db.delete');

@@ -46,6 +46,28 @@ describe('the contract suite covers the spec', () => {
 
 let server: TestServer | undefined;
 
+/**
+ * What the bootstrap key's workspace holds that a run could leave behind: the ids of its agents,
+ * policies, MCP servers, webhook endpoints, live API keys and pending approvals, and its
+ * settings (audit events and MCP sessions aside: the log is append-only, sessions expire).
+ */
+async function workspaceResources(running: TestServer) {
+  const db = running.database.db;
+  const { id } = await db.selectFrom('workspaces').select('id').where('slug', '=', 'default').executeTakeFirstOrThrow();
+  const sorted = (rows: { id: string }[]) => rows.map((row) => row.id).sort();
+  return {
+    agents: sorted(await db.selectFrom('agents').select('id').where('workspace_id', '=', id).execute()),
+    policies: sorted(await db.selectFrom('policies').select('id').where('workspace_id', '=', id).execute()),
+    mcpServers: sorted(await db.selectFrom('mcp_servers').select('id').where('workspace_id', '=', id).execute()),
+    webhooks: sorted(await db.selectFrom('webhook_endpoints').select('id').where('workspace_id', '=', id).execute()),
+    keys: sorted(await db.selectFrom('api_keys').select('id').where('workspace_id', '=', id).where('revoked_at', 'is', null).execute()),
+    pendingApprovals: sorted(
+      await db.selectFrom('approvals').select('id').where('workspace_id', '=', id).where('status', '=', 'pending').execute(),
+    ),
+    settings: (await running.api('GET', '/settings')).body.data,
+  };
+}
+
 const starts: Record<string, () => Promise<StartedTarget>> = {
   mock: () => startMockTarget(),
   server: async () => {
@@ -96,6 +118,7 @@ for (const [name, start] of Object.entries(starts)) {
     if (name === 'server') {
       it('npm run contract -- --target URL --key KEY passes against the running server (exit 0, one line per operation)', async () => {
         const running = server as TestServer;
+        const before = await workspaceResources(running);
         const result = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
           const child = spawn(
             process.execPath,
@@ -122,6 +145,8 @@ for (const [name, start] of Object.entries(starts)) {
         expect(lines[0]).toBe(`contract suite: ${operations.length} operations of spec ${spec.info.version} against ${running.url}`);
         for (const op of operations) expect(result.stdout).toMatch(new RegExp(`^ok {3}${op.operationId} `, 'm'));
         expect(lines.at(-1)).toMatch(new RegExp(`^PASSED: ${operations.length} passed, 0 failed, 0 without a case `));
+        // it cleaned up after itself: nothing it created remains, no approval of its deleted agent waits
+        expect(await workspaceResources(running)).toEqual(before);
       }, 300_000);
 
       afterAll(async () => {

@@ -281,6 +281,14 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard configuration pages (e2e)', () => {
     expect(await group.getAttribute('data-to')).toBe('approval_required');
     await group.locator('summary').click();
     expect(await group.getByTestId('what-if-decision').count()).toBe(1);
+    // drift (recorded against today's policies) is shown apart, named as such
+    const drift = byTestId('what-if-drift');
+    expect(await drift.locator('summary').textContent()).toMatch(
+      /^Drift: \d+ recorded decisions are already decided otherwise by today's policies/,
+    );
+    expect(Number(await drift.getAttribute('data-changed'))).toBe(
+      await byTestId('what-if-drift-group-count').evaluateAll((els) => els.reduce((n, el) => n + Number(el.textContent), 0)),
+    );
     await shot('policy-what-if');
 
     await byTestId('policy-save').click();

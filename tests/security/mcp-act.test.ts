@@ -137,6 +137,8 @@ async function rpcError(promise: Promise<unknown>): Promise<McpError> {
   );
   if (!('error' in outcome)) throw new Error(`expected a JSON-RPC error, got ${JSON.stringify(outcome.value)}`);
   expect(outcome.error).toBeInstanceOf(McpError);
+  // the code once: `MCP error <code>: ` is the client SDK's own prefix, never also in what Warden sends
+  expect((outcome.error as McpError).message.match(/MCP error -?\d+/g)).toHaveLength(1);
   return outcome.error as McpError;
 }
 

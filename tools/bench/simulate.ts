@@ -98,7 +98,10 @@ export interface ReplayFigures {
   serverMedianMs: number;
   /** CPU time of the server process (all its threads) per replay. */
   serverCpuMedianMs: number;
+  /** Decisions the draft decides otherwise than the live policies (its effect). */
   changed: number;
+  /** Decisions the live policies decide otherwise than recorded (drift, not the draft's). */
+  drifted: number;
   /** GET /health beside the replays: p50, p99, max (ms) and the answers counted. */
   health: HealthFigures;
 }
@@ -268,7 +271,13 @@ export async function simulateBenchmark(
       const body = await call('POST', '/policies/simulate', { policies, limit: decisions });
       const ms = performance.now() - started;
       if (body.data.replayed !== decisions) throw new Error(`the replay replayed ${body.data.replayed} decisions, not ${decisions}`);
-      return { ms, serverMs: body.data.duration_ms as number, cpu: cpuMs(warden.pid) - cpuBefore, changed: body.data.changed as number };
+      return {
+        ms,
+        serverMs: body.data.duration_ms as number,
+        cpu: cpuMs(warden.pid) - cpuBefore,
+        changed: body.data.changed as number,
+        drifted: body.data.drift.changed as number,
+      };
     };
     const first = await replay(REALISTIC_DRAFT);
     log(`simulate: first replay (starts the replay thread) ${first.ms.toFixed(0)} ms`);
@@ -290,6 +299,7 @@ export async function simulateBenchmark(
         serverMedianMs: Math.round(median(done.map((r) => r.serverMs))),
         serverCpuMedianMs: Math.round(median(done.map((r) => r.cpu))),
         changed: done[0]?.changed ?? 0,
+        drifted: done[0]?.drifted ?? 0,
         health,
       };
     };
@@ -347,7 +357,7 @@ export function simulateTargets(f: SimulateFigures | null): Record<string, boole
 export function formatSimulate(f: SimulateFigures): string {
   const line = (name: string, r: ReplayFigures) =>
     `  ${name}: median ${r.medianMs} ms round trip (runs ${r.ms.join(', ')}), server ${r.serverMedianMs} ms, server CPU ${r.serverCpuMedianMs} ms; ` +
-    `${r.changed.toLocaleString('en')} changed; GET /health beside it p50 ${r.health.p50} ms, p99 ${r.health.p99} ms, max ${r.health.max} ms (${r.health.samples} answers; sender late by up to ${r.health.sendLagP99} ms at p99)`;
+    `${r.changed.toLocaleString('en')} changed by the draft, ${r.drifted.toLocaleString('en')} drifted; GET /health beside it p50 ${r.health.p50} ms, p99 ${r.health.p99} ms, max ${r.health.max} ms (${r.health.samples} answers; sender late by up to ${r.health.sendLagP99} ms at p99)`;
   return [
     `What-if replay (POST /policies/simulate, limit ${f.decisions.toLocaleString('en')}; one server process; load average ${f.loadAvgAtStart.join(' ')} at start, ${f.loadAvgAtEnd.join(' ')} at end):`,
     `  seeded ${f.decisions.toLocaleString('en')} decisions in ${f.seedSeconds.toFixed(1)} s, sealed in ${f.sealSeconds?.toFixed(1) ?? '–'} s; first replay ${f.firstReplayMs} ms (starts the replay thread)`,

@@ -14,67 +14,69 @@ import { compileDraft, Replay, type Replayed } from '../src/features/policies/si
 type Result = RecordedDecision['recorded'];
 type Group = PolicySimulation['groups'][number];
 
-/** The replay as first built: every decision decided on its own, its input rebuilt from the whole audited context. */
-function naiveReplay(set: PolicySet, agents: readonly AgentFacts[], rows: readonly RecordedDecision[]): Replayed {
-  const bySlug = new Map(agents.map((agent) => [agent.slug, agent]));
+interface Decided {
+  now: Result;
+  policy: string | null;
+  rule: string | null;
+  failed: boolean;
+}
+
+/** The replay as first built: one decision decided on its own, its input rebuilt from the whole audited context. */
+function naiveDecide(set: PolicySet, bySlug: ReadonlyMap<string, AgentFacts>, row: RecordedDecision): Decided {
+  const context: Record<string, unknown> = {};
+  if (row.input !== null) context.input = JSON.parse(row.input);
+  if (row.execution !== null) context.execution = JSON.parse(row.execution);
+  const execution = (context.execution ?? null) as Record<string, unknown> | null;
+  const environment = row.environment ?? undefined;
+  const agent: AgentFacts = bySlug.get(row.agent ?? '') ?? {
+    id: '',
+    slug: row.agent ?? '',
+    name: row.agent ?? '',
+    status: 'active',
+    environment: environment ?? 'production',
+    risk_level: null,
+    allowed_tools: [],
+    allowed_resources: [],
+  };
+  const declared: DecisionInput = {
+    action: row.action,
+    ...(row.resource !== null ? { resource: row.resource } : {}),
+    ...(row.tool !== null ? { tool: row.tool } : {}),
+    ...(environment !== undefined ? { environment } : {}),
+    ...(context.input !== undefined ? { context: context.input as Record<string, unknown> } : {}),
+    execution: execution as DecisionInput['execution'],
+  };
+  const url = execution?.mode === 'http_proxy' ? (execution.url as string | undefined) : undefined;
+  const views = url !== undefined && url !== declared.resource ? [{ ...declared, resource: url }, declared] : [declared];
+  try {
+    const decision = decideStrictest(set, views, agent);
+    const now = decision.allowed && decision.requireProxy && row.source === 'evaluation' ? 'blocked' : decision.result;
+    return { now, policy: decision.policy, rule: decision.ruleId, failed: false };
+  } catch (error) {
+    if (!(error instanceof ConditionError)) throw error;
+    return { now: 'blocked', policy: error.policy, rule: error.ruleId, failed: true };
+  }
+}
+
+/** Each row's earlier result against its later decision: counts, and the changed ones grouped by the later rule. */
+function compare(rows: readonly RecordedDecision[], before: readonly Result[], after: readonly Decided[]) {
   const from = { allowed: 0, blocked: 0, approval_required: 0 };
   const to = { allowed: 0, blocked: 0, approval_required: 0 };
   const groups = new Map<string, Group>();
   let changed = 0;
-  let approximate = 0;
   let failed = 0;
-  for (const row of rows) {
-    const context: Record<string, unknown> = {};
-    if (row.input !== null) context.input = JSON.parse(row.input);
-    if (row.execution !== null) context.execution = JSON.parse(row.execution);
-    const execution = (context.execution ?? null) as Record<string, unknown> | null;
-    const environment = row.environment ?? undefined;
-    const agent: AgentFacts = bySlug.get(row.agent ?? '') ?? {
-      id: '',
-      slug: row.agent ?? '',
-      name: row.agent ?? '',
-      status: 'active',
-      environment: environment ?? 'production',
-      risk_level: null,
-      allowed_tools: [],
-      allowed_resources: [],
-    };
-    if (execution && (execution.body_sha256 || execution.arguments_sha256)) approximate++;
-    const declared: DecisionInput = {
-      action: row.action,
-      ...(row.resource !== null ? { resource: row.resource } : {}),
-      ...(row.tool !== null ? { tool: row.tool } : {}),
-      ...(environment !== undefined ? { environment } : {}),
-      ...(context.input !== undefined ? { context: context.input as Record<string, unknown> } : {}),
-      execution: execution as DecisionInput['execution'],
-    };
-    const url = execution?.mode === 'http_proxy' ? (execution.url as string | undefined) : undefined;
-    const views = url !== undefined && url !== declared.resource ? [{ ...declared, resource: url }, declared] : [declared];
-    const recorded = row.recorded;
-    let now: Result;
-    let policy: string | null = null;
-    let rule: string | null = null;
-    try {
-      const decision = decideStrictest(set, views, agent);
-      now = decision.result;
-      if (decision.allowed && decision.requireProxy && row.source === 'evaluation') now = 'blocked';
-      policy = decision.policy;
-      rule = decision.ruleId;
-    } catch (error) {
-      if (!(error instanceof ConditionError)) throw error;
-      failed++;
-      now = 'blocked';
-      policy = error.policy;
-      rule = error.ruleId;
-    }
-    from[recorded]++;
+  rows.forEach((row, i) => {
+    const was = before[i] as Result;
+    const { now, policy, rule, failed: broke } = after[i] as Decided;
+    from[was]++;
     to[now]++;
-    if (now === recorded) continue;
+    if (broke) failed++;
+    if (now === was) return;
     changed++;
-    const key = JSON.stringify([policy, rule, recorded, now]);
+    const key = JSON.stringify([policy, rule, was, now]);
     let group = groups.get(key);
     if (!group) {
-      group = { policy, rule, from: recorded, to: now, count: 0, decisions: [] };
+      group = { policy, rule, from: was, to: now, count: 0, decisions: [] };
       groups.set(key, group);
     }
     group.count++;
@@ -85,19 +87,36 @@ function naiveReplay(set: PolicySet, agents: readonly AgentFacts[], rows: readon
         agent: row.agent,
         action: row.action,
         resource: row.resource,
-        from: recorded,
+        from: was,
         to: now,
       });
     }
-  }
+  });
+  return { changed, failed, from, to, groups: [...groups.values()].sort((a, b) => b.count - a.count).slice(0, 1000) };
+}
+
+/** Every decision decided on its own by both sets: the draft's effect (current → draft) and drift (recorded → current). */
+function naiveReplay(current: PolicySet, draft: PolicySet, agents: readonly AgentFacts[], rows: readonly RecordedDecision[]): Replayed {
+  const bySlug = new Map(agents.map((agent) => [agent.slug, agent]));
+  const now = rows.map((row) => naiveDecide(current, bySlug, row));
+  const next = rows.map((row) => naiveDecide(draft, bySlug, row));
+  const approximate = rows.filter((row) => {
+    const execution = row.execution === null ? null : (JSON.parse(row.execution) as Record<string, unknown> | null);
+    return Boolean(execution && (execution.body_sha256 || execution.arguments_sha256));
+  }).length;
   return {
     replayed: rows.length,
-    changed,
     approximate,
-    failed,
-    from,
-    to,
-    groups: [...groups.values()].sort((a, b) => b.count - a.count).slice(0, 1000),
+    ...compare(
+      rows,
+      now.map((d) => d.now),
+      next,
+    ),
+    drift: compare(
+      rows,
+      rows.map((row) => row.recorded),
+      now,
+    ),
   };
 }
 
@@ -254,20 +273,35 @@ function recordedDecisions(count: number, seed: number): RecordedDecision[] {
   return rows;
 }
 
+/** DRAFT changed as an admin tries it: a lower payments threshold, the MCP policy gone. */
+const VARIANT: PolicyCreate[] = DRAFT.filter((policy) => policy.name !== 'mcp').map((policy) =>
+  policy.name === 'payments'
+    ? { ...policy, rules: (policy.rules ?? []).map((rule) => (rule.id === 'big' ? { ...rule, condition: 'context.amount > 40' } : rule)) }
+    : policy,
+);
+
 const request = (policies: PolicyCreate[]): PolicySimulationRequest => ({ policies, limit: 100_000 });
 
 describe('the what-if replay (Replay)', () => {
   it('answers what deciding every recorded decision on its own answers, deciding each distinct act once', () => {
     const rows = recordedDecisions(6_000, 1);
     const defaults = { staging: 'block' as const };
-    const naive = naiveReplay(compileDraft(request(DRAFT), defaults), AGENTS, rows);
-    const replay = new Replay(compileDraft(request(DRAFT), defaults), new Map(AGENTS.map((a) => [a.slug, a])));
+    // today's set is DRAFT; the draft lowers a threshold and drops a policy
+    const naive = naiveReplay(compileDraft(request(DRAFT), defaults), compileDraft(request(VARIANT), defaults), AGENTS, rows);
+    const replay = new Replay(
+      compileDraft(request(DRAFT), defaults),
+      compileDraft(request(VARIANT), defaults),
+      new Map(AGENTS.map((a) => [a.slug, a])),
+    );
     replay.add(rows);
     expect(replay.result()).toEqual(naive);
+    // the draft's effect is only what its two changes decide otherwise
+    expect(new Set(naive.groups.map((g) => g.policy))).toEqual(new Set(['payments', null]));
+    expect(naive.changed).toBeLessThan(naive.drift.changed);
     // every way of deciding was taken, and repeated acts were counted, not decided again
-    expect(naive.failed).toBeGreaterThan(0);
+    expect(naive.drift.failed).toBeGreaterThan(0);
     expect(naive.approximate).toBeGreaterThan(0);
-    expect(new Set(naive.groups.map((g) => g.policy))).toEqual(
+    expect(new Set(naive.drift.groups.map((g) => g.policy))).toEqual(
       new Set([null, 'payments', 'proxy-only', 'egress', 'mcp', 'ops', 'strict', 'heavy', 'reads', 'agent:narrow']),
     );
     // budget failures aside, no act is decided twice, and fewer than its distinct full inputs are
@@ -287,8 +321,9 @@ describe('the what-if replay (Replay)', () => {
       [DRAFT.filter((policy) => policy.name !== 'heavy'), { development: 'block', staging: 'block' }],
     ];
     for (const [policies, defaults] of drafts) {
-      const naive = naiveReplay(compileDraft(request(policies), defaults), AGENTS, rows);
-      const replay = new Replay(compileDraft(request(policies), defaults), new Map(AGENTS.map((a) => [a.slug, a])));
+      const today = () => compileDraft(request(DRAFT), { staging: 'block' });
+      const naive = naiveReplay(today(), compileDraft(request(policies), defaults), AGENTS, rows);
+      const replay = new Replay(today(), compileDraft(request(policies), defaults), new Map(AGENTS.map((a) => [a.slug, a])));
       for (let start = 0; start < rows.length; start += 777) replay.add(rows.slice(start, start + 777));
       expect(replay.result()).toEqual(naive);
     }
@@ -307,17 +342,19 @@ describe('the what-if replay (Replay)', () => {
     // a first decision of the action succeeds, so later ones are looked up
     const light = { ...(heavy[0] as RecordedDecision), id: '00000000-0000-4000-8000-999999999999', input: '{"l": [1, 2]}' };
     const set = () => compileDraft(request(DRAFT), {});
-    const naive = naiveReplay(set(), AGENTS, [light, ...heavy]);
-    const replay = new Replay(set(), new Map(AGENTS.map((a) => [a.slug, a])));
+    const naive = naiveReplay(set(), set(), AGENTS, [light, ...heavy]);
+    const replay = new Replay(set(), set(), new Map(AGENTS.map((a) => [a.slug, a])));
     replay.add([light, ...heavy]);
     expect(replay.result()).toEqual(naive);
     expect(naive.failed).toBe(heavy.length);
+    expect(naive.drift.failed).toBe(heavy.length);
     expect(replay.decided).toBe(1 + heavy.length);
   });
 
   it('lists at most 100 decisions per group, newest first, with their timestamps in ISO form', () => {
     const rows = recordedDecisions(5_000, 11).map((row) => ({ ...row, recorded: 'allowed' as const, action: 'db.users.drop' }));
     const replay = new Replay(
+      compileDraft(request([]), {}),
       compileDraft(request([{ name: 'drop', rules: [{ id: 'r', match: { action: ['db.*.drop'] }, effect: 'block' }] }]), {}),
       new Map(),
     );

@@ -3,6 +3,7 @@
  * returns the unwrapped `data` of the answer (lists: the page `{data, has_more, next_cursor}`)
  * and throws a `WardenError` for anything else.
  */
+import { type ProveOptions, prove, type VerifiedInclusion } from './audit-prove.js';
 import { WardenError } from './errors.js';
 import { type Client, createClient, createConfig } from './generated/client/index.js';
 import * as op from './generated/sdk.gen.js';
@@ -187,9 +188,46 @@ export function createWarden(options: WardenOptions) {
       const { cursor: start, ...rest } = query;
       return paginate((cursor) => audit.events({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
     },
-    /** Checks the workspace's hash chain. */
-    verify: async (opts?: RequestOptions): Promise<T.AuditVerification['data']> =>
-      (await unwrap(op.verifyAuditChain({ ...call(opts) }))).data,
+    /** Checks the workspace's hash chain; `{ full: true }` re-checks every event, not only those since the last check. */
+    verify: async (opts: RequestOptions & Query<T.VerifyAuditChainData> = {}): Promise<T.AuditVerification['data']> => {
+      const { full, ...rest } = opts;
+      return (await unwrap(op.verifyAuditChain({ ...call(rest), ...(full === undefined ? {} : { query: { full } }) }))).data;
+    },
+    /** How far the workspace's full verification (`verify({ full: true })`) has come: queued, running (`checked` of `total`) or idle. */
+    verificationStatus: async (opts?: RequestOptions): Promise<T.AuditVerificationStatus['data']> =>
+      (await unwrap(op.getAuditVerificationStatus({ ...call(opts) }))).data,
+    /** The log's public key (`verifier_key`): pin it once, and verify checkpoints and proofs with it. */
+    signingKey: async (opts?: RequestOptions): Promise<T.AuditSigningKeyResponse['data']> =>
+      (await unwrap(op.getAuditSigningKey({ ...call(opts) }))).data,
+    /** The latest signed checkpoint, or the one of exactly `tree_size` events (404 when there is none yet). */
+    checkpoint: async (query?: Query<T.GetAuditCheckpointData>, opts?: RequestOptions): Promise<T.AuditCheckpoint> =>
+      (await unwrap(op.getAuditCheckpoint({ ...call(opts), query }))).data,
+    /** The inclusion proof of a sealed event, raw (verify it with `verifyInclusion`, or use `prove`). */
+    inclusionProof: async (query: Query<T.GetAuditInclusionProofData>, opts?: RequestOptions): Promise<T.AuditInclusionProof> =>
+      (await unwrap(op.getAuditInclusionProof({ ...call(opts), query }))).data,
+    /** The consistency proof between two tree sizes, raw (verify it with `verifyConsistency`). */
+    consistencyProof: async (query: Query<T.GetAuditConsistencyProofData>, opts?: RequestOptions): Promise<T.AuditConsistencyProof> =>
+      (await unwrap(op.getAuditConsistencyProof({ ...call(opts), query }))).data,
+    /**
+     * Proves that an event is in the log, in one call: the latest checkpoint verified with the
+     * pinned `publicKey`, the inclusion proof at that checkpoint's size, verified to its root.
+     * Waits (up to `waitMs`) for an event not yet sealed or checkpointed; throws
+     * `AuditProofError` when anything does not verify (`unknown_key` for another key).
+     */
+    prove: (eventId: string, options: ProveOptions, opts?: RequestOptions): Promise<VerifiedInclusion> =>
+      prove(
+        { checkpoint: () => audit.checkpoint(undefined, opts), inclusionProof: (query) => audit.inclusionProof(query, opts) },
+        eventId,
+        options,
+      ),
+  };
+
+  const workspaceSettings = {
+    /** The workspace's settings (its default decision per environment). */
+    get: async (opts?: RequestOptions): Promise<T.Settings> => (await unwrap(op.getSettings({ ...call(opts) }))).data,
+    /** Changes the fields given; the next decision uses them. */
+    update: async (body: T.UpdateSettingsData['body'], opts?: RequestOptions): Promise<T.Settings> =>
+      (await unwrap(op.updateSettings({ ...call(opts), body }))).data,
   };
 
   const mcpServers = {
@@ -227,13 +265,27 @@ export function createWarden(options: WardenOptions) {
       (await unwrap(op.deleteCredential({ ...call(opts), path: { id: idOrName } }))).data,
   };
 
+  /** What MCP clients were granted by OAuth (the built-in authorization server): listed, and revoked at once. */
+  const oauthGrants = {
+    list: async (query?: Query<T.ListOAuthGrantsData>, opts?: RequestOptions): Promise<T.OAuthGrantPage> =>
+      unwrap(op.listOAuthGrants({ ...call(opts), query })),
+    iterate: (query: IterateQuery<T.ListOAuthGrantsData> = {}, opts?: RequestOptions): AsyncGenerator<T.OAuthGrant, void, undefined> => {
+      const { cursor: start, ...rest } = query;
+      return paginate((cursor) => oauthGrants.list({ ...rest, ...(cursor ? { cursor } : {}) }, opts), start);
+    },
+    revoke: async (id: string, opts?: RequestOptions): Promise<T.OAuthGrantResponse['data']> =>
+      (await unwrap(op.revokeOAuthGrant({ ...call(opts), path: { id } }))).data,
+  };
+
   return {
     agents,
     policies,
+    oauthGrants,
     approvals,
     audit,
     mcpServers,
     credentials,
+    settings: workspaceSettings,
     compliance: {
       /** The workspace's compliance score, computed when asked for. */
       status: async (opts?: RequestOptions): Promise<T.ComplianceStatus['data']> =>
@@ -271,3 +323,59 @@ export function createWarden(options: WardenOptions) {
 }
 
 export type Warden = ReturnType<typeof createWarden>;
+
+/**
+ * The method of the client that calls each v1 operation (aliases: the method of the operation
+ * they alias). Keyed by the generated operation names, so an operation added to the spec
+ * without a method is a compile error here.
+ */
+export const OPERATION_METHODS: Record<keyof typeof op, string> = {
+  getHealth: 'health',
+  listAgents: 'agents.list',
+  createAgent: 'agents.create',
+  getAgent: 'agents.get',
+  updateAgent: 'agents.update',
+  deleteAgent: 'agents.delete',
+  listPolicies: 'policies.list',
+  createPolicy: 'policies.create',
+  getPolicy: 'policies.get',
+  updatePolicy: 'policies.update',
+  deletePolicy: 'policies.delete',
+  simulatePolicies: 'policies.simulate',
+  getSettings: 'settings.get',
+  updateSettings: 'settings.update',
+  evaluatePolicy: 'policy.evaluate',
+  executeRuntime: 'runtime.execute',
+  discoverMcpTools: 'runtime.mcp.discover',
+  callMcpTool: 'runtime.mcp.call',
+  openMcpSession: 'runtime.mcp.session',
+  listApprovals: 'approvals.list',
+  listApprovalRequests: 'approvals.list',
+  createApproval: 'approvals.create',
+  createApprovalRequest: 'approvals.create',
+  getApproval: 'approvals.get',
+  decideApproval: 'approvals.decide',
+  createAuditEvent: 'audit.record',
+  createAuditEventAlias: 'audit.record',
+  listAuditLogs: 'audit.logs',
+  listEvents: 'audit.events',
+  verifyAuditChain: 'audit.verify',
+  getAuditSigningKey: 'audit.signingKey',
+  getAuditCheckpoint: 'audit.checkpoint',
+  getAuditInclusionProof: 'audit.inclusionProof',
+  getAuditConsistencyProof: 'audit.consistencyProof',
+  listMcpServers: 'mcpServers.list',
+  createMcpServer: 'mcpServers.create',
+  getMcpServer: 'mcpServers.get',
+  updateMcpServer: 'mcpServers.update',
+  deleteMcpServer: 'mcpServers.delete',
+  getComplianceStatus: 'compliance.status',
+  getAuditVerificationStatus: 'audit.verificationStatus',
+  listCredentials: 'credentials.list',
+  createCredential: 'credentials.create',
+  getCredential: 'credentials.get',
+  updateCredential: 'credentials.update',
+  deleteCredential: 'credentials.delete',
+  listOAuthGrants: 'oauthGrants.list',
+  revokeOAuthGrant: 'oauthGrants.revoke',
+};

@@ -14,8 +14,9 @@ export type {
   VerifyInclusionInput,
 } from './audit-proofs.js';
 export { AuditProofError, isAuditProofError, leafHash, verifyCheckpoint, verifyConsistency, verifyInclusion } from './audit-proofs.js';
+export type { ProveOptions, VerifiedInclusion } from './audit-prove.js';
 export type { RequestOptions, Warden, WardenOptions } from './client.js';
-export { AGENT_KEY_HEADER, createWarden, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS } from './client.js';
+export { AGENT_KEY_HEADER, createWarden, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS, OPERATION_METHODS } from './client.js';
 export type { WardenErrorCode, WardenErrorInit } from './errors.js';
 export { isWardenError, WardenError } from './errors.js';
 /** The generated operations, for the raw `{data, error, response}` style (pass `{ client: warden.client }`). */

@@ -443,6 +443,13 @@ export const SCENARIOS: Scenario[] = [
           data.to.allowed + data.to.blocked + data.to.approval_required === data.replayed,
         'the counts by result do not add up to the decisions replayed',
       );
+      run.expectThat(
+        'simulatePolicies',
+        data.drift.from.allowed + data.drift.from.blocked + data.drift.from.approval_required === data.replayed &&
+          data.drift.to.allowed === data.from.allowed &&
+          data.drift.to.blocked === data.from.blocked,
+        'drift does not run from the recorded results to the current policies’ (the draft’s `from`)',
+      );
       if (!run.mock) run.expectThat('simulatePolicies', data.changed >= 1, 'blocking an allowed act changed no recorded decision');
       await run.call('simulatePolicies', {
         expect: 400,
@@ -740,6 +747,9 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'clean-up',
+    // Whatever the run created and an API can remove: its approvals left pending, MCP server,
+    // policy and agent. Audit events stay (the log is append-only), as do its MCP sessions
+    // until they expire; settings were set to the values they had.
     covers: ['deleteMcpServer', 'deletePolicy', 'deleteAgent'],
     async run(run) {
       // What the run created goes, whatever happened before (what was not created is skipped).
@@ -751,6 +761,8 @@ export const SCENARIOS: Scenario[] = [
           errors.push((error as Error).message);
         }
       };
+      // Approvals the run asked for and left pending (its agent's): rejected, so none waits for a person.
+      if (!run.mock && run.state.agent) await attempt(() => withdrawPendingApprovals(run));
       const server = run.state.mcpServer?.id ?? (run.mock ? RANDOM_UUID : undefined);
       if (server) {
         await attempt(async () => {
@@ -778,6 +790,31 @@ export const SCENARIOS: Scenario[] = [
     },
   },
 ];
+
+/** Pages of the run's pending approvals it reads at most while withdrawing them (100 each). */
+const MAX_APPROVAL_PAGES = 10;
+
+/** Rejects every approval of the run's agent still pending (listed by its slug, unique to the run). */
+async function withdrawPendingApprovals(run: Run): Promise<void> {
+  for (let page = 0; page < MAX_APPROVAL_PAGES; page++) {
+    const pending = await run.call('listApprovals', {
+      expect: 200,
+      query: { status: 'pending', agent: run.slug, limit: 100 },
+      note: 'clean-up: the run’s pending approvals',
+    });
+    const ids: string[] = pending.body.data.map((approval: Json) => approval.id);
+    if (ids.length === 0) return;
+    for (const id of ids) {
+      await run.call('decideApproval', {
+        expect: 200,
+        path: { id },
+        body: { status: 'rejected', decision_note: `Withdrawn by the contract suite (run ${run.id}): its agent is deleted` },
+        note: 'clean-up: withdrawing an approval left pending',
+      });
+    }
+  }
+  throw new StepFailed(`more than ${MAX_APPROVAL_PAGES * 100} approvals of ${run.slug} still pending`);
+}
 
 /** A request that passes every check but authentication: the body and parameters the 401 sweep sends. */
 function sweepRequest(validator: SpecValidator, operationId: string): Pick<CallOptions, 'path' | 'query' | 'body'> {

@@ -1,7 +1,8 @@
 /**
  * "What if?": replays the workspace's recent decisions with the policy being edited replaced by
- * its draft (the other policies as they are) and shows which decisions would change, grouped by
- * the rule that decides them now. Nothing is saved.
+ * its draft (the other policies as they are) and shows which decisions the draft would change
+ * against today's policies, grouped by the rule that decides them; drift (recorded decisions
+ * today's policies already decide otherwise) is shown apart, never as the draft's. Nothing is saved.
  */
 import { ApiError, api, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
@@ -95,13 +96,69 @@ export function whatIfPanel(
   return h('span', { class: 'row nowrap what-if-controls' }, run, limit);
 }
 
-function report(sim: PolicySimulationResponse['data']): HTMLElement {
-  const counts = (c: { allowed: number; blocked: number; approval_required: number }) =>
+type Simulation = PolicySimulationResponse['data'];
+type Group = Simulation['groups'][number];
+type Counts = Simulation['from'];
+
+const counts = (c: Counts) =>
+  h(
+    'div',
+    { class: 'stack' },
+    ['allowed', 'blocked', 'approval_required'].map((r) => h('span', null, result(r), ` ${c[r as keyof Counts]}`)),
+  );
+
+/** Changed decisions grouped by rule; `kind` names the list for tests ("what-if" or "what-if-drift"). */
+function groupList(groups: Group[], kind: string, none: string): Child {
+  if (groups.length === 0) return h('p', { class: 'empty', 'data-testid': `${kind}-none` }, none);
+  return groups.map((g) =>
     h(
-      'div',
-      { class: 'stack' },
-      ['allowed', 'blocked', 'approval_required'].map((r) => h('span', null, result(r), ` ${c[r as keyof typeof c]}`)),
-    );
+      'details',
+      { class: 'what-if-group', 'data-testid': `${kind}-group`, 'data-rule': g.rule ?? '', 'data-from': g.from, 'data-to': g.to },
+      h(
+        'summary',
+        null,
+        result(g.from),
+        ' → ',
+        result(g.to),
+        h('strong', { 'data-testid': `${kind}-group-count` }, ` ${g.count}`),
+        g.policy
+          ? [' by ', h('span', { class: 'mono' }, g.policy), g.rule ? [' · rule ', h('span', { class: 'mono' }, g.rule)] : '']
+          : ' by the default decision',
+      ),
+      h(
+        'table',
+        { class: 'compact' },
+        h(
+          'thead',
+          null,
+          h(
+            'tr',
+            null,
+            ['Time', 'Agent', 'Action', 'Resource'].map((t) => h('th', { scope: 'col' }, t)),
+          ),
+        ),
+        h(
+          'tbody',
+          null,
+          g.decisions.map((d) =>
+            h(
+              'tr',
+              { 'data-testid': `${kind}-decision` },
+              h('td', null, time(d.event_timestamp)),
+              h('td', null, dash(d.agent)),
+              h('td', { class: 'mono' }, d.action),
+              h('td', { class: 'mono' }, dash(d.resource)),
+            ),
+          ),
+        ),
+      ),
+      g.count > g.decisions.length ? h('p', { class: 'muted small' }, `The first ${g.decisions.length} of ${g.count}.`) : null,
+    ),
+  );
+}
+
+function report(sim: Simulation): HTMLElement {
+  const drift = sim.drift;
   return h(
     'section',
     { class: 'card what-if', 'data-testid': 'what-if-result', 'aria-labelledby': 'what-if-title' },
@@ -110,62 +167,39 @@ function report(sim: PolicySimulationResponse['data']): HTMLElement {
       'p',
       { 'data-testid': 'what-if-summary', 'data-changed': String(sim.changed), 'data-replayed': String(sim.replayed) },
       h('strong', null, `${sim.changed.toLocaleString('en')} of ${sim.replayed.toLocaleString('en')}`),
-      ` recent decisions would change (replayed in ${sim.duration_ms} ms).`,
+      ` recent decisions would be decided otherwise by the draft than by today's policies (replayed in ${sim.duration_ms} ms).`,
       sim.approximate ? ` ${sim.approximate} had a body or arguments the audit keeps only as a hash, so their replay is approximate.` : '',
       sim.failed ? ` ${sim.failed} failed to replay (a condition error) and count as blocked.` : '',
     ),
     h(
       'div',
       { class: 'grid-2' },
-      h('div', null, h('h3', null, 'Recorded'), counts(sim.from)),
+      h('div', null, h('h3', null, "Today's policies"), counts(sim.from)),
       h('div', null, h('h3', null, 'With the draft'), counts(sim.to)),
     ),
-    sim.groups.length === 0
-      ? h('p', { class: 'empty', 'data-testid': 'what-if-none' }, 'No decision would change.')
-      : sim.groups.map((g) =>
-          h(
-            'details',
-            { class: 'what-if-group', 'data-testid': 'what-if-group', 'data-rule': g.rule ?? '', 'data-from': g.from, 'data-to': g.to },
-            h(
-              'summary',
-              null,
-              result(g.from),
-              ' → ',
-              result(g.to),
-              h('strong', { 'data-testid': 'what-if-group-count' }, ` ${g.count}`),
-              g.policy
-                ? [' by ', h('span', { class: 'mono' }, g.policy), g.rule ? [' · rule ', h('span', { class: 'mono' }, g.rule)] : '']
-                : ' by the default decision',
-            ),
-            h(
-              'table',
-              { class: 'compact' },
-              h(
-                'thead',
-                null,
-                h(
-                  'tr',
-                  null,
-                  ['Time', 'Agent', 'Action', 'Resource'].map((t) => h('th', { scope: 'col' }, t)),
-                ),
-              ),
-              h(
-                'tbody',
-                null,
-                g.decisions.map((d) =>
-                  h(
-                    'tr',
-                    { 'data-testid': 'what-if-decision' },
-                    h('td', null, time(d.event_timestamp)),
-                    h('td', null, dash(d.agent)),
-                    h('td', { class: 'mono' }, d.action),
-                    h('td', { class: 'mono' }, dash(d.resource)),
-                  ),
-                ),
-              ),
-            ),
-            g.count > g.decisions.length ? h('p', { class: 'muted small' }, `The first ${g.decisions.length} of ${g.count}.`) : null,
-          ),
-        ),
+    groupList(sim.groups, 'what-if', 'The draft changes no decision.'),
+    h(
+      'details',
+      { class: 'what-if-drift', 'data-testid': 'what-if-drift', 'data-changed': String(drift.changed), open: drift.changed > 0 },
+      h(
+        'summary',
+        null,
+        h('strong', null, `Drift: ${drift.changed.toLocaleString('en')}`),
+        " recorded decisions are already decided otherwise by today's policies, without the draft",
+      ),
+      h(
+        'p',
+        { class: 'muted small' },
+        "Drift is what changed since these decisions were recorded: policies edited, disabled or deleted since, the default decisions, agents. It is not the draft's doing.",
+        drift.failed ? ` ${drift.failed} failed to replay on today's policies and count as blocked.` : '',
+      ),
+      h(
+        'div',
+        { class: 'grid-2' },
+        h('div', null, h('h4', null, 'Recorded'), counts(drift.from)),
+        h('div', null, h('h4', null, "Today's policies"), counts(drift.to)),
+      ),
+      groupList(drift.groups, 'what-if-drift', "No drift: today's policies decide every replayed decision as recorded."),
+    ),
   );
 }

@@ -35,6 +35,7 @@ import type { ExportPage } from '../features/audit/audit-export.ts';
 import { CheckpointError, parseVerifierKey } from '../features/audit/checkpoint.ts';
 import { type ExportLine, notesIn, type OfflineReport, OfflineVerifier } from '../features/audit/offline-verify.ts';
 import { isObject } from '../shared/objects.ts';
+import { CliError, describeFailure, isChannelClosed } from './cli-errors.ts';
 
 /**
  * What the commands on the database use, loaded by them only: `audit verify` runs without a
@@ -105,12 +106,47 @@ interface Connection {
   close(): Promise<void>;
 }
 
+/** How long a command waits for a starting server's admin channel (it opens after the migrations), polled. */
+const CHANNEL_WAIT_MS = 20_000;
+const CHANNEL_POLL_MS = 200;
+/** Whether this process opened the database itself (then it checks egress with its own environment). */
+let direct = false;
+
+/** Through the admin channel of the server holding the data directory, waiting (bounded) while it starts. */
+function viaChannel(m: Awaited<ReturnType<typeof databaseModules>>, dataDir: string): Connection {
+  const call = async (name: AdminCommand, args: Args) => {
+    const deadline = Date.now() + CHANNEL_WAIT_MS;
+    for (;;) {
+      try {
+        return await m.sendAdminCommand(dataDir, name, args);
+      } catch (error) {
+        // refused or absent: the command was never delivered, so sending it again is safe
+        if (!isChannelClosed(error)) throw error;
+        const holder = m.lockHolder(dataDir);
+        if (holder === null) throw new CliError(`the server that held ${dataDir} has stopped; run the command again`);
+        if (Date.now() >= deadline)
+          throw new CliError(
+            `the server (process ${holder}) holding ${dataDir} is still starting: its admin channel is not open yet; retry in a moment`,
+          );
+        await new Promise((later) => setTimeout(later, CHANNEL_POLL_MS));
+      }
+    }
+  };
+  return { call, close: async () => {} };
+}
+
 async function connect(config: Config, command: AdminCommand): Promise<Connection> {
   const m = await databaseModules();
-  if (!config.databaseUrl && m.lockHolder(config.dataDir) !== null) {
-    return { call: (name, args) => m.sendAdminCommand(config.dataDir, name, args), close: async () => {} };
+  if (!config.databaseUrl && m.lockHolder(config.dataDir) !== null) return viaChannel(m, config.dataDir);
+  let database: Awaited<ReturnType<typeof m.openDatabase>>;
+  try {
+    database = await m.openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 1 });
+  } catch (error) {
+    // a server took the directory in the meantime
+    if (error instanceof m.DataDirLockedError) return viaChannel(m, config.dataDir);
+    throw error;
   }
-  const database = await m.openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 1 });
+  direct = true;
   const egress = m.createEgressGuard(config.egressAllowlist);
   const close = async () => {
     await egress.close();
@@ -495,9 +531,8 @@ main(process.argv.slice(2)).then(
       console.error(`warden: ${error.message}\n${USAGE}`);
       process.exit(2);
     }
-    const { AdminError } = await import('../features/identity/workspaces.service.ts');
-    if (error instanceof AdminError || (error as Error).name === 'TypeError') console.error(`warden: ${(error as Error).message}`);
-    else console.error(error);
+    console.error(describeFailure(error, process.env, direct));
+    if (process.env.WARDEN_LOG_LEVEL === 'debug' || process.env.WARDEN_LOG_LEVEL === 'trace') console.error(error);
     process.exit(1);
   },
 );

@@ -147,11 +147,15 @@ export const createPolicy = <ThrowOnError extends boolean = false>(options: Opti
  * What-if replay of a draft policy set
  *
  * Re-decides the workspace's most recent recorded decisions (`limit`, newest first, default
- * 1,000, at most 100,000) with the draft `policies` in place of the workspace's current ones
- * (its default decisions per environment stay), on the same engine as `/policy/evaluate`,
- * and answers how many would change, grouped by the draft rule that decides them and by
- * `from` → `to` result. Nothing is saved or recorded. Draft policies are checked as in
- * `createPolicy` (400 `invalid_policy`). Needs `audit:read`: the answer names recorded acts.
+ * 1,000, at most 100,000) twice, on the same engine as `/policy/evaluate`: once with the
+ * workspace's current policies and once with the draft `policies` in their place (its
+ * default decisions per environment stay). The draft's effect is only what differs between
+ * those two: `changed`, `from` (current) → `to` (draft) and `groups`, grouped by the draft
+ * rule that decides them. What differs between the recorded result and the current policies
+ * is drift — policies edited, disabled or deleted since, default decisions, agents — and is
+ * reported apart in `drift`, grouped by the current rule, never charged to the draft. Nothing
+ * is saved or recorded. Draft policies are checked as in `createPolicy` (400
+ * `invalid_policy`). Needs `audit:read`: the answer names recorded acts.
  *
  * A decision is replayed from its audit event: agent (as registered now; a deleted agent
  * keeps only its slug and environment), action, resource, tool, environment, `input.context`
@@ -168,7 +172,7 @@ export const createPolicy = <ThrowOnError extends boolean = false>(options: Opti
  * with 429 `rate_limited` (`Retry-After: 1`), and so is a replay that would wait behind 16
  * others (`Retry-After: 2`); `duration_ms` includes the wait. Each distinct act (agent,
  * action, resource, tool, environment, context and execution) is decided once and counted
- * for every recorded decision that repeats it.
+ * for every recorded decision that repeats it, by both sets.
  *
  */
 export const simulatePolicies = <ThrowOnError extends boolean = false>(options: Options<SimulatePoliciesData, ThrowOnError>): RequestResult<SimulatePoliciesResponses, SimulatePoliciesErrors, ThrowOnError> => (options.client ?? client).post<SimulatePoliciesResponses, SimulatePoliciesErrors, ThrowOnError>({

@@ -438,13 +438,73 @@ export type PolicySimulationChange = {
     to: DecisionResult;
 };
 
+export type PolicySimulationCounts = {
+    allowed: number;
+    blocked: number;
+    approval_required: number;
+};
+
+export type PolicySimulationGroup = {
+    /**
+     * The policy that decides these decisions in the later of the two results compared (null for no rule, the default decision).
+     */
+    policy: string | null;
+    /**
+     * That policy's rule `id` (null for a rule without one, and for the default decision).
+     */
+    rule: string | null;
+    from: DecisionResult;
+    to: DecisionResult;
+    count: number;
+    /**
+     * The group's first 100 changed decisions, newest first.
+     */
+    decisions: Array<PolicySimulationChange>;
+};
+
+/**
+ * Drift: the recorded decisions against the workspace's policies as they are now, without the
+ * draft. It is what changed since the decisions were made — policies edited, disabled or
+ * deleted since, default decisions, agents' allow-lists — and none of it is the draft's doing.
+ *
+ */
+export type PolicySimulationDrift = {
+    /**
+     * Replayed decisions that today's policies decide otherwise than they were recorded.
+     */
+    changed: number;
+    /**
+     * Decisions whose replay on today's policies failed (a condition error), counted as `blocked` as they would be live.
+     */
+    failed: number;
+    /**
+     * The replayed decisions by recorded result.
+     */
+    from: PolicySimulationCounts;
+    /**
+     * The same decisions by today's policies' result.
+     */
+    to: PolicySimulationCounts;
+    /**
+     * The drifted decisions grouped by today's rule that decides them (`policy` and `rule` null for the default decision) and by recorded `from` → today's `to`, largest group first (at most 1,000 groups).
+     */
+    groups: Array<PolicySimulationGroup>;
+};
+
+/**
+ * Each recorded decision is decided twice: by the workspace's current policies and by the
+ * draft. The draft's effect — `changed`, `from` → `to` and `groups` — is only what differs
+ * between those two. What differs between the recorded result and the current policies is
+ * reported apart, as `drift`.
+ *
+ */
 export type PolicySimulation = {
     /**
      * Recorded decisions replayed.
      */
     replayed: number;
     /**
-     * Of those, how many the draft set decides otherwise.
+     * Of those, how many the draft decides otherwise than the current policies do (the draft's effect; drift is not counted).
      */
     changed: number;
     /**
@@ -452,39 +512,22 @@ export type PolicySimulation = {
      */
     approximate: number;
     /**
-     * Decisions whose replay failed (a condition error), counted as `blocked` as they would be live.
+     * Decisions whose replay with the draft failed (a condition error), counted as `blocked` as they would be live.
      */
     failed: number;
     /**
-     * The replayed decisions by recorded result.
+     * The replayed decisions by the current policies' result (today's, not the recorded one; that is `drift.from`).
      */
-    from: {
-        allowed: number;
-        blocked: number;
-        approval_required: number;
-    };
+    from: PolicySimulationCounts;
     /**
      * The same decisions by the draft set's result.
      */
-    to: {
-        allowed: number;
-        blocked: number;
-        approval_required: number;
-    };
+    to: PolicySimulationCounts;
     /**
-     * The changed decisions grouped by the draft rule that decides them now (`policy` and `rule` null for no rule, the default decision) and by `from` → `to`, largest group first (at most 1,000 groups).
+     * The decisions the draft changes, grouped by the draft rule that decides them (`policy` and `rule` null for no rule, the default decision) and by the current `from` → the draft's `to`, largest group first (at most 1,000 groups).
      */
-    groups: Array<{
-        policy: string | null;
-        rule: string | null;
-        from: DecisionResult;
-        to: DecisionResult;
-        count: number;
-        /**
-         * The group's first 100 changed decisions, newest first.
-         */
-        decisions: Array<PolicySimulationChange>;
-    }>;
+    groups: Array<PolicySimulationGroup>;
+    drift: PolicySimulationDrift;
     /**
      * Time the replay took on the server.
      */

@@ -13,6 +13,7 @@ import type { DecisionOutcome, OutcomeBasis } from '../decisions/decisions.ts';
 import { normaliseResourceUri, ResourceUriError } from '../decisions/resource-uri.ts';
 import type { McpTarget } from '../execution/mcp-connector.ts';
 import type { Relay } from './relay.ts';
+import { rpcError } from './rpc-error.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
 export const NAMESPACE_SEPARATOR = '__';
@@ -42,7 +43,7 @@ export function resourceUri(uri: string): string {
   try {
     return normaliseResourceUri(uri);
   } catch (error) {
-    if (error instanceof ResourceUriError) throw new McpError(INVALID_PARAMS, error.message);
+    if (error instanceof ResourceUriError) throw rpcError(INVALID_PARAMS, error.message);
     throw error;
   }
 }
@@ -100,7 +101,7 @@ export const asToolError = (error: unknown): CallToolResult | null =>
 export const asProtocolError = (error: unknown): unknown => {
   if (!(error instanceof ApiError)) return error;
   if (upstreamAnswered(error.cause)) return upstreamError(error.cause);
-  return new McpError(error.status >= 500 ? -32603 : -32600, error.message, { code: error.code });
+  return rpcError(error.status >= 500 ? -32603 : -32600, error.message, { code: error.code });
 };
 
 /**

@@ -17,7 +17,6 @@ import {
   GetTaskPayloadRequestSchema,
   GetTaskRequestSchema,
   GetTaskResultSchema,
-  McpError,
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
 import { type ExecutionService, MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
@@ -33,6 +32,7 @@ import {
   type ToolCall,
   upstreamAnswered,
 } from './gateway-answers.ts';
+import { rpcError } from './rpc-error.ts';
 
 /** Live (unexpired) tasks an agent may hold through the gateway: each holds an upstream session. */
 export const MAX_LIVE_TASKS_PER_AGENT = 100;
@@ -142,7 +142,7 @@ export class GatewayTasks {
       MAX_LIVE_TASKS_PER_AGENT,
     );
     if (!reserved)
-      throw new McpError(
+      throw rpcError(
         -32600,
         `Agent '${caller.agent.slug}' holds ${MAX_LIVE_TASKS_PER_AGENT} live tasks, the most Warden keeps: wait for one to end or expire`,
       );
@@ -156,7 +156,7 @@ export class GatewayTasks {
           // nor would one whose tool does not run as a task: asked anyway, it may run the tool first
           const support = await taskSupportOf(client, tool, extra.signal);
           if (support === 'forbidden')
-            throw new McpError(
+            throw rpcError(
               INVALID_PARAMS,
               `Tool '${tool}' does not run as a task (execution.taskSupport 'forbidden'): call it without one`,
             );
@@ -174,7 +174,7 @@ export class GatewayTasks {
         describe: (r) => ({ task_id: id, task_status: r.task.status }),
         dedicated: true,
       }));
-      if ('refused' in called) throw new McpError(POLICY_REFUSED, called.refused.message, called.refused.meta);
+      if ('refused' in called) throw rpcError(POLICY_REFUSED, called.refused.message, called.refused.meta);
       const created = called.value;
       const session = upstream as UpstreamSession;
       // Warden reaches a task for the TTL the upstream granted, at most MAX_TASK_TTL_MS (null: unlimited)
@@ -207,7 +207,7 @@ export class GatewayTasks {
     const row = UUID.test(id) ? await this.tasks.find(caller.ctx.auth.workspaceId, caller.agent.id, id) : undefined;
     const target = row && (single ?? (await this.execution.registeredServer(caller.ctx, row.server_id).catch(() => undefined)));
     if (!row || !target || target.id !== row.server_id || target.transport_url !== row.upstream_url)
-      throw new McpError(INVALID_PARAMS, `Task not found: ${id}`);
+      throw rpcError(INVALID_PARAMS, `Task not found: ${id}`);
     return this.tasks
       .attach(target, row, (client) => work(row, client))
       .catch((error) => {

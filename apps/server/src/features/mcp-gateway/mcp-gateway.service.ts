@@ -77,6 +77,7 @@ import {
 import { GatewayTasks } from './gateway-tasks.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { answerRelayed, askClient, type ClientRequest, type Relay, relayed } from './relay.ts';
+import { rpcError } from './rpc-error.ts';
 import { registerUtilityMethods } from './utility-methods.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
@@ -298,7 +299,7 @@ export class McpGateway {
   private async route(caller: GatewayCaller, single: McpTarget | null, name: string): Promise<{ target: McpTarget; name: string }> {
     if (single) return { target: single, name };
     const at = name.indexOf(NAMESPACE_SEPARATOR);
-    if (at <= 0) throw new McpError(-32602, `'${name}' names no server: names here are '<server>${NAMESPACE_SEPARATOR}<name>'`);
+    if (at <= 0) throw rpcError(-32602, `'${name}' names no server: names here are '<server>${NAMESPACE_SEPARATOR}<name>'`);
     const target = await this.execution.registeredServer(caller.ctx, name.slice(0, at)).catch((error) => {
       throw asProtocolError(error);
     });
@@ -391,7 +392,7 @@ export class McpGateway {
       });
     if (value === null) {
       const { approval_id } = decided.result;
-      throw new McpError(POLICY_REFUSED, approval_id ? `${refusal(decided)} (approval ${approval_id} is pending)` : refusal(decided), {
+      throw rpcError(POLICY_REFUSED, approval_id ? `${refusal(decided)} (approval ${approval_id} is pending)` : refusal(decided), {
         result: decided.result.result,
         policy: decided.result.policy,
         approval_id,
@@ -437,8 +438,7 @@ export class McpGateway {
         // the client's own answer (an error it sent, a timeout) goes back as it is
         throw error instanceof ApiError && error.cause instanceof McpError ? error.cause : error;
       });
-    if (value === null)
-      throw new McpError(POLICY_REFUSED, refusal(decided), { result: decided.result.result, policy: decided.result.policy });
+    if (value === null) throw rpcError(POLICY_REFUSED, refusal(decided), { result: decided.result.result, policy: decided.result.policy });
     return value.answer;
   }
 

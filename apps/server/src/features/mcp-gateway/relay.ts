@@ -22,11 +22,11 @@ import {
   type ElicitResult,
   ErrorCode,
   LoggingMessageNotificationSchema,
-  McpError,
   type ServerNotification,
   type ServerRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 import { isObject } from '../../shared/objects.ts';
+import { rpcError } from './rpc-error.ts';
 
 /** What the upstream may ask of the client during a request. */
 export type ClientRequest = Extract<ServerRequest, { method: 'sampling/createMessage' | 'elicitation/create' }>;
@@ -52,7 +52,7 @@ function listen(client: Client): void {
     async (request: ClientRequest, extra: { signal: AbortSignal }): Promise<R> => {
       const relay = scope.getStore();
       if (!relay?.ask)
-        throw new McpError(ErrorCode.MethodNotFound, `Warden cannot relay ${request.method} outside a request that can carry it`);
+        throw rpcError(ErrorCode.MethodNotFound, `Warden cannot relay ${request.method} outside a request that can carry it`);
       // deciding and asking run outside the call's scope: a connection opened meanwhile must not inherit it
       const relayAsk = relay.ask;
       return (await scope.exit(() => relayAsk(request, extra.signal))) as R;
@@ -73,7 +73,7 @@ export async function relayed<T>(client: Client, relay: Relay, work: () => Promi
     ...(relay.ask
       ? {
           ask: (request, signal) => {
-            if (!open) throw new McpError(ErrorCode.InvalidRequest, 'The request this question belongs to has ended');
+            if (!open) throw rpcError(ErrorCode.InvalidRequest, 'The request this question belongs to has ended');
             return (relay.ask as NonNullable<Relay['ask']>)(request, signal);
           },
         }
@@ -110,18 +110,18 @@ export function askClient(agentId: string, request: ClientRequest, signal: Abort
     };
     const timer = setTimeout(() => {
       done();
-      reject(new McpError(ErrorCode.RequestTimeout, `The client did not answer ${request.method} in time`));
+      reject(rpcError(ErrorCode.RequestTimeout, `The client did not answer ${request.method} in time`));
     }, ANSWER_WAIT_MS);
     const cancelled = () => {
       done();
-      reject(new McpError(ErrorCode.RequestTimeout, `${request.method} was cancelled`));
+      reject(rpcError(ErrorCode.RequestTimeout, `${request.method} was cancelled`));
     };
     signal.addEventListener('abort', cancelled, { once: true });
     pending.set(id, {
       agentId,
       settle: (answer) => {
         done();
-        if (answer.error) reject(new McpError(answer.error.code, answer.error.message, answer.error.data));
+        if (answer.error) reject(rpcError(answer.error.code, answer.error.message, answer.error.data));
         else resolve(answer.result);
       },
     });

@@ -11,12 +11,13 @@
  */
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
-import type { ErrorCode, PolicySimulation, PolicySimulationRequest } from '@warden/contract';
+import type { ErrorCode, PolicyRule, PolicySimulation, PolicySimulationRequest } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { loadDefaultDecisions } from '../settings/settings.service.ts';
+import { enabledPolicies } from './policies.repository.ts';
 import { workspaceAgents } from './simulate.repository.ts';
 import { checkDraft, type Replayed, type ReplayFacts, replayDecisions } from './simulate.ts';
 
@@ -154,8 +155,20 @@ export class Simulations {
     try {
       await this.turn();
       try {
-        const [agents, defaults] = await Promise.all([workspaceAgents(this.db, workspaceId), loadDefaultDecisions(this.db, workspaceId)]);
-        const result = await this.runner.run(workspaceId, request, { agents, defaults });
+        const [policies, agents, defaults] = await Promise.all([
+          enabledPolicies(this.db, workspaceId),
+          workspaceAgents(this.db, workspaceId),
+          loadDefaultDecisions(this.db, workspaceId),
+        ]);
+        // The current set as the policy cache compiles it (policy-cache.ts), as plain data for the thread.
+        const current = policies.map(({ name, mode, priority, version, rules }) => ({
+          name,
+          mode,
+          priority,
+          version,
+          rules: rules as PolicyRule[],
+        }));
+        const result = await this.runner.run(workspaceId, request, { policies: current, agents, defaults });
         return { ...result, duration_ms: Math.round(performance.now() - started) };
       } finally {
         this.running = false;

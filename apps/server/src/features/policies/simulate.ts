@@ -1,6 +1,9 @@
 /**
  * What-if replay (POST /policies/simulate): the workspace's recent recorded decisions decided
- * again, in memory, by a draft policy set on the live engine (engine.ts); nothing is written.
+ * again, in memory, on the live engine (engine.ts), once by the current policy set and once by
+ * the draft; the draft's effect is what differs between the two, and drift is what differs
+ * between the recorded result and the current set's (docs/decisions/0023-what-if-effect-and-drift.md).
+ * Nothing is written.
  *
  * The replay reads the decisions in keyset pages of text (simulate.repository.ts) and decides
  * each distinct act once: recorded decisions repeat the same agent, action, resource, tool,
@@ -11,7 +14,6 @@
  */
 import type { PolicySimulation, PolicySimulationRequest } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { iso } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../shared/errors.ts';
 import {
@@ -22,19 +24,16 @@ import {
   type DefaultDecisions,
   decideStrictest,
   type PolicySet,
+  type PolicySource,
 } from './engine.ts';
 import { budgetExceeded, checkWorkspaceLimits, ruleTotals } from './limits.ts';
 import { checkLimits, checkRules } from './rule-checks.ts';
 import { type DecisionCursor, decisionPage, type RecordedDecision } from './simulate.repository.ts';
+import { type Outcome, Tally } from './simulate-tally.ts';
 
-type Result = RecordedDecision['recorded'];
-type Group = PolicySimulation['groups'][number];
 export type Replayed = Omit<PolicySimulation, 'duration_ms'>;
 
 export const DEFAULT_SIMULATION_LIMIT = 1000;
-const DECISIONS_PER_GROUP = 100;
-const MAX_GROUPS = 1000;
-const RESULT_INDEX: Record<Result, 0 | 1 | 2> = { allowed: 0, blocked: 1, approval_required: 2 };
 
 /** Checks a draft set as createPolicy checks a policy (400 `invalid_policy`, names unique: 400 `invalid_request`). */
 export function checkDraft(request: PolicySimulationRequest): void {
@@ -74,20 +73,14 @@ export function compileDraft(request: PolicySimulationRequest, defaults: Default
   );
 }
 
-/**
- * What the draft decides (the deciding policy and rule, or none) and the groups its changed
- * decisions fall in, by recorded result: one per outcome, shared by every act it decides.
- */
-interface Outcome {
-  now: Result;
-  policy: string | null;
-  rule: string | null;
-  groups: [Group | null, Group | null, Group | null];
-}
-/** How the draft decides one distinct act. */
+/** How the current set and the draft decide one distinct act. */
 interface Verdict {
-  outcome: Outcome;
+  current: Outcome;
+  draft: Outcome;
+  currentFailed: boolean;
   failed: boolean;
+  /** A failure that spent the decision's budget: never kept (see Replay). */
+  spent: boolean;
 }
 
 /** What of a decision the rules that can decide an action (and the agent's allow-lists) read, besides agent, action, environment and source. */
@@ -101,7 +94,7 @@ interface Reads {
 }
 
 interface ActNode {
-  /** Null until a decision of this action succeeded (then the engine has its rules memoised). */
+  /** Null until a decision of this action succeeded on both sets (then the engine has its rules memoised). */
   reads: Reads | null;
   agents: Map<string, AgentNode>;
 }
@@ -131,33 +124,36 @@ const KEEP_TRIAL = 256;
 const KEEP_HIT_RATIO = 8;
 
 /**
- * The replay's tally, fed page by page. Acts are decided once each: a decision's verdict is
- * kept under what the engine can read of it for its action — source (a bare evaluation cannot
- * use an allow that requires the proxy), agent, action and environment always; the resource,
- * tool and execution when a rule that can decide the action (or the agent's allow-lists)
- * matches on them; and everything, context included, when such a rule has a condition. A
- * failure that spent the decision's budget is never kept (the engine memoises its actions'
- * rules, so the first decision of an action spends more than later ones).
+ * The replay's tally, fed page by page. Each recorded decision is decided twice, by the
+ * workspace's current set and by the draft: what the draft changes is the difference between
+ * those two (`effect`), and what changed since the decision was recorded — policies edited or
+ * deleted, default decisions, agents — is the difference between the recorded result and the
+ * current set's (`drift`), never charged to the draft.
+ *
+ * Acts are decided once each: a decision's verdicts are kept under what either set can read of
+ * it for its action — source (a bare evaluation cannot use an allow that requires the proxy),
+ * agent, action and environment always; the resource, tool and execution when a rule that can
+ * decide the action (or the agent's allow-lists) matches on them; and everything, context
+ * included, when such a rule has a condition. A failure that spent the decision's budget is
+ * never kept (the engine memoises its actions' rules, so the first decision of an action
+ * spends more than later ones).
  */
 export class Replay {
-  readonly from = { allowed: 0, blocked: 0, approval_required: 0 };
-  readonly to = { allowed: 0, blocked: 0, approval_required: 0 };
   replayed = 0;
-  changed = 0;
   approximate = 0;
-  failed = 0;
   /** Acts decided (the others were counted from a kept verdict). */
   decided = 0;
+  /** Current set → draft: what the draft changes. */
+  private readonly effect = new Tally();
+  /** Recorded → current set: what changed since the decisions were recorded. */
+  private readonly drift = new Tally();
   private verdicts = 0;
   private readonly acts = new Map<string, ActNode>();
-  /** Outcomes by deciding policy, rule and result (Map keys may be null). */
-  private readonly outcomes = new Map<string | null, Map<string | null, [Outcome | null, Outcome | null, Outcome | null]>>();
-  /** In the order they were first met, newest decision first, as the answer lists them before sorting by count. */
-  private readonly groups: Group[] = [];
   private readonly unknownAgents = new Map<string, AgentFacts>();
 
   constructor(
-    private readonly set: PolicySet,
+    private readonly current: PolicySet,
+    private readonly draft: PolicySet,
     private readonly agents: ReadonlyMap<string, AgentFacts>,
   ) {}
 
@@ -188,50 +184,18 @@ export class Replay {
       }
       if (verdict === undefined) {
         verdict = this.decide(row, execution);
-        if (act.reads === null && !verdict.failed) act.reads = this.readsOf(row.action);
-        if (node?.keep && !(verdict.failed && budgetExceeded())) this.keep(node.verdicts, key, verdict);
+        if (act.reads === null && !verdict.failed && !verdict.currentFailed) act.reads = this.readsOf(row.action);
+        if (node?.keep && !verdict.spent) this.keep(node.verdicts, key, verdict);
       }
-      const recorded = row.recorded;
-      const outcome = verdict.outcome;
       this.replayed++;
-      this.from[recorded]++;
-      this.to[outcome.now]++;
       if (execution.approximate) this.approximate++;
-      if (verdict.failed) this.failed++;
-      if (outcome.now === recorded) continue;
-      this.changed++;
-      const index = RESULT_INDEX[recorded];
-      let group = outcome.groups[index];
-      if (group === null) {
-        group = { policy: outcome.policy, rule: outcome.rule, from: recorded, to: outcome.now, count: 0, decisions: [] };
-        outcome.groups[index] = group;
-        this.groups.push(group);
-      }
-      group.count++;
-      if (group.decisions.length < DECISIONS_PER_GROUP) {
-        group.decisions.push({
-          event_id: row.id,
-          event_timestamp: iso(row.at),
-          agent: row.agent,
-          action: row.action,
-          resource: row.resource,
-          from: recorded,
-          to: outcome.now,
-        });
-      }
+      this.drift.count(row, row.recorded, verdict.current, verdict.currentFailed);
+      this.effect.count(row, verdict.current.now, verdict.draft, verdict.failed);
     }
   }
 
   result(): Replayed {
-    return {
-      replayed: this.replayed,
-      changed: this.changed,
-      approximate: this.approximate,
-      failed: this.failed,
-      from: this.from,
-      to: this.to,
-      groups: [...this.groups].sort((a, b) => b.count - a.count).slice(0, MAX_GROUPS),
-    };
+    return { replayed: this.replayed, approximate: this.approximate, ...this.effect.result(), drift: this.drift.result() };
   }
 
   private keep(kept: Map<string, Verdict>, key: string, verdict: Verdict): void {
@@ -244,12 +208,11 @@ export class Replay {
   }
 
   /**
-   * What the rules that can decide `action` read. Asked right after a decision of that action
-   * succeeded, so the engine answers from its memo and spends no budget.
+   * What the rules of either set that can decide `action` read. Asked right after a decision of
+   * that action succeeded on both, so the engine answers from its memos and spends no budget.
    */
   private readsOf(action: string): Reads {
     const reads: Reads = { resource: false, tool: false, execution: false, everything: false };
-    const { rules, monitorRules } = this.set.forAction(action);
     const read = (rule: Candidate) => {
       if (rule.condition !== null) reads.everything = true;
       for (const [field] of rule.matchers) {
@@ -259,8 +222,11 @@ export class Replay {
           reads.execution = true;
       }
     };
-    for (const rule of rules) read(rule);
-    for (const rule of monitorRules) read(rule);
+    for (const set of [this.current, this.draft]) {
+      const { rules, monitorRules } = set.forAction(action);
+      for (const rule of rules) read(rule);
+      for (const rule of monitorRules) read(rule);
+    }
     return reads;
   }
 
@@ -284,26 +250,6 @@ export class Replay {
       act.agents.set(slug, node);
     }
     return node;
-  }
-
-  private outcomeOf(policy: string | null, rule: string | null, now: Result): Outcome {
-    let byRule = this.outcomes.get(policy);
-    if (byRule === undefined) {
-      byRule = new Map();
-      this.outcomes.set(policy, byRule);
-    }
-    let byResult = byRule.get(rule);
-    if (byResult === undefined) {
-      byResult = [null, null, null];
-      byRule.set(rule, byResult);
-    }
-    const index = RESULT_INDEX[now];
-    let outcome = byResult[index];
-    if (outcome === null) {
-      outcome = { now, policy, rule, groups: [null, null, null] };
-      byResult[index] = outcome;
-    }
-    return outcome;
   }
 
   private agentOf(slug: string | null, environment: string | undefined): AgentFacts {
@@ -343,14 +289,27 @@ export class Replay {
       execution.url !== undefined && execution.url !== declared.resource
         ? [{ ...declared, resource: execution.url }, declared]
         : [declared];
-    try {
-      const decision = decideStrictest(this.set, views, agent);
-      const now = decision.allowed && decision.requireProxy && row.source === 'evaluation' ? 'blocked' : decision.result;
-      return { outcome: this.outcomeOf(decision.policy, decision.ruleId, now), failed: false };
-    } catch (error) {
-      if (!(error instanceof ConditionError)) throw error;
-      return { outcome: this.outcomeOf(error.policy, error.ruleId, 'blocked'), failed: true };
-    }
+    const current = decideOn(this.current, this.drift, views, agent, row.source);
+    const draft = decideOn(this.draft, this.effect, views, agent, row.source);
+    return {
+      current: current.outcome,
+      draft: draft.outcome,
+      currentFailed: current.failed,
+      failed: draft.failed,
+      spent: current.spent || draft.spent,
+    };
+  }
+}
+
+/** One set's decision of an act, as its tally's outcome; a condition error blocks, as it would live. */
+function decideOn(set: PolicySet, tally: Tally, views: DecisionInput[], agent: AgentFacts, source: string) {
+  try {
+    const decision = decideStrictest(set, views, agent);
+    const now = decision.allowed && decision.requireProxy && source === 'evaluation' ? 'blocked' : decision.result;
+    return { outcome: tally.outcomeOf(decision.policy, decision.ruleId, now), failed: false, spent: false };
+  } catch (error) {
+    if (!(error instanceof ConditionError)) throw error;
+    return { outcome: tally.outcomeOf(error.policy, error.ruleId, 'blocked'), failed: true, spent: budgetExceeded() };
   }
 }
 
@@ -400,8 +359,9 @@ function actKey(reads: Reads, row: RecordedDecision, execution: ExecutionFacts):
   return String.fromCharCode(65 + nulls) + key;
 }
 
-/** What the replay decides with besides the draft: the workspace's agents as registered now and its default decisions. */
+/** What the replay decides with besides the draft: the workspace's enabled policies, agents as registered now and default decisions. */
 export interface ReplayFacts {
+  policies: PolicySource[];
   agents: AgentFacts[];
   defaults: DefaultDecisions;
 }
@@ -426,7 +386,11 @@ export async function replayDecisions(
   options: ReplayOptions,
 ): Promise<Replayed> {
   const limit = request.limit ?? DEFAULT_SIMULATION_LIMIT;
-  const replay = new Replay(compileDraft(request, facts.defaults), new Map(facts.agents.map((agent) => [agent.slug, agent])));
+  const replay = new Replay(
+    compilePolicySet(facts.policies, facts.defaults),
+    compileDraft(request, facts.defaults),
+    new Map(facts.agents.map((agent) => [agent.slug, agent])),
+  );
   let left = limit;
   let asked = Math.min(options.pageSize, left);
   let next: Promise<RecordedDecision[]> | null = decisionPage(db, workspaceId, asked, null);
