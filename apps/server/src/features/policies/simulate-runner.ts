@@ -9,10 +9,9 @@
  * workspace has at most one running or waiting: a second is refused (429 `rate_limited`), so
  * no workspace can queue work ahead of the others.
  */
-import { once } from 'node:events';
-import { Worker } from 'node:worker_threads';
-import type { ErrorCode, PolicyRule, PolicySimulation, PolicySimulationRequest } from '@warden/contract';
+import type { PolicyRule, PolicySimulation, PolicySimulationRequest } from '@warden/contract';
 import type { Kysely } from 'kysely';
+import { DatabaseThread } from '../../db/database-thread.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
 import { ApiError } from '../../shared/errors.ts';
@@ -27,16 +26,12 @@ export interface ReplayRunner {
   close(): Promise<void>;
 }
 
+/** A replay as the thread receives it. */
 export interface ReplayRequest {
-  id: number;
   workspaceId: string;
   request: PolicySimulationRequest;
   facts: ReplayFacts;
 }
-/** Errors cross the thread as their code (an ApiError's, or `service_unavailable` for a lost database) and message. */
-export type ReplayReply =
-  | { id: number; result: Replayed }
-  | { id: number; error: { code: ErrorCode | null; message: string; stack?: string } };
 
 /** Decisions per query on this thread: each page is decided without yielding, so small. */
 const INLINE_PAGE_SIZE = 1_000;
@@ -53,77 +48,32 @@ export const inlineReplays = (db: Kysely<DB>): ReplayRunner => ({
 });
 
 const ENTRY = new URL('./simulate-runner.worker.ts', import.meta.url).href;
-const TSX_API = import.meta.resolve('tsx/esm/api');
-/** Module hooks are per thread: the thread loads its TypeScript entry through tsx's API (as sealer-thread.ts). */
-const boot = (entry: string) =>
-  `import(${JSON.stringify(TSX_API)}).then(({ tsImport }) => tsImport(${JSON.stringify(entry)}, ${JSON.stringify(entry)}))`;
-const CLOSE_TIMEOUT_MS = 5_000;
 
 /**
- * On a worker thread of its own with one PostgreSQL connection, started at the first replay
- * and kept. If no thread ever answers (it cannot start), replays run on `fallback`.
+ * On a worker thread of its own with one PostgreSQL connection (db/database-thread.ts), started
+ * at the first replay and kept. If no thread ever answers (it cannot start), replays run on `fallback`.
  */
 export class ReplayThread implements ReplayRunner {
-  private worker: Worker | undefined;
-  private answered = false;
-  private useFallback = false;
-  private next = 0;
-  private readonly pending = new Map<number, { resolve: (result: Replayed) => void; reject: (cause: unknown) => void }>();
+  private readonly thread: DatabaseThread<ReplayRequest, Replayed>;
 
-  constructor(
-    private readonly databaseUrl: string,
-    private readonly logger: Logger,
-    private readonly fallback: ReplayRunner,
-    private readonly entry = ENTRY,
-  ) {}
+  constructor(databaseUrl: string, logger: Logger, fallback: ReplayRunner, entry = ENTRY) {
+    this.thread = new DatabaseThread(
+      {
+        name: 'the what-if replay thread',
+        entry,
+        databaseUrl,
+        onStopped: (cause, inline) => logger.error('what-if replay thread stopped', { cause, replayingOnRequestThread: inline }),
+      },
+      ({ workspaceId, request, facts }) => fallback.run(workspaceId, request, facts),
+    );
+  }
 
   run(workspaceId: string, request: PolicySimulationRequest, facts: ReplayFacts): Promise<Replayed> {
-    if (this.useFallback) return this.fallback.run(workspaceId, request, facts);
-    if (!this.worker) this.worker = this.start();
-    const worker = this.worker;
-    const id = this.next++;
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      worker.postMessage({ id, workspaceId, request, facts } satisfies ReplayRequest);
-    });
+    return this.thread.call({ workspaceId, request, facts });
   }
 
-  async close(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
-    if (!worker) return;
-    const exited = once(worker, 'exit');
-    worker.postMessage('close');
-    const timeout = setTimeout(() => void worker.terminate(), CLOSE_TIMEOUT_MS);
-    await exited;
-    clearTimeout(timeout);
-  }
-
-  private start(): Worker {
-    const worker = new Worker(boot(this.entry), { eval: true, workerData: { databaseUrl: this.databaseUrl } });
-    worker.unref(); // the server's own handles keep the process alive
-    worker.on('message', (reply: ReplayReply) => {
-      this.answered = true;
-      const waiting = this.pending.get(reply.id);
-      this.pending.delete(reply.id);
-      if (!waiting) return;
-      if ('result' in reply) return waiting.resolve(reply.result);
-      const { code, message, stack } = reply.error;
-      const error = code ? new ApiError(code, message) : new Error(`what-if replay failed: ${message}`);
-      if (stack) error.stack = stack;
-      waiting.reject(error);
-    });
-    const stopped = (cause: unknown) => {
-      if (this.worker !== worker) return;
-      this.worker = undefined;
-      this.useFallback = !this.answered;
-      this.logger.error('what-if replay thread stopped', { cause, replayingOnRequestThread: this.useFallback });
-      for (const { reject } of this.pending.values()) reject(cause);
-      this.pending.clear();
-    };
-    worker.on('error', stopped);
-    worker.on('exit', (code) => stopped(new Error(`the what-if replay thread exited with code ${code}`)));
-    return worker;
+  close(): Promise<void> {
+    return this.thread.close();
   }
 }
 
