@@ -76,7 +76,8 @@ export async function startChildServer(options: {
   const args = options.viaTsxCli ? [TSX_CLI, SERVER] : [...(options.nodeArgs ?? []), '--import', TSX_LOADER, SERVER];
   const child: ChildProcess = spawn(process.execPath, args, {
     cwd: ROOT,
-    env: childEnv({ ...options.env, PORT: String(port), HOST: '127.0.0.1' }),
+    // no drain period unless a test asks for one: a stop need not wait for a load balancer here
+    env: childEnv({ WARDEN_SHUTDOWN_DRAIN_MS: '0', ...options.env, PORT: String(port), HOST: '127.0.0.1' }),
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });

@@ -41,10 +41,13 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
   const level = options.logRequests ? 'info' : 'debug';
   let inFlight = 0;
   let draining = false;
+  /** Answers not yet sent: told to close their connection when a drain begins. */
+  const unanswered = new Set<Response>();
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
     inFlight++;
     if (draining) res.setHeader('Connection', 'close');
+    else unanswered.add(res);
     const started = performance.now();
     const logging = logger.enabled ? logger.enabled(level) : level === 'info';
     let span: Span | undefined;
@@ -53,6 +56,7 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
       if (counted) return;
       counted = true;
       inFlight--;
+      unanswered.delete(res);
       span?.end(); // abandoned before an answer (finish ends it first otherwise)
     };
     res.once('close', done);
@@ -119,6 +123,9 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
     inFlight: () => inFlight,
     startDraining: () => {
       draining = true;
+      // under way already: their answers end keep-alive too (those whose headers left keep it until the client ends)
+      for (const res of unanswered) if (!res.headersSent) res.setHeader('Connection', 'close');
+      unanswered.clear();
     },
     get draining() {
       return draining;
