@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../logger.ts';
 import type { SealingRounds } from './tree.ts';
+import { siblingModule, threadBoot } from '../../shared/thread-boot.ts';
 
 export interface RoundRequest {
   round: number;
@@ -24,14 +25,7 @@ export interface RoundReply {
 }
 
 const CLOSE_TIMEOUT_MS = 5_000;
-const ENTRY = new URL('./sealer-thread.worker.ts', import.meta.url).href;
-const TSX_API = import.meta.resolve('tsx/esm/api');
-/**
- * Module hooks are per thread, so the thread does not inherit tsx's loader: it starts with one
- * line of JavaScript that loads its TypeScript entry through tsx's API.
- */
-const boot = (entry: string) =>
-  `import(${JSON.stringify(TSX_API)}).then(({ tsImport }) => tsImport(${JSON.stringify(entry)}, ${JSON.stringify(entry)}))`;
+const ENTRY = siblingModule('sealer-thread.worker', import.meta.url);
 
 export class SealerThread implements SealingRounds {
   private worker: Worker | undefined;
@@ -73,7 +67,7 @@ export class SealerThread implements SealingRounds {
   }
 
   private start(): Worker {
-    const worker = new Worker(boot(this.entry), { eval: true, workerData: { databaseUrl: this.databaseUrl } });
+    const worker = new Worker(threadBoot(this.entry), { eval: true, workerData: { databaseUrl: this.databaseUrl } });
     // The server's own handles keep the process alive; a forgotten thread must not.
     worker.unref();
     worker.on('message', (reply: RoundReply) => {

@@ -19,6 +19,7 @@ import { ApiError } from '../../shared/errors.ts';
 import { loadDefaultDecisions } from '../settings/settings.service.ts';
 import { workspaceAgents } from './simulate.repository.ts';
 import { checkDraft, type Replayed, type ReplayFacts, replayDecisions } from './simulate.ts';
+import { siblingModule, threadBoot } from '../../shared/thread-boot.ts';
 
 /** Runs a checked replay somewhere. */
 export interface ReplayRunner {
@@ -51,11 +52,7 @@ export const inlineReplays = (db: Kysely<DB>): ReplayRunner => ({
   close: async () => {},
 });
 
-const ENTRY = new URL('./simulate-runner.worker.ts', import.meta.url).href;
-const TSX_API = import.meta.resolve('tsx/esm/api');
-/** Module hooks are per thread: the thread loads its TypeScript entry through tsx's API (as sealer-thread.ts). */
-const boot = (entry: string) =>
-  `import(${JSON.stringify(TSX_API)}).then(({ tsImport }) => tsImport(${JSON.stringify(entry)}, ${JSON.stringify(entry)}))`;
+const ENTRY = siblingModule('simulate-runner.worker', import.meta.url);
 const CLOSE_TIMEOUT_MS = 5_000;
 
 /**
@@ -99,7 +96,7 @@ export class ReplayThread implements ReplayRunner {
   }
 
   private start(): Worker {
-    const worker = new Worker(boot(this.entry), { eval: true, workerData: { databaseUrl: this.databaseUrl } });
+    const worker = new Worker(threadBoot(this.entry), { eval: true, workerData: { databaseUrl: this.databaseUrl } });
     worker.unref(); // the server's own handles keep the process alive
     worker.on('message', (reply: ReplayReply) => {
       this.answered = true;

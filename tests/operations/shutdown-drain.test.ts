@@ -1,0 +1,218 @@
+/**
+ * Issue 38: a shutdown an orchestrator can follow, under load, repeated. Warden runs as a
+ * service manager starts it (`npm start`, and the built server run by `node` directly), with
+ * WARDEN_SHUTDOWN_DRAIN_MS; 8 keep-alive clients send POST /policy/evaluate in a loop, 20
+ * decisions whose upstream answers after SLOW_UPSTREAM_MS are under way, and a prober asks
+ * /readyz on fresh connections. Then SIGTERM goes to the started process only, or to its whole
+ * process group (systemd's KillMode=control-group, a terminal's Ctrl-C), RUNS times each. Every
+ * run: no connection is reset (the only error allowed is ECONNREFUSED once the port closed),
+ * /readyz answered 503 before the port refused, the 20 slow decisions answered 200, every 2xx
+ * decision's audit event is in the database, and the process exited 0 saying it stopped.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { Client } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ChildServer, randomKey, startChildServer } from '../reliability/support/child-server.ts';
+import { freshDatabase } from '../support/database.ts';
+import { request } from '../support/server.ts';
+import { buildServerOnce } from './support/built-server.ts';
+
+const RUNS = 3;
+const KEEP_ALIVE_CLIENTS = 8;
+const SLOW_DECISIONS = 20;
+const SLOW_UPSTREAM_MS = 1_500;
+const DRAIN_MS = 2_000;
+const SHUTDOWN_TIMEOUT_MS = 10_000;
+/** Load before the signal, and a hard bound on each client's requests. */
+const LOAD_BEFORE_SIGNAL_MS = 1_000;
+const MAX_REQUESTS_PER_CLIENT = 5_000;
+
+let upstream: Server;
+let upstreamUrl: string;
+
+beforeAll(async () => {
+  upstream = createServer((_req, res) => {
+    setTimeout(() => res.writeHead(200, { 'content-type': 'application/json' }).end('{"slow":true}'), SLOW_UPSTREAM_MS);
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}/slow`;
+});
+
+afterAll(async () => {
+  await new Promise((resolve) => upstream?.close(resolve));
+});
+
+interface Run {
+  exit: { code: number | null; signal: NodeJS.Signals | null } | null;
+  stopped: boolean;
+  answers: { status: number; eventId?: string }[];
+  slow: { status: number; eventId?: string }[];
+  /** Errors other than ECONNREFUSED: resets, sockets closed under a request. */
+  resets: string[];
+  refusedAt?: number;
+  readyz503At?: number;
+  lost: string[];
+}
+
+/** GET /readyz on a connection of its own: its status, or the error code. */
+const probeReadyz = (port: number): Promise<number | string> =>
+  new Promise((resolve) => {
+    const req = httpRequest({ host: '127.0.0.1', port, path: '/readyz', agent: false, headers: { connection: 'close' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+    req.end();
+  });
+
+async function auditEventIds(target: { databaseUrl?: string; dataDir?: string }, ids: string[]): Promise<Set<string>> {
+  const found = new Set<string>();
+  if (target.databaseUrl) {
+    const client = new pg.Client({ connectionString: target.databaseUrl });
+    await client.connect();
+    try {
+      for (const row of (await client.query('SELECT id FROM audit_events WHERE id = ANY($1::uuid[])', [ids])).rows) found.add(row.id);
+    } finally {
+      await client.end();
+    }
+  } else {
+    const { PGlite } = await import('@electric-sql/pglite');
+    const db = await PGlite.create(`${target.dataDir}/pgdata`);
+    try {
+      for (const row of (await db.query<{ id: string }>('SELECT id FROM audit_events WHERE id = ANY($1::uuid[])', [ids])).rows)
+        found.add(row.id);
+    } finally {
+      await db.close();
+    }
+  }
+  return found;
+}
+
+async function run(command: 'npm-start' | 'built', target: 'process' | 'group'): Promise<Run> {
+  const key = randomKey('drain');
+  let dataDir: string | undefined;
+  let databaseUrl: string | undefined;
+  let drop: (() => Promise<void>) | undefined;
+  if (process.env.DATABASE_URL) {
+    const db = await freshDatabase(process.env.DATABASE_URL, 'warden_drain');
+    databaseUrl = db.url;
+    drop = db.drop;
+  } else dataDir = mkdtempSync(join(tmpdir(), 'warden-drain-'));
+  let server: ChildServer | undefined;
+  try {
+    server = await startChildServer({
+      command,
+      env: {
+        ...(databaseUrl ? { DATABASE_URL: databaseUrl } : { WARDEN_DATA_DIR: dataDir }),
+        WARDEN_BOOTSTRAP_KEY: key,
+        WARDEN_RATE_LIMIT_PER_MINUTE: '10000000',
+        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
+        WARDEN_SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+        WARDEN_SHUTDOWN_DRAIN_MS: String(DRAIN_MS),
+      },
+    });
+    const live = server;
+    expect((await request(live.url, key, 'POST', '/agents', { body: { name: 'Drain', provider: 'local', slug: 'drain' } })).status).toBe(201);
+    const result: Run = { exit: null, stopped: false, answers: [], slow: [], resets: [], lost: [] };
+    let signalledAt = 0;
+    const failed = (error: unknown) => {
+      const code = (error as { code?: string }).code ?? (error as Error).message;
+      if (code === 'ECONNREFUSED') result.refusedAt ??= performance.now();
+      else result.resets.push(code);
+      return code === 'ECONNREFUSED' || signalledAt > 0;
+    };
+    const body = (i: number) => JSON.stringify({ input: { action: 'orders.read', agent: 'drain', resource: `orders/${i}` } });
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    // each client keeps one connection alive and reconnects when an answer says Connection: close
+    const clients = Array.from({ length: KEEP_ALIVE_CLIENTS }, () => new Client(`http://127.0.0.1:${live.port}`, { pipelining: 1 }));
+    const load = clients.map(async (client, c) => {
+      for (let i = 0; i < MAX_REQUESTS_PER_CLIENT; i++) {
+        try {
+          const res = await client.request({ method: 'POST', path: '/api/v1/policy/evaluate', headers, body: body(c * 1e6 + i) });
+          const json = (await res.body.json()) as { data?: { audit_event_id?: string } };
+          result.answers.push({ status: res.statusCode, eventId: json.data?.audit_event_id });
+        } catch (error) {
+          if (failed(error)) return;
+        }
+      }
+    });
+    let probing = true;
+    const prober = (async () => {
+      while (probing) {
+        const status = await probeReadyz(live.port);
+        if (status === 503) result.readyz503At ??= performance.now();
+        if (status === 'ECONNREFUSED') return;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, LOAD_BEFORE_SIGNAL_MS));
+    const slow = Array.from({ length: SLOW_DECISIONS }, () =>
+      request(live.url, key, 'POST', '/runtime/execute', {
+        body: { input: { action: 'http.get', agent: 'drain' }, execution: { mode: 'http_proxy', method: 'GET', url: upstreamUrl } },
+        timeoutMs: 30_000,
+      }).then(
+        (res) => result.slow.push({ status: res.status, eventId: res.body?.data?.audit_event_id }),
+        (error) => failed(error),
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    signalledAt = performance.now();
+    if (target === 'group') live.signal('SIGTERM');
+    else live.signalProcess('SIGTERM');
+    const deadline = Date.now() + SHUTDOWN_TIMEOUT_MS + 5_000;
+    while (!live.exitStatus() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 25));
+    probing = false;
+    await Promise.all([...load, ...slow, prober]);
+    await Promise.all(clients.map((client) => client.destroy()));
+    result.exit = live.exitStatus();
+    result.stopped = live.output().includes('"message":"warden stopped"');
+    const ids = [...result.answers, ...result.slow].filter((a) => a.status >= 200 && a.status < 300).map((a) => a.eventId as string);
+    const found = await auditEventIds({ databaseUrl, dataDir }, ids);
+    result.lost = ids.filter((id) => !found.has(id));
+    console.log(
+      `[drain ${command} ${target}] answers ${result.answers.length}, slow ${result.slow.length}, resets ${result.resets.length}, ` +
+        `readyz 503 ${result.readyz503At ? Math.round(result.readyz503At - signalledAt) : '-'} ms, refused ${
+          result.refusedAt ? Math.round(result.refusedAt - signalledAt) : '-'
+        } ms after the signal, exit ${JSON.stringify(result.exit)}, lost ${result.lost.length}`,
+    );
+    return result;
+  } finally {
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+    await drop?.();
+  }
+}
+
+function expectKeptPromises(result: Run): void {
+  expect(result.resets).toEqual([]);
+  expect(result.exit).toEqual({ code: 0, signal: null });
+  expect(result.stopped).toBe(true);
+  expect(result.readyz503At).toBeDefined();
+  expect(result.refusedAt).toBeDefined();
+  expect(result.readyz503At as number).toBeLessThan(result.refusedAt as number);
+  expect(result.slow.map((a) => a.status)).toEqual(Array(SLOW_DECISIONS).fill(200));
+  expect(result.answers.filter((a) => a.status !== 200)).toEqual([]);
+  expect(result.answers.length).toBeGreaterThan(0);
+  expect(result.lost).toEqual([]);
+}
+
+describe.each([
+  ['npm-start', 'process'],
+  ['npm-start', 'group'],
+  ['built', 'process'],
+  ['built', 'group'],
+] as const)('SIGTERM under load, started with %s, sent to the %s', (command, target) => {
+  beforeAll(async () => {
+    if (command === 'built') await buildServerOnce();
+  }, 180_000);
+
+  for (let i = 1; i <= RUNS; i++)
+    it(`keeps every promise (run ${i} of ${RUNS})`, async () => {
+      expectKeptPromises(await run(command, target));
+    }, 120_000);
+});
