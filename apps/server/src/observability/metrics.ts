@@ -97,8 +97,13 @@ export function createMetrics(sources: MetricsSources): Metrics {
   // Read when scraped: the database's backlogs (shared by every process: aggregated as the max).
   let backlog: { at: number; value: Promise<Backlog | undefined> } | undefined;
   const readShared = () => {
+    // started after this scrape's other collectors ran: kysely asks the pool for a connection
+    // synchronously, and the pool gauge would count the scrape's own query as waiting
     if (!backlog || Date.now() - backlog.at > BACKLOG_TTL_MS)
-      backlog = { at: Date.now(), value: readBacklog(sources.db).catch(() => undefined) };
+      backlog = {
+        at: Date.now(),
+        value: new Promise<void>((resolve) => setImmediate(resolve)).then(() => readBacklog(sources.db)).catch(() => undefined),
+      };
     return backlog.value;
   };
   const backlogGauge = (name: string, help: string, pick: (b: Backlog) => number) =>
