@@ -49,7 +49,12 @@ describe('warden_http_requests_total by route', () => {
     statuses.livez = await plain('GET', `${server.origin}/livez`);
     statuses.readyz = await plain('GET', `${server.origin}/readyz`);
     statuses.mcpAnonymous = await plain('POST', `${server.url}/mcp`, mcpHeaders, mcpBody);
-    statuses.mcpServer = await plain('POST', `${server.url}/mcp/some-server`, { ...mcpHeaders, authorization: 'Bearer wk_wrong_key' }, mcpBody);
+    statuses.mcpServer = await plain(
+      'POST',
+      `${server.url}/mcp/some-server`,
+      { ...mcpHeaders, authorization: 'Bearer wk_wrong_key' },
+      mcpBody,
+    );
     statuses.evaluateAnonymous = await plain('POST', `${server.url}/policy/evaluate`, json, '{}');
     statuses.getAgentWrongKey = await plain('GET', `${server.url}/agents/00000000-0000-4000-8000-000000000000`, {
       authorization: 'Bearer wk_wrong_key',

@@ -89,6 +89,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     },
     auditFailingSince: () => auditWriter.failingSince(),
   });
+  metrics?.watchReadiness(async () => (await probes.check()).ready);
   const app = createApp({ config, logger, services, rateLimitStore, keys, observer, probes });
   const http = createHttpServer(app).listen(config.port, config.host);
   const connections = trackConnections(http);
