@@ -12,7 +12,7 @@
  * decision's audit event is in the database, and the process exited 0 saying it stopped.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, type Server, request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -48,9 +48,9 @@ beforeAll(async () => {
   const post = (path: string, body: unknown) => request(server.url, key, 'POST', path, { body });
   expect((await post('/mcp-servers', { name: 'tools', slug: 'tools', transport_url: upstream.url })).status).toBe(201);
   expect((await post('/agents', { name: 'Bot', slug: 'bot', provider: 'local', api_key: agentKey })).status).toBe(201);
-  expect((await post('/policies', { name: 'Ask for sums', rules: [{ match: { tool: ['add'] }, effect: 'require_approval' }] })).status).toBe(
-    201,
-  );
+  expect(
+    (await post('/policies', { name: 'Ask for sums', rules: [{ match: { tool: ['add'] }, effect: 'require_approval' }] })).status,
+  ).toBe(201);
   client = await connectClient(`${server.url}/mcp/tools`, { authorization: `Bearer ${agentKey}` });
 }, 180_000);
 

@@ -10,8 +10,8 @@
 import { once } from 'node:events';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../../logger.ts';
-import type { SealingRounds } from './tree.ts';
 import { siblingModule, threadBoot } from '../../shared/thread-boot.ts';
+import type { SealingRounds } from './tree.ts';
 
 export interface RoundRequest {
   round: number;

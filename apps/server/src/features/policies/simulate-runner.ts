@@ -16,10 +16,10 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { siblingModule, threadBoot } from '../../shared/thread-boot.ts';
 import { loadDefaultDecisions } from '../settings/settings.service.ts';
 import { workspaceAgents } from './simulate.repository.ts';
 import { checkDraft, type Replayed, type ReplayFacts, replayDecisions } from './simulate.ts';
-import { siblingModule, threadBoot } from '../../shared/thread-boot.ts';
 
 /** Runs a checked replay somewhere. */
 export interface ReplayRunner {
