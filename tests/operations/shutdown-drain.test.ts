@@ -28,7 +28,8 @@ const RUNS = Number(process.env.DRAIN_RUNS ?? 3);
 const KEEP_ALIVE_CLIENTS = 8;
 const SLOW_DECISIONS = 20;
 const SLOW_UPSTREAM_MS = 1_500;
-const DRAIN_MS = 2_000;
+/** The default drain period (WARDEN_SHUTDOWN_DRAIN_MS unset would give the same). */
+const DRAIN_MS = 5_000;
 const SHUTDOWN_TIMEOUT_MS = 10_000;
 /** How long the load balancer takes to act on a failing /readyz: the clients send new requests until then. */
 const BALANCER_REACTION_MS = 500;

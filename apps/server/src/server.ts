@@ -156,27 +156,27 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   };
 }
 
-/** A connection accepted this recently may have its first request on the way: it is not cut. */
-const FRESH_CONNECTION_MS = 500;
-
-/** When each open connection was accepted (for the close, below). */
-function trackConnections(http: Server): Map<Socket, number> {
-  const accepted = new Map<Socket, number>();
+/** The open connections (for the close, below). */
+function trackConnections(http: Server): Set<Socket> {
+  const open = new Set<Socket>();
   http.on('connection', (socket: Socket) => {
-    accepted.set(socket, Date.now());
-    socket.once('close', () => accepted.delete(socket));
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
   });
-  return accepted;
+  return open;
 }
 
 /**
  * Stops accepting and resolves once every connection has ended. Without a deadline,
  * connections are cut at once. With one, no connection is cut under a request: answers under
- * way finish (each closes its connection, as the drain said Connection: close), connections
- * just accepted get to send theirs, then the idle ones left are closed; whatever is still open
- * at the deadline is cut.
+ * way finish (each closes its connection, as the drain said Connection: close), a connection
+ * that has not sent anything yet (its request may be on its way) is waited for, then the idle
+ * ones left are closed; whatever is still open at the deadline is cut.
  */
-function closeListener(http: Server, accepted: Map<Socket, number>, observer: HttpObserver, deadline: number | undefined): Promise<void> {
+async function closeListener(http: Server, open: Set<Socket>, observer: HttpObserver, deadline: number | undefined): Promise<void> {
+  // Closing a listening socket resets the connections still in its accept queue: close right
+  // after the event loop has accepted what was waiting (setImmediate runs after the poll phase).
+  await new Promise((resolve) => setImmediate(resolve));
   // net's close, not http's: http's also closes idle connections at once, among them one whose
   // request is on its way (its client would see ECONNRESET)
   const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(http, () => resolve()));
@@ -185,9 +185,8 @@ function closeListener(http: Server, accepted: Map<Socket, number>, observer: Ht
     return closed;
   }
   const poll = setInterval(() => {
-    const now = Date.now();
-    const fresh = [...accepted.values()].some((at) => now - at < FRESH_CONNECTION_MS);
-    if ((observer.inFlight() === 0 && !fresh) || now >= deadline) {
+    const unheard = [...open].some((socket) => socket.bytesRead === 0);
+    if ((observer.inFlight() === 0 && !unheard) || Date.now() >= deadline) {
       clearInterval(poll);
       http.closeAllConnections();
     }
