@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
@@ -14,7 +14,9 @@ export interface DashboardFile {
   type: string;
 }
 
-const SRC = join(dirname(fileURLToPath(import.meta.url)), 'src');
+const HERE = dirname(fileURLToPath(import.meta.url));
+/** The app's sources: next to this file, or next to its folder when it runs built (apps/dashboard/dist/build.js). */
+const SRC = join(basename(HERE) === 'dist' ? dirname(HERE) : HERE, 'src');
 
 let cached: Promise<Map<string, DashboardFile>> | undefined;
 

@@ -19,6 +19,12 @@ export interface Config {
   logLevel: LogLevel;
   /** WARDEN_SHUTDOWN_TIMEOUT_MS: how long a SIGTERM'd server may drain before it exits anyway (default 10000). */
   shutdownTimeoutMs: number;
+  /**
+   * WARDEN_SHUTDOWN_DRAIN_MS: after SIGTERM, how long the listener stays open with readiness
+   * answering 503, so that a load balancer takes the process out before connections are refused
+   * (default 5000; at most half of the shutdown timeout).
+   */
+  shutdownDrainMs: number;
   /** WARDEN_METRICS_PORT: Prometheus metrics on a listener of their own (off unless set; 0 picks a free port). */
   metricsPort: number | undefined;
   /** WARDEN_METRICS_HOST: the metrics listener's address (default 127.0.0.1). */
@@ -98,6 +104,15 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number): number
   return value;
 }
 
+/** A duration that may be 0 (a step turned off). */
+function milliseconds(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number of milliseconds (0 or more), got '${raw}'`);
+  return value;
+}
+
 /** Origins as the browser sends them (`scheme://host[:port]`), or `*`. */
 function origins(env: NodeJS.ProcessEnv, name: string): string[] {
   return (env[name] ?? '')
@@ -160,6 +175,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logRequests: env.WARDEN_LOG_REQUESTS === 'true',
     logLevel: parseLogLevel(env.WARDEN_LOG_LEVEL),
     shutdownTimeoutMs: integer(env, 'WARDEN_SHUTDOWN_TIMEOUT_MS', 10_000),
+    shutdownDrainMs: milliseconds(env, 'WARDEN_SHUTDOWN_DRAIN_MS', 5_000),
     metricsPort: port(env, 'WARDEN_METRICS_PORT'),
     metricsHost: env.WARDEN_METRICS_HOST || '127.0.0.1',
     tracing: env.OTEL_SDK_DISABLED !== 'true' && Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT),

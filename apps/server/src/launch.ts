@@ -10,8 +10,10 @@
  * The first server starts (and migrates) before the others; a server that dies is replaced;
  * SIGINT/SIGTERM stop every server gracefully, then the supervisor.
  *
- * A server stops within WARDEN_SHUTDOWN_TIMEOUT_MS (default 10 s) of SIGTERM/SIGINT: readiness
- * answers 503, the port stops accepting, requests under way finish (with their audit commits),
+ * A server stops within WARDEN_SHUTDOWN_TIMEOUT_MS (default 10 s) of SIGTERM/SIGINT (any number
+ * of copies: one drain): readiness answers 503 and answers close their connections while the
+ * port still accepts for WARDEN_SHUTDOWN_DRAIN_MS (default 5 s, at most half the bound); then
+ * calls held for an approval are answered, the port stops accepting, requests under way finish (with their audit commits),
  * webhook deliveries under way finish or have their leases released, the sealer runs a last
  * round, then it exits 0; if that takes longer than the bound, it exits 1 anyway.
  * With WARDEN_METRICS_PORT the supervisor serves the metrics of all its servers, aggregated.
@@ -71,14 +73,16 @@ async function serve(): Promise<void> {
       closing = true;
       const started = Date.now();
       const bound = config.shutdownTimeoutMs;
-      logger.info('warden stopping', { signal, timeoutMs: bound });
+      // the drain leaves at least half of the bound to the requests under way and the rest
+      const drainMs = Math.min(config.shutdownDrainMs, Math.floor(bound / 2));
+      logger.info('warden stopping', { signal, timeoutMs: bound, drainMs });
       setTimeout(() => {
         logger.error('warden did not stop within WARDEN_SHUTDOWN_TIMEOUT_MS; exiting', { timeoutMs: bound });
         process.exit(1);
       }, bound).unref();
       // The drain gets the bound minus what closing the sealer and the database is given.
       void server
-        .close(bound - Math.min(2_000, bound / 4))
+        .close(bound - Math.min(2_000, bound / 4), drainMs)
         .then(() => tracing?.shutdown().catch(() => undefined))
         .then(
           () => {

@@ -4,7 +4,8 @@
  * database, the local admin channel through which the CLI reaches it while the server holds it.
  */
 import cluster from 'node:cluster';
-import type { AddressInfo } from 'node:net';
+import type { Server } from 'node:http';
+import net, { type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { startAdminChannel } from './admin/channel.ts';
 import { createApp } from './app.ts';
@@ -17,7 +18,7 @@ import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { createHttpServer } from './http/http-server.ts';
 import { IDENTITY_CHANNEL } from './http/key-cache.ts';
 import { createLogger, type Logger } from './logger.ts';
-import { createHttpObserver } from './observability/http.ts';
+import { createHttpObserver, type HttpObserver } from './observability/http.ts';
 import { startMetricsListener } from './observability/listener.ts';
 import { createMetrics, shareWithSupervisor } from './observability/metrics.ts';
 import { createProbes } from './observability/probes.ts';
@@ -29,12 +30,13 @@ export interface RunningServer {
   /** http://host:port/metrics, when this process serves the metrics itself (WARDEN_METRICS_PORT, not supervised). */
   metricsUrl?: string;
   /**
-   * Stops. With `graceMs` (a shutdown: SIGTERM), first drains: readiness answers 503, no new
-   * connection is accepted, requests under way finish (their audit commits with them) and
-   * webhook deliveries under way finish or are released, all within `graceMs`; without it,
-   * connections are closed at once.
+   * Stops. With `graceMs` (a shutdown: SIGTERM), first drains: readiness answers 503 and every
+   * answer says Connection: close while the port still accepts for `drainMs`; then calls held
+   * for an approval are answered, no new connection is accepted, requests under way finish
+   * (their audit commits with them) and webhook deliveries under way finish or are released,
+   * all within `graceMs`; without it, connections are closed at once.
    */
-  close(graceMs?: number): Promise<void>;
+  close(graceMs?: number, drainMs?: number): Promise<void>;
 }
 
 export async function startServer(overrides: Partial<Config> = {}, logger: Logger = createLogger()): Promise<RunningServer> {
@@ -87,8 +89,10 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     },
     auditFailingSince: () => auditWriter.failingSince(),
   });
+  metrics?.watchReadiness(async () => (await probes.check()).ready);
   const app = createApp({ config, logger, services, rateLimitStore, keys, observer, probes });
   const http = createHttpServer(app).listen(config.port, config.host);
+  const connections = trackConnections(http);
   await new Promise<void>((resolve, reject) => {
     http.once('listening', resolve);
     http.once('error', reject);
@@ -110,29 +114,17 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     database,
     webhooks,
     metricsUrl: metricsListener?.url,
-    close: async (graceMs?: number) => {
+    close: async (graceMs?: number, drainMs = 0) => {
       const deadline = graceMs === undefined ? undefined : Date.now() + graceMs;
       probes.stopping();
       observer.startDraining();
       clearInterval(partitionTimer);
-      // Stop accepting first; the admin channel closes meanwhile.
-      const httpClosed = new Promise<void>((resolve) => {
-        http.close(() => resolve());
-        if (deadline === undefined) {
-          http.closeAllConnections();
-          return;
-        }
-        // Idle keep-alive connections close now, busy ones once their answer (Connection: close)
-        // is written; whatever is still open at the deadline is cut.
-        http.closeIdleConnections();
-        const poll = setInterval(() => {
-          http.closeIdleConnections();
-          if (observer.inFlight() === 0 || Date.now() >= deadline) {
-            clearInterval(poll);
-            http.closeAllConnections();
-          }
-        }, 25);
-      });
+      // The drain: readiness answers 503 and every answer closes its connection, while the port
+      // still accepts, so a load balancer takes this process out before anything is refused.
+      if (deadline !== undefined && drainMs > 0) await new Promise((resolve) => setTimeout(resolve, drainMs));
+      // Calls held open for an approval are answered now: pending, with where to decide it.
+      services.mcpGateway.drain();
+      const httpClosed = closeListener(http, connections, observer, deadline);
       const t0 = performance.now();
       await admin?.close();
       await httpClosed;
@@ -154,6 +146,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       if (graceMs !== undefined) {
         const ms = (a: number, b: number) => Math.round(b - a);
         logger.info('warden closed', {
+          drainMs: deadline !== undefined ? drainMs : 0,
           requestsMs: ms(t0, t1),
           webhooksMs: ms(t1, t2),
           sealerMs: ms(t2, t3),
@@ -162,4 +155,42 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       }
     },
   };
+}
+
+/** The open connections (for the close, below). */
+function trackConnections(http: Server): Set<Socket> {
+  const open = new Set<Socket>();
+  http.on('connection', (socket: Socket) => {
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+  });
+  return open;
+}
+
+/**
+ * Stops accepting and resolves once every connection has ended. Without a deadline,
+ * connections are cut at once. With one, no connection is cut under a request: answers under
+ * way finish (each closes its connection, as the drain said Connection: close), a connection
+ * that has not sent anything yet (its request may be on its way) is waited for, then the idle
+ * ones left are closed; whatever is still open at the deadline is cut.
+ */
+async function closeListener(http: Server, open: Set<Socket>, observer: HttpObserver, deadline: number | undefined): Promise<void> {
+  // Closing a listening socket resets the connections still in its accept queue: close right
+  // after the event loop has accepted what was waiting (setImmediate runs after the poll phase).
+  await new Promise((resolve) => setImmediate(resolve));
+  // net's close, not http's: http's also closes idle connections at once, among them one whose
+  // request is on its way (its client would see ECONNRESET)
+  const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(http, () => resolve()));
+  if (deadline === undefined) {
+    http.closeAllConnections();
+    return closed;
+  }
+  const poll = setInterval(() => {
+    const unheard = [...open].some((socket) => socket.bytesRead === 0);
+    if ((observer.inFlight() === 0 && !unheard) || Date.now() >= deadline) {
+      clearInterval(poll);
+      http.closeAllConnections();
+    }
+  }, 25);
+  return closed;
 }

@@ -7,7 +7,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { waitForServer } from '../../support/child-ready.ts';
 import { assertDatabaseAllowed } from '../../support/database.ts';
@@ -16,6 +16,8 @@ export const ROOT = fileURLToPath(new URL('../../..', import.meta.url));
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
 const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
 const TSX_CLI = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
+/** What `npm run build` writes (tools/build-server.ts). */
+export const BUILT_SERVER = join(ROOT, 'apps/server/dist/main.js');
 
 export interface ChildServer {
   pid: number;
@@ -28,6 +30,8 @@ export interface ChildServer {
   exitStatus(): { code: number | null; signal: NodeJS.Signals | null } | null;
   /** Sends a signal to the server's process group. */
   signal(signal: NodeJS.Signals): void;
+  /** Sends a signal to the started process only (npm's, when started with `npm start`). */
+  signalProcess(signal: NodeJS.Signals): void;
   /** SIGTERM, then SIGKILL after `graceMs`; resolves when the process is gone. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -68,15 +72,30 @@ export async function startChildServer(options: {
   /** The cap on the start (START_CAP_MS of tests/support/child-ready.ts, 120 s, unless given): the wait ends as soon as the server logs that it listens, or exits. */
   readyTimeoutMs?: number;
   nodeArgs?: string[];
-  /** Start it as `npm start` does, through tsx's CLI (a parent that relays signals), not with tsx's loader in one process. */
+  /** Start it through tsx's CLI (a parent that relays signals), not with tsx's loader in one process. */
   viaTsxCli?: boolean;
+  /** Start it as `npm start` (npm, then the server), or as production does: `node apps/server/dist/main.js` (built first). */
+  command?: 'npm-start' | 'built';
 }): Promise<ChildServer> {
   assertDatabaseAllowed();
   const port = options.port ?? (await freePort());
-  const args = options.viaTsxCli ? [TSX_CLI, SERVER] : [...(options.nodeArgs ?? []), '--import', TSX_LOADER, SERVER];
-  const child: ChildProcess = spawn(process.execPath, args, {
+  const [file, args] =
+    options.command === 'npm-start'
+      ? ['npm', ['start', '--silent']]
+      : options.command === 'built'
+        ? [process.execPath, [...(options.nodeArgs ?? []), BUILT_SERVER]]
+        : [process.execPath, options.viaTsxCli ? [TSX_CLI, SERVER] : [...(options.nodeArgs ?? []), '--import', TSX_LOADER, SERVER]];
+  const child: ChildProcess = spawn(file, args, {
     cwd: ROOT,
-    env: childEnv({ ...options.env, PORT: String(port), HOST: '127.0.0.1' }),
+    // no drain period unless a test asks for one: a stop need not wait for a load balancer here
+    env: childEnv({
+      WARDEN_SHUTDOWN_DRAIN_MS: '0',
+      ...options.env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      // npm runs the node this process runs
+      PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`,
+    }),
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -108,6 +127,13 @@ export async function startChildServer(options: {
     output: () => output,
     exitStatus: () => status,
     signal,
+    signalProcess: (sig) => {
+      try {
+        process.kill(child.pid as number, sig);
+      } catch {
+        // already gone
+      }
+    },
     stop: async (graceMs = 10_000) => {
       if (status) return;
       signal('SIGTERM');

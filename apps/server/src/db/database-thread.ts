@@ -9,6 +9,7 @@ import { once } from 'node:events';
 import { parentPort, Worker, workerData } from 'node:worker_threads';
 import type { ErrorCode } from '@warden/contract';
 import { ApiError } from '../shared/errors.ts';
+import { threadBoot } from '../shared/thread-boot.ts';
 import { type Database, openDatabase } from './database.ts';
 import { isDatabaseUnavailable } from './unavailable.ts';
 
@@ -19,15 +20,11 @@ type Reply<Result> =
   | { id: number; error: { code: ErrorCode | null; message: string; stack?: string } };
 
 const CLOSE_TIMEOUT_MS = 5_000;
-const TSX_API = import.meta.resolve('tsx/esm/api');
-/** Module hooks are per thread, so the thread does not inherit tsx's loader: it loads its TypeScript entry through tsx's API. */
-const boot = (entry: string) =>
-  `import(${JSON.stringify(TSX_API)}).then(({ tsImport }) => tsImport(${JSON.stringify(entry)}, ${JSON.stringify(entry)}))`;
 
 export interface DatabaseThreadOptions {
   /** What the thread is, for its errors ("the audit verifier thread"). */
   name: string;
-  /** The thread's module (a file:// URL): it calls serveOnThread. */
+  /** The thread's module (a file:// URL, `.ts` from source or `.js` built: shared/thread-boot.ts): it calls serveOnThread. */
   entry: string;
   databaseUrl: string;
   /** More for the thread to start with (structured-cloneable). */
@@ -77,7 +74,7 @@ export class DatabaseThread<Request, Result, Progress = never> {
 
   private start(): Worker {
     const { entry, databaseUrl, data, name } = this.options;
-    const worker = new Worker(boot(entry), { eval: true, workerData: { ...data, databaseUrl } });
+    const worker = new Worker(threadBoot(entry), { eval: true, workerData: { ...data, databaseUrl } });
     worker.unref(); // the server's own handles keep the process alive; a forgotten thread must not
     worker.on('message', (reply: Reply<Result>) => {
       this.answered = true;

@@ -6,6 +6,12 @@
 import { type Request, type Response, Router } from 'express';
 import { StaticAsset } from './static-asset.ts';
 
+/** apps/dashboard's build module: its TypeScript from source, its JavaScript when the server runs built (npm run build). */
+const DASHBOARD_BUILD = new URL(
+  import.meta.url.endsWith('.ts') ? '../../../dashboard/build.ts' : '../../../dashboard/dist/build.js',
+  import.meta.url,
+).href;
+
 type Assets = Map<string, { body: string; type: string }>;
 type Served = Map<string, StaticAsset>;
 
@@ -14,7 +20,7 @@ export function dashboardAssets(): Router {
   let assets: Promise<Served> | undefined;
   const load = () => {
     // apps/dashboard is its own package; its build module is loaded on the first page request.
-    assets ??= import(new URL('../../../dashboard/build.ts', import.meta.url).href)
+    assets ??= import(DASHBOARD_BUILD)
       .then((m: { buildDashboard: () => Promise<Assets> }) => m.buildDashboard())
       .then((built) => new Map([...built].map(([path, file]) => [path, new StaticAsset(file.body, file.type)])));
     return assets;

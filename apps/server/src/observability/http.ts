@@ -10,6 +10,7 @@ import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Logger } from '../logger.ts';
 import type { Metrics } from './metrics.ts';
+import { createRouteLabels } from './route-labels.ts';
 
 /** What express-openapi-validator leaves on a request whose operation it matched. */
 interface MatchedOperation {
@@ -39,12 +40,16 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
   const { logger, metrics } = options;
   const tracer = trace.getTracer('warden');
   const level = options.logRequests ? 'info' : 'debug';
+  const routeLabel = createRouteLabels(options.v1BasePath);
   let inFlight = 0;
   let draining = false;
+  /** Answers not yet sent: told to close their connection when a drain begins. */
+  const unanswered = new Set<Response>();
 
   const middleware = (req: Request, res: Response, next: NextFunction): void => {
     inFlight++;
     if (draining) res.setHeader('Connection', 'close');
+    else unanswered.add(res);
     const started = performance.now();
     const logging = logger.enabled ? logger.enabled(level) : level === 'info';
     let span: Span | undefined;
@@ -53,6 +58,7 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
       if (counted) return;
       counted = true;
       inFlight--;
+      unanswered.delete(res);
       span?.end(); // abandoned before an answer (finish ends it first otherwise)
     };
     res.once('close', done);
@@ -63,10 +69,12 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
     res.once('finish', () => {
       const seconds = (performance.now() - started) / 1000;
       const operation = (req as MatchedOperation).openapi?.schema?.operationId;
+      // what the validator did not reach (a probe, the MCP gateway, a refusal before it) is labelled by its route
+      const label = operation ?? routeLabel(req.method, req.originalUrl.split('?')[0] as string);
       const status = res.statusCode;
       const traceId = span?.spanContext().traceId;
       if (span) {
-        span.updateName(`${req.method} ${operation ?? 'unmatched'}`);
+        span.updateName(`${req.method} ${label}`);
         span.setAttribute('http.response.status_code', status);
         if (operation) span.setAttribute('warden.operation_id', operation);
         if (req.auth?.workspaceId) span.setAttribute('warden.workspace_id', req.auth.workspaceId);
@@ -74,7 +82,7 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
       }
       done();
       if (metrics) {
-        metrics.httpRequest(operation ?? 'unmatched', req.method, status, seconds);
+        metrics.httpRequest(label, req.method, status, seconds);
         if (status === 429) metrics.rateLimited(req.originalUrl.startsWith(options.v1BasePath) ? 'v1' : 'dashboard');
       }
       if (logging) {
@@ -119,6 +127,9 @@ export function createHttpObserver(options: HttpObserverOptions): HttpObserver {
     inFlight: () => inFlight,
     startDraining: () => {
       draining = true;
+      // under way already: their answers end keep-alive too (those whose headers left keep it until the client ends)
+      for (const res of unanswered) if (!res.headersSent) res.setHeader('Connection', 'close');
+      unanswered.clear();
     },
     get draining() {
       return draining;

@@ -42,6 +42,8 @@ export interface Metrics extends Telemetry {
   readonly contentType: string;
   /** Stops counting upstream calls (the undici channels are process-wide). */
   close(): void;
+  /** What `warden_ready` reads when scraped: whether /readyz would answer 200 (probes.ts). */
+  watchReadiness(ready: () => Promise<boolean>): void;
 }
 
 export interface MetricsSources {
@@ -94,11 +96,14 @@ export function createMetrics(sources: MetricsSources): Metrics {
     'outcome',
   ]);
 
+  // A scrape's queries start after its collectors have all run: kysely asks the pool for a
+  // connection synchronously, and the pool gauge would count the scrape's own queries as waiting.
+  const afterCollectors = <T>(read: () => Promise<T>) => new Promise<void>((resolve) => setImmediate(resolve)).then(read);
   // Read when scraped: the database's backlogs (shared by every process: aggregated as the max).
   let backlog: { at: number; value: Promise<Backlog | undefined> } | undefined;
   const readShared = () => {
     if (!backlog || Date.now() - backlog.at > BACKLOG_TTL_MS)
-      backlog = { at: Date.now(), value: readBacklog(sources.db).catch(() => undefined) };
+      backlog = { at: Date.now(), value: afterCollectors(() => readBacklog(sources.db)).catch(() => undefined) };
     return backlog.value;
   };
   const backlogGauge = (name: string, help: string, pick: (b: Backlog) => number) =>
@@ -128,6 +133,17 @@ export function createMetrics(sources: MetricsSources): Metrics {
     'Age of the oldest outbox event not yet fanned out.',
     (b) => b.undispatchedAgeS,
   );
+  let readiness: (() => Promise<boolean>) | undefined;
+  new Gauge({
+    name: 'warden_ready',
+    help: '1 when /readyz answers 200, 0 when it answers 503 (a shutdown under way, the database or the audit writer failing).',
+    registers: [registry],
+    aggregator: 'min',
+    async collect() {
+      const ready = readiness;
+      if (ready) this.set((await afterCollectors(ready)) ? 1 : 0);
+    },
+  });
   const pool = sources.pool;
   if (pool) {
     new Gauge({
@@ -153,6 +169,9 @@ export function createMetrics(sources: MetricsSources): Metrics {
     close: stopCountingUpstreams,
     contentType: registry.contentType,
     render: () => registry.metrics(),
+    watchReadiness(ready) {
+      readiness = ready;
+    },
     httpRequest(operation, method, status, seconds) {
       const code = String(status);
       httpRequests.inc({ operation, method, status: code });

@@ -9,6 +9,7 @@
  */
 import { DatabaseThread } from '../../db/database-thread.ts';
 import type { Logger } from '../../logger.ts';
+import { siblingModule } from '../../shared/thread-boot.ts';
 import type { SealingRounds } from './tree.ts';
 
 /** What a round on the thread answers. Errors cross threads as Errors (name, message and stack: what the logger keeps of them). */
@@ -17,7 +18,7 @@ export interface RoundReply {
   failures: { workspaceId: string; cause: Error }[];
 }
 
-const ENTRY = new URL('./sealer-thread.worker.ts', import.meta.url).href;
+const ENTRY = siblingModule('sealer-thread.worker', import.meta.url);
 
 export class SealerThread implements SealingRounds {
   private readonly thread: DatabaseThread<readonly string[], RoundReply>;

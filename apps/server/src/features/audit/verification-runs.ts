@@ -15,6 +15,7 @@ import type { Kysely } from 'kysely';
 import { DatabaseThread } from '../../db/database-thread.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
+import { siblingModule } from '../../shared/thread-boot.ts';
 import type { AuditLogKey } from './checkpointer.ts';
 import { type SignedHead, type Verification, type VerificationProgress, verifyTree } from './verification.ts';
 
@@ -34,7 +35,7 @@ interface Run {
 }
 
 const yieldToOthers = () => new Promise<void>((resolve) => setImmediate(resolve));
-const ENTRY = new URL('./verification-thread.worker.ts', import.meta.url).href;
+const ENTRY = siblingModule('verification-thread.worker', import.meta.url);
 
 export const logKeyOf = (request: FullVerification): AuditLogKey => ({
   key: { publicKey: Buffer.from(request.publicKey, 'base64') },

@@ -87,6 +87,8 @@ const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 export class McpGateway {
   private readonly taskMethods: GatewayTasks;
+  /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly execution: ExecutionService,
@@ -95,6 +97,11 @@ export class McpGateway {
     private readonly options: GatewayOptions,
   ) {
     this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
+  }
+
+  /** A shutdown: calls held for an approval are answered now (pending, with where to decide it), and none is held from now on. */
+  drain(): void {
+    this.stopping.abort();
   }
 
   /** Stops the task sweep (shutdown). */
@@ -505,7 +512,7 @@ export class McpGateway {
     if (decided.result.action !== 'require_approval' || approvalId === null) return { refused: { message: refusal(decided) } };
     const waited = await this.execution.awaitApproval(caller.ctx, approvalId, {
       until: Date.now() + this.options.approvalWaitMs,
-      signal: extra.signal,
+      signal: AbortSignal.any([extra.signal, this.stopping.signal]),
       onWait: async (message) => {
         progress += 1;
         await notify(progress, message);
@@ -525,10 +532,11 @@ export class McpGateway {
         },
       };
     const pending = decided.result.approval_id ?? approvalId;
+    const stopping = this.stopping.signal.aborted ? ' This Warden process is shutting down, so the call is not held any longer.' : '';
     return {
       refused: {
         message:
-          `Approval required: ${decided.result.message}. Approval ${pending} is pending: decide it in the Warden dashboard ` +
+          `Approval required: ${decided.result.message}.${stopping} Approval ${pending} is pending: decide it in the Warden dashboard ` +
           `(${origin}/dashboard/#/approvals) or with PATCH ${origin}/api/v1/approvals/${pending}, then call this tool again with the same arguments.`,
         meta: { [APPROVAL_META]: { id: pending, status: 'pending' } },
       },

@@ -15,6 +15,7 @@ import { DatabaseThread } from '../../db/database-thread.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { siblingModule } from '../../shared/thread-boot.ts';
 import { loadDefaultDecisions } from '../settings/settings.service.ts';
 import { enabledPolicies } from './policies.repository.ts';
 import { workspaceAgents } from './simulate.repository.ts';
@@ -47,7 +48,7 @@ export const inlineReplays = (db: Kysely<DB>): ReplayRunner => ({
   close: async () => {},
 });
 
-const ENTRY = new URL('./simulate-runner.worker.ts', import.meta.url).href;
+const ENTRY = siblingModule('simulate-runner.worker', import.meta.url);
 
 /**
  * On a worker thread of its own with one PostgreSQL connection (db/database-thread.ts), started

@@ -1,0 +1,84 @@
+/**
+ * `npm run build`: the server (and the CLI) as JavaScript that Node runs as it is —
+ * `node apps/server/dist/main.js` — so that nothing stands between a service manager and the
+ * server (no npm, no tsx, no compiling at start). Each TypeScript file becomes one JavaScript
+ * file at the same place under `dist/` (so paths relative to `import.meta.url`, such as the spec
+ * and the migrations, stay right), its `.ts` imports become `.js`, and `@warden/contract` points
+ * at the contract's own build. The SQL migrations are copied next to their runner. Packages from
+ * node_modules stay imports: install them with `npm ci --omit=dev`.
+ */
+import { cpSync, readdirSync, rmSync } from 'node:fs';
+import { dirname, join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build, type Plugin } from 'esbuild';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const CONTRACT_BUILT = join(ROOT, 'packages/contract/dist/index.js');
+
+/** The TypeScript sources under `dir`, tests left out. */
+function sources(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.test.ts') && !file.endsWith('.d.ts'))
+    .map((file) => join(dir, file));
+}
+
+/** Every import stays an import; relative `.ts` ones become `.js`, `@warden/contract` its build. */
+const keepImports = (srcDir: string, outDir: string): Plugin => ({
+  name: 'keep-imports',
+  setup(b) {
+    b.onResolve({ filter: /.*/ }, (args) => {
+      if (args.kind === 'entry-point') return undefined;
+      if (args.path === '@warden/contract') {
+        const importerOut = join(outDir, relative(srcDir, args.importer));
+        const path = relative(dirname(importerOut), CONTRACT_BUILT).split(sep).join('/');
+        return { path: path.startsWith('.') ? path : `./${path}`, external: true };
+      }
+      if (args.path.startsWith('.')) return { path: args.path.replace(/\.ts$/, '.js'), external: true };
+      return { path: args.path, external: true };
+    });
+  },
+});
+
+async function compile(srcDir: string, outDir: string, entryPoints: string[] = sources(srcDir)): Promise<number> {
+  rmSync(outDir, { recursive: true, force: true });
+  await build({
+    entryPoints,
+    outbase: srcDir,
+    outdir: outDir,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node24',
+    logLevel: 'warning',
+    plugins: [keepImports(srcDir, outDir)],
+  });
+  return entryPoints.length;
+}
+
+/** What each workspace's `npm run build` builds (turbo runs them in dependency order). */
+const targets: Record<string, () => Promise<string>> = {
+  contract: async () => `${await compile(join(ROOT, 'packages/contract/src'), join(ROOT, 'packages/contract/dist'))} contract files`,
+  // the dashboard's build module (it compiles the app in memory at the first page request)
+  dashboard: async () => {
+    const dir = join(ROOT, 'apps/dashboard');
+    await compile(dir, join(dir, 'dist'), [join(dir, 'build.ts')]);
+    return 'the dashboard build module';
+  },
+  server: async () => {
+    const files = await compile(join(ROOT, 'apps/server/src'), join(ROOT, 'apps/server/dist'));
+    cpSync(join(ROOT, 'apps/server/src/db/migrations'), join(ROOT, 'apps/server/dist/db/migrations'), { recursive: true });
+    return `${files} server files (run: node apps/server/dist/main.js)`;
+  },
+};
+
+const started = performance.now();
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((name) => !(name in targets));
+if (unknown.length > 0) {
+  console.error(`build-server: no target ${unknown.join(', ')} (targets: ${Object.keys(targets).join(', ')})`);
+  process.exit(2);
+}
+for (const name of wanted.length > 0 ? wanted : Object.keys(targets)) {
+  const built = await targets[name]?.();
+  console.log(`built ${built} in ${Math.round(performance.now() - started)} ms`);
+}
