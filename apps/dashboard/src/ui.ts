@@ -95,7 +95,7 @@ export function table<T>(
   caption: string,
   columns: Column<T>[],
   rows: T[],
-  opts: { testid: string; rowTestid?: string; rowId?: (row: T) => string; empty: string },
+  opts: { testid: string; rowTestid?: string; rowId?: (row: T) => string; empty: string; class?: string },
 ): HTMLElement {
   if (rows.length === 0) return h('p', { class: 'empty', 'data-testid': `${opts.testid}-empty` }, opts.empty);
   return h(
@@ -103,7 +103,7 @@ export function table<T>(
     { class: 'table-wrap' },
     h(
       'table',
-      { 'data-testid': opts.testid },
+      { 'data-testid': opts.testid, class: opts.class },
       h('caption', { class: 'visually-hidden' }, caption),
       h(
         'thead',

@@ -24,12 +24,15 @@ function select(name: string, testid: string, options: [string, string][]): HTML
 const json = (value: unknown, testid: string) => h('pre', { class: 'json mono', 'data-testid': testid }, JSON.stringify(value, null, 2));
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** What ran (or would have): method and URL, or MCP server and tool; secrets are redacted by the server. */
+/** What an act ran (or would have): method and URL, or MCP server and tool, prompt or resource; secrets are redacted by the server. */
+function target(run: Record<string, unknown>): string {
+  if (run.mode === 'http_proxy') return `${String(run.method)} ${String(run.url)}`;
+  const named = run.tool ?? run.prompt ?? run.uri;
+  return `${String(run.server)} \u2192 ${named === null || named === undefined ? String(run.method ?? '(discovery)') : String(named)}`;
+}
+
 function execution(run: Record<string, unknown>): HTMLElement {
-  const text =
-    run.mode === 'http_proxy'
-      ? `${String(run.method)} ${String(run.url)}`
-      : `${String(run.server)} \u2192 ${run.tool === null || run.tool === undefined ? '(discovery)' : String(run.tool)}`;
+  const text = target(run);
   const digest = run.body_sha256 ?? run.arguments_sha256;
   return h(
     'div',
@@ -222,6 +225,10 @@ export async function auditPage(ctx: PageContext): Promise<void> {
                   'div',
                   null,
                   h('div', { class: 'mono' }, e.action),
+                  // what ran, for the acts Warden performed: the MCP server and tool (or the HTTP request)
+                  isObject(e.context.execution)
+                    ? h('div', { class: 'mono small', 'data-testid': 'audit-target' }, target(e.context.execution))
+                    : null,
                   e.resource ? h('div', { class: 'mono muted small' }, e.resource) : null,
                 ),
             },
@@ -239,7 +246,13 @@ export async function auditPage(ctx: PageContext): Promise<void> {
             { header: 'Details', cell: details },
           ],
           page.data,
-          { testid: 'audit-table', rowTestid: 'audit-row', rowId: (e) => e.id, empty: 'No audit events match these filters.' },
+          {
+            testid: 'audit-table',
+            rowTestid: 'audit-row',
+            rowId: (e) => e.id,
+            empty: 'No audit events match these filters.',
+            class: 'audit-table',
+          },
         ),
       );
       const prev = button(

@@ -1,0 +1,99 @@
+/**
+ * Issue 38, "MCP activity in plain view": the audit table named neither the MCP server nor the
+ * tool (`mcp.call`), and at 1280 px it was 1,112 px wide in a 1,023 px container, its Details
+ * column clipped; every MCP approval was titled "mcp.call by desktop". Here an unmodified MCP
+ * SDK client calls tools through the gateway, and the dashboard, in headless Chromium at 1280
+ * and 1920 px, shows each row's server and tool and an approval titled by its act, with the
+ * table inside its container. Screenshots: test-output/screenshots/mcp-activity-*.png.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type CountingUpstream, connectClient, startCountingUpstream } from '../mcp-gateway/support.ts';
+import { keyFor, useTestServer } from '../support/server.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'];
+const HAS_CHROMIUM = existsSync(CHROMIUM);
+const SCREENSHOTS = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'test-output', 'screenshots');
+
+describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the dashboard (e2e)', () => {
+  const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
+  let upstream: CountingUpstream;
+  let client: Client;
+  let browser: Browser;
+  let key: string;
+
+  beforeAll(async () => {
+    mkdirSync(SCREENSHOTS, { recursive: true });
+    upstream = await startCountingUpstream();
+    key = await keyFor(server, '*', 'mcp-activity');
+    const agentKey = `ak_activity_${Math.random().toString(36).slice(2)}`;
+    const api = (path: string, body: unknown) => server.api('POST', path as '/agents', { key, body, unchecked: true });
+    expect((await api('/mcp-servers', { name: 'Tools', slug: 'tools', transport_url: upstream.url })).status).toBe(201);
+    expect((await api('/agents', { name: 'Desktop', slug: 'desktop', provider: 'local', api_key: agentKey })).status).toBe(201);
+    expect(
+      (
+        await api('/policies', {
+          name: 'Ask before wiping',
+          rules: [{ match: { tool: ['delete_everything'] }, effect: 'require_approval' }],
+        })
+      ).status,
+    ).toBe(201);
+    client = await connectClient(`${server.url}/mcp/tools`, { authorization: `Bearer ${agentKey}` });
+    await client.callTool({ name: 'echo', arguments: { text: 'hello' } });
+    await client.callTool({ name: 'add', arguments: { a: 2, b: 3 } });
+    // held for approval: answered with the approval's id (the gateway's short wait ends first)
+    await client
+      .callTool({ name: 'delete_everything', arguments: { path: '/srv/very/long/path/to/somewhere/that/does/not/fit/in/a/cell' } })
+      .catch(() => undefined);
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+  }, 120_000);
+
+  afterAll(async () => {
+    await client?.close().catch(() => undefined);
+    await browser?.close().catch(() => undefined);
+    await upstream?.close();
+  });
+
+  it('the approval is titled by its act', async () => {
+    const approvals = (await server.api('GET', '/approvals', { key, query: { status: 'pending' } })).body.data;
+    expect(approvals.map((a: { title: string }) => a.title)).toContain('tools/call tools delete_everything by desktop');
+  });
+
+  for (const width of [1280, 1920]) {
+    it(`at ${width} px the audit rows name the server and the tool, and the table fits its container`, async () => {
+      const context = await browser.newContext({ viewport: { width, height: 900 } });
+      const page = await context.newPage();
+      page.setDefaultTimeout(15_000);
+      await page.goto(server.url.replace('/api/v1', '/dashboard/'));
+      await page.getByTestId('login-key').fill(key);
+      await page.getByTestId('login-submit').click();
+      await page.getByTestId('nav-audit').click();
+      await page.getByTestId('audit-table').waitFor();
+      const targets = await page.getByTestId('audit-target').allTextContents();
+      expect(targets).toEqual(expect.arrayContaining(['tools \u2192 echo', 'tools \u2192 add', 'tools \u2192 delete_everything']));
+      // open every row's details: the widest the table gets
+      for (const summary of await page.locator('[data-testid="audit-details"] summary').all()) await summary.click();
+      const fit = await page.getByTestId('audit-table').evaluate((table) => ({
+        table: table.getBoundingClientRect().width,
+        container: (table.parentElement as HTMLElement).clientWidth,
+        scroll: (table.parentElement as HTMLElement).scrollWidth,
+      }));
+      // and no cell's content spills into the next one (a badge or identifier wider than its column)
+      const spills = await page
+        .getByTestId('audit-table')
+        .evaluate((table) =>
+          [...table.querySelectorAll('td')].filter((td) => td.scrollWidth > td.clientWidth + 1).map((td) => td.getAttribute('data-label')),
+        );
+      expect(spills).toEqual([]);
+      expect(fit.scroll).toBeLessThanOrEqual(fit.container);
+      expect(fit.table).toBeLessThanOrEqual(fit.container + 1);
+      await page.screenshot({ path: join(SCREENSHOTS, `mcp-activity-audit-${width}.png`), fullPage: true });
+      await context.close();
+    }, 60_000);
+  }
+});
