@@ -230,6 +230,7 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
   it('counts only rules that can take effect: an allow rule, or a condition that never holds, enforces nothing', async () => {
     const key = await freshWorkspace();
     await createAgent(key, { name: 'Prod wild', slug: 'prod-wild', environment: 'production', risk_level: 'high' });
+    await waitSealed(key); // so that audit-chain is applicable in both statuses compared
     const before = await status(key);
     // issue 36: these two raised a workspace's score from 32.6 to 71.7, both controls passing
     await createPolicy(key, { name: 'Allow all', rules: [{ match: { agent: ['prod-*'] }, effect: 'allow' }] });
