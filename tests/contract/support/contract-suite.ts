@@ -660,6 +660,7 @@ export const SCENARIOS: Scenario[] = [
       'listAuditLogs',
       'listEvents',
       'verifyAuditChain',
+      'getAuditVerificationStatus',
       'getAuditSigningKey',
       'getAuditCheckpoint',
       'getAuditInclusionProof',
@@ -714,6 +715,12 @@ export const SCENARIOS: Scenario[] = [
       });
       const verified = await run.call('verifyAuditChain', { expect: 200 });
       run.expectThat('verifyAuditChain', verified.body.data.valid === true, 'the audit log does not verify');
+      const status = await run.call('getAuditVerificationStatus', { expect: 200 });
+      run.expectThat(
+        'getAuditVerificationStatus',
+        run.mock || ['idle', 'queued', 'running'].includes(status.body.data.state),
+        'a state outside idle, queued, running',
+      );
     },
   },
   {
