@@ -5,6 +5,7 @@
  * agent_not_found for runtime calls naming A's agent), lists never contain A's items, and
  * A's resources are unchanged afterwards.
  */
+import { randomUUID } from 'node:crypto';
 import { operations } from '@warden/contract';
 import { beforeAll, describe, expect, it } from 'vitest';
 import spec from '../../spec/dist/openapi.json' with { type: 'json' };
@@ -21,6 +22,9 @@ const a = {} as {
   approval: string;
   server: string;
   serverSlug: string;
+  credential: string;
+  /** An id no workspace has: for collections A holds nothing of (OAuth grants come only from a sign-in). */
+  nobody: string;
 };
 
 type Schema = { $ref?: string; example?: unknown };
@@ -61,6 +65,7 @@ async function snapshotA() {
     policy: (await server.api('GET', `/policies/${a.policy}`, { key })).body,
     approval: (await server.api('GET', `/approvals/${a.approval}`, { key })).body,
     server: (await server.api('GET', `/mcp-servers/${a.server}`, { key })).body,
+    credential: (await server.api('GET', `/credentials/${a.credential}`, { key })).body,
     audit: (await server.api('GET', '/audit-logs?limit=100', { key })).body.data.length,
   };
 }
@@ -77,6 +82,11 @@ beforeAll(async () => {
   const approval = (await server.api('POST', '/approvals', { body: { title: 'A private approval', agent: agent.slug } })).body.data;
   const mcp = (await server.api('POST', '/mcp-servers', { body: { name: 'A private server', transport_url: 'https://mcp.example.com/a' } }))
     .body.data;
+  const credential = (
+    await server.api('POST', '/credentials', {
+      body: { name: 'a-private-cred', hosts: ['a.example.com'], auth: { type: 'bearer', secret: 'secret-of-workspace-a-123' } },
+    })
+  ).body.data;
   await server.api('POST', '/audit', { body: { action: 'a.private', result: 'blocked', agent: agent.slug } });
   Object.assign(a, {
     agent: agent.id,
@@ -86,16 +96,25 @@ beforeAll(async () => {
     approval: approval.id,
     server: mcp.id,
     serverSlug: mcp.slug,
+    credential: credential.id,
+    nobody: randomUUID(),
   });
   keyB = await keyFor(server, '*', 'workspace-b');
 });
 
-const idFor: Record<string, keyof typeof a> = { agents: 'agent', policies: 'policy', approvals: 'approval', 'mcp-servers': 'server' };
+const idFor: Record<string, keyof typeof a> = {
+  agents: 'agent',
+  policies: 'policy',
+  approvals: 'approval',
+  'mcp-servers': 'server',
+  credentials: 'credential',
+  'oauth-grants': 'nobody',
+};
 
 describe('tenant isolation over every operation', () => {
   it('a key of workspace B reads, changes and lists nothing of workspace A', async () => {
     const before = await snapshotA();
-    const aIds = [a.agent, a.policy, a.approval, a.server] as string[];
+    const aIds = [a.agent, a.policy, a.approval, a.server, a.credential] as string[];
     const walked: string[] = [];
     for (const row of operations) {
       const collection = row.path.split('/')[1] as string;
