@@ -2,9 +2,9 @@
  * Where verifications run, and how workspaces share them.
  *
  * An incremental verification reads the events since the last verified size (and a bounded
- * re-check), so it runs on the request thread. A full one reads and hashes every event — at
- * 80,000 events one took 4.9 s on the request thread, and four at once held another tenant's
- * requests for 457 ms — so it runs on a thread of its own with its own connection on
+ * re-check), so it runs on the request thread. A full one reads and hashes every event (its
+ * cost on the request thread: docs/decisions/0018-audit-signer-checks.md, addendum), so it
+ * runs on a thread of its own with its own connection on
  * PostgreSQL (db/database-thread.ts), and on the embedded database (one in-process session) on
  * this thread in batches, yielding between them. Either way one full verification runs at a
  * time per process, in arrival order, and a workspace has at most one running or waiting: a
