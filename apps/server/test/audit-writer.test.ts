@@ -67,7 +67,7 @@ async function sealingWriter(workspaceId: string, writer = new AuditWriter(datab
   throw new Error('the writer sealed none of 50 events');
 }
 
-const sealQueued = async (workspaceId: string) => {
+const sealQueued = async (_workspaceId: string) => {
   const sealer = new AuditSealer(database.db, inlineRounds(database.db, createLogger(true)), 60_000);
   await sealer.round();
 };
