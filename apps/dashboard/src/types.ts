@@ -21,6 +21,7 @@ export type {
   AuditEvent,
   AuditEventPage,
   AuditResult,
+  AuditSigningKeyResponse,
   AuditVerification,
   Billing,
   ComplianceControl,

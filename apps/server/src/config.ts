@@ -41,6 +41,12 @@ export interface Config {
   auditCheckpointFile: string | undefined;
   /** WARDEN_AUDIT_LOG_NAME: the first part of each log's origin, `<name>/audit/<workspace id>` (default `warden`). */
   auditLogName: string;
+  /** WARDEN_AUDIT_WITNESSES: `<url> <witness vkey>` pairs (comma- or newline-separated) each checkpoint is sent to for a cosignature. */
+  auditWitnesses: string | undefined;
+  /** WARDEN_AUDIT_WITNESS_QUORUM: the k of n witnesses a checkpoint needs to count as witnessed (default: all). */
+  auditWitnessQuorum: number | undefined;
+  /** WARDEN_AUDIT_WITNESS_TIMEOUT_MS: how long one witness may take to answer (default 3000). */
+  auditWitnessTimeoutMs: number;
   /** WARDEN_AUDIT_SEARCH_SCAN_ROWS: how many events one page of an audit search may read (default 20000). */
   auditSearchScanRows: number;
   /** On PostgreSQL, seal in a worker thread of its own (WARDEN_AUDIT_SEALER_THREAD, default true; see sealer-thread.ts). */
@@ -110,6 +116,15 @@ function milliseconds(env: NodeJS.ProcessEnv, name: string, fallback: number): n
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
   if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number of milliseconds (0 or more), got '${raw}'`);
+  return value;
+}
+
+/** A whole number (0 or more), or undefined when unset. */
+function optionalCount(env: NodeJS.ProcessEnv, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be a whole number (0 or more), got '${raw}'`);
   return value;
 }
 
@@ -189,6 +204,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     auditCheckpointFile: env.WARDEN_AUDIT_CHECKPOINT_FILE || undefined,
     auditLogName: env.WARDEN_AUDIT_LOG_NAME || 'warden',
     auditSearchScanRows: integer(env, 'WARDEN_AUDIT_SEARCH_SCAN_ROWS', 20_000),
+    auditWitnesses: env.WARDEN_AUDIT_WITNESSES || undefined,
+    auditWitnessQuorum: optionalCount(env, 'WARDEN_AUDIT_WITNESS_QUORUM'),
+    auditWitnessTimeoutMs: integer(env, 'WARDEN_AUDIT_WITNESS_TIMEOUT_MS', 3000),
     masterKey: env.WARDEN_MASTER_KEY || undefined,
     webhookRetrySchedule: env.WARDEN_WEBHOOK_RETRY_SCHEDULE || DEFAULT_RETRY_SCHEDULE,
     webhookPollMs: integer(env, 'WARDEN_WEBHOOK_POLL_MS', 1000),

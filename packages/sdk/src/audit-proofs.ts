@@ -22,6 +22,8 @@ export type AuditProofErrorCode =
   | 'unknown_key'
   /** A signature by the given key does not verify: the note was altered or forged. */
   | 'bad_signature'
+  /** The checkpoint lacks the witness cosignatures the policy requires (`witnesses`, `quorum`). */
+  | 'unwitnessed'
   /** The signed text is not a checkpoint. */
   | 'malformed_checkpoint'
   /** The checkpoint is from another log than the `origin` asked for. */
@@ -49,28 +51,6 @@ export function isAuditProofError(value: unknown): value is AuditProofError {
 /** A SHA-256 hash: 32 bytes, or their standard base64 or hex encoding. */
 export type HashInput = Uint8Array | string;
 
-export interface VerifiedCheckpoint {
-  /** The log's identity, e.g. `warden/audit/<workspace id>`. */
-  origin: string;
-  /** Number of events in the tree. */
-  size: number;
-  rootHash: Uint8Array;
-  /** When the log signed the checkpoint, to the second (absent if the checkpoint carries no time). */
-  time: Date | undefined;
-  /** Extension lines other than the time line. */
-  extensions: string[];
-  /** The signed text (final newline included). */
-  text: string;
-  /** Name and key id of the key whose signature verified. */
-  keyName: string;
-  keyId: number;
-}
-
-export interface VerifyCheckpointOptions {
-  /** Rejects (`origin_mismatch`) a checkpoint of another log. */
-  origin?: string;
-}
-
 export interface VerifyInclusionInput {
   /** The event's leaf hash, or give `eventBytes` (the canonical event) and it is computed. */
   leafHash?: HashInput;
@@ -94,16 +74,14 @@ export interface VerifyConsistencyInput {
   proof: readonly HashInput[];
 }
 
-const HASH_SIZE = 32;
-const ED25519 = 0x01;
-const MAX_SIGNATURES = 100;
-const encoder = new TextEncoder();
+export const HASH_SIZE = 32;
+export const encoder = new TextEncoder();
 
-function fail(code: AuditProofErrorCode, message: string): never {
+export function fail(code: AuditProofErrorCode, message: string): never {
   throw new AuditProofError(code, message);
 }
 
-function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
+export function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let offset = 0;
   for (const part of parts) {
@@ -113,7 +91,7 @@ function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
   return out;
 }
 
-async function sha256(data: Uint8Array<ArrayBuffer>): Promise<Uint8Array<ArrayBuffer>> {
+export async function sha256(data: Uint8Array<ArrayBuffer>): Promise<Uint8Array<ArrayBuffer>> {
   return new Uint8Array(await crypto.subtle.digest('SHA-256', data));
 }
 
@@ -125,7 +103,7 @@ function equal(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /** Strict standard base64 (padded, canonical), or undefined. */
-function decodeBase64(text: string): Uint8Array<ArrayBuffer> | undefined {
+export function decodeBase64(text: string): Uint8Array<ArrayBuffer> | undefined {
   if (text.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return undefined;
   let binary: string;
   try {
@@ -138,7 +116,7 @@ function decodeBase64(text: string): Uint8Array<ArrayBuffer> | undefined {
   return encodeBase64(bytes) === text ? bytes : undefined;
 }
 
-function encodeBase64(bytes: Uint8Array): string {
+export function encodeBase64(bytes: Uint8Array): string {
   let binary = '';
   for (const byte of bytes) binary += String.fromCharCode(byte);
   return btoa(binary);
@@ -272,130 +250,4 @@ export async function verifyConsistency(input: VerifyConsistencyInput): Promise<
   if (sn !== 0) fail('invalid_proof', 'the proof is too short for the trees');
   if (!equal(fr, oldRoot)) fail('root_mismatch', 'the consistency proof does not lead to the old root');
   if (!equal(sr, newRoot)) fail('root_mismatch', 'the consistency proof does not lead to the new root');
-}
-
-// ---- checkpoints --------------------------------------------------------------------------------
-
-interface Verifier {
-  name: string;
-  keyId: number;
-  key: CryptoKey;
-}
-
-/** Control characters other than newline, or lone surrogates (the note would not be valid UTF-8). */
-function hasForbiddenCharacter(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x20 && code !== 0x0a) return true;
-    if (code >= 0xd800 && code <= 0xdbff) {
-      const next = text.charCodeAt(i + 1);
-      if (!(next >= 0xdc00 && next <= 0xdfff)) return true;
-      i++;
-    } else if (code >= 0xdc00 && code <= 0xdfff) {
-      return true;
-    }
-  }
-  return false;
-}
-
-const isValidKeyName = (name: string) => name.length > 0 && !/[\s\u0085+]/u.test(name) && !hasForbiddenCharacter(name);
-
-async function keyIdOf(name: string, publicKey: Uint8Array): Promise<number> {
-  const digest = await sha256(concat(encoder.encode(name), Uint8Array.of(0x0a, ED25519), publicKey));
-  return new DataView(digest.buffer).getUint32(0);
-}
-
-/** `<name>+<hex key id>+<base64(0x01 ‖ Ed25519 public key)>`, checked against its key id. */
-async function parseVerifierKey(vkey: string): Promise<Verifier> {
-  const first = vkey.indexOf('+');
-  const second = vkey.indexOf('+', first + 1);
-  const name = vkey.slice(0, first);
-  const id = vkey.slice(first + 1, second);
-  if (first < 0 || second < 0 || !isValidKeyName(name) || !/^[0-9a-f]{8}$/.test(id))
-    fail('invalid_argument', 'a vkey is <name>+<8 hex digits>+<base64 key>');
-  const material = decodeBase64(vkey.slice(second + 1));
-  if (material?.length !== 33 || material[0] !== ED25519) fail('invalid_argument', 'the vkey is not an Ed25519 key (type 0x01)');
-  const publicKey = material.slice(1);
-  const keyId = await keyIdOf(name, publicKey);
-  if (keyId !== Number.parseInt(id, 16)) fail('invalid_argument', 'the vkey’s key id does not match its name and key');
-  const key = await crypto.subtle.importKey('raw', publicKey, { name: 'Ed25519' }, false, ['verify']);
-  return { name, keyId, key };
-}
-
-/** Splits and checks a signed note; verifies the signatures by the given keys. */
-async function openNote(note: string, verifiers: Verifier[]): Promise<{ text: string; signer: Verifier }> {
-  if (hasForbiddenCharacter(note)) fail('malformed_note', 'the note has a control character or is not UTF-8');
-  const split = note.lastIndexOf('\n\n');
-  if (split < 0) fail('malformed_note', 'no blank line before the signatures');
-  const text = note.slice(0, split + 1);
-  const block = note.slice(split + 2);
-  if (block.length === 0 || !block.endsWith('\n')) fail('malformed_note', 'the signatures must end with a newline');
-  const lines = block.slice(0, -1).split('\n');
-  if (lines.length > MAX_SIGNATURES) fail('malformed_note', `more than ${MAX_SIGNATURES} signatures`);
-  const message = encoder.encode(text);
-  let signer: Verifier | undefined;
-  for (const line of lines) {
-    if (!line.startsWith('\u2014 ')) fail('malformed_note', 'a signature line must start with "— "');
-    const rest = line.slice(2);
-    const space = rest.indexOf(' ');
-    const name = rest.slice(0, space);
-    const bytes = space < 0 ? undefined : decodeBase64(rest.slice(space + 1));
-    if (!isValidKeyName(name) || bytes === undefined || bytes.length < 5) fail('malformed_note', 'malformed signature line');
-    const id = new DataView(bytes.buffer).getUint32(0);
-    // Signatures by other keys (witnesses, a rotated key) are ignored, as signed-note requires.
-    const verifier = verifiers.find((v) => v.name === name && v.keyId === id);
-    if (verifier === undefined) continue;
-    const signature = bytes.slice(4);
-    if (signature.length !== 64 || !(await crypto.subtle.verify('Ed25519', verifier.key, signature, message)))
-      fail('bad_signature', `the signature by ${name} does not verify`);
-    signer ??= verifier;
-  }
-  if (signer === undefined) fail('unknown_key', 'the note has no signature by the given key');
-  return { text, signer };
-}
-
-/**
- * Verifies a signed checkpoint with the log's verifier key(s) and returns its contents. Trust
- * nothing in the note before this returns.
- *
- * @param note the checkpoint as served (a C2SP signed note).
- * @param vkey the log's verifier key `<name>+<key id>+<key>` (from the API or configuration);
- *   several during a key rotation.
- * @throws AuditProofError `invalid_argument` (bad vkey), `malformed_note`, `unknown_key`,
- *   `bad_signature`, `malformed_checkpoint` or `origin_mismatch`.
- */
-export async function verifyCheckpoint(
-  note: string,
-  vkey: string | readonly string[],
-  options: VerifyCheckpointOptions = {},
-): Promise<VerifiedCheckpoint> {
-  const vkeys: readonly string[] = typeof vkey === 'string' ? [vkey] : vkey;
-  if (vkeys.length === 0) fail('invalid_argument', 'no vkey given');
-  const verifiers = await Promise.all(vkeys.map(parseVerifierKey));
-  const { text, signer } = await openNote(note, verifiers);
-
-  const lines = text.slice(0, -1).split('\n');
-  const [origin, sizeLine, rootLine] = lines;
-  if (origin === undefined || sizeLine === undefined || rootLine === undefined || lines.some((line) => line.length === 0))
-    fail('malformed_checkpoint', 'a checkpoint has at least three non-empty lines');
-  if (!/^(0|[1-9][0-9]*)$/.test(sizeLine) || !Number.isSafeInteger(Number(sizeLine)))
-    fail('malformed_checkpoint', 'the size line is not a decimal integer without leading zeroes (or is too large)');
-  const rootHash = decodeBase64(rootLine);
-  if (rootHash?.length !== HASH_SIZE) fail('malformed_checkpoint', 'the root hash line is not a base64 SHA-256 hash');
-  let time: Date | undefined;
-  const extensions: string[] = [];
-  for (const line of lines.slice(3)) {
-    const match = /^time (0|[1-9][0-9]*)$/.exec(line);
-    if (match === null) {
-      extensions.push(line);
-      continue;
-    }
-    if (time !== undefined) fail('malformed_checkpoint', 'more than one time line');
-    const seconds = Number(match[1]);
-    if (!Number.isSafeInteger(seconds * 1000)) fail('malformed_checkpoint', 'the time is out of range');
-    time = new Date(seconds * 1000);
-  }
-  if (options.origin !== undefined && origin !== options.origin)
-    fail('origin_mismatch', `the checkpoint is from ${JSON.stringify(origin)}`);
-  return { origin, size: Number(sizeLine), rootHash, time, extensions, text, keyName: signer.name, keyId: signer.keyId };
 }

@@ -6,7 +6,8 @@
  * the proof to the signed root. An event not sealed or not yet in a checkpoint is waited for,
  * bounded.
  */
-import { AuditProofError, type VerifiedCheckpoint, verifyCheckpoint, verifyInclusion } from './audit-proofs.js';
+import { type VerifiedCheckpoint, verifyCheckpoint } from './audit-checkpoints.js';
+import { AuditProofError, verifyInclusion } from './audit-proofs.js';
 import { WardenError } from './errors.js';
 import type * as T from './generated/types.gen.js';
 
@@ -18,6 +19,10 @@ export interface ProveOptions {
   publicKey: string | readonly string[];
   /** Rejects (`origin_mismatch`) a checkpoint of another log, e.g. `warden/audit/<workspace id>`. */
   origin?: string;
+  /** Witness vkeys (`GET /audit/signing-key` → `witnesses[].verifier_key`), pinned: the checkpoint must carry `quorum` of their cosignatures. */
+  witnesses?: readonly string[];
+  /** How many of `witnesses` must have cosigned (default: all). */
+  quorum?: number;
   /** How long to wait for the event to be sealed and covered by a checkpoint (default 15 000 ms; events seal within about a second). */
   waitMs?: number;
 }
@@ -52,7 +57,12 @@ export async function prove(source: ProofSource, eventId: string, options: Prove
     try {
       const served = await source.checkpoint();
       // The signature first: nothing of a checkpoint counts before the pinned key verified it.
-      const checkpoint = await verifyCheckpoint(served.note, options.publicKey, options.origin ? { origin: options.origin } : {});
+      const { origin, witnesses, quorum } = options;
+      const checkpoint = await verifyCheckpoint(served.note, options.publicKey, {
+        ...(origin ? { origin } : {}),
+        ...(witnesses ? { witnesses } : {}),
+        ...(quorum !== undefined ? { quorum } : {}),
+      });
       const proof = await source.inclusionProof({ event_id: eventId, tree_size: checkpoint.size });
       if (proof.event_id !== eventId || proof.tree_size !== checkpoint.size)
         throw new AuditProofError(

@@ -2,7 +2,7 @@
 import { api } from '../api.ts';
 import type { PageContext } from '../context.ts';
 import { h, mount } from '../dom.ts';
-import type { ComplianceControl, ComplianceStatus } from '../types.ts';
+import type { AuditSigningKeyResponse, ComplianceControl, ComplianceStatus } from '../types.ts';
 import { badge, button, dash, notice, pageHeader, stat, type Tone, table, time } from '../ui.ts';
 
 const CONTROL_STATUS: Record<ComplianceControl['status'], [string, Tone]> = {
@@ -13,13 +13,39 @@ const CONTROL_STATUS: Record<ComplianceControl['status'], [string, Tone]> = {
 
 const pct = (n: number) => `${n.toFixed(1)} %`;
 
+/** Who besides Warden vouches for the audit log: its witnesses, or the plain statement that none do. */
+function witnessLine(key: AuditSigningKeyResponse['data']): HTMLElement {
+  if (key.witnesses.length === 0) {
+    const el = h(
+      'p',
+      { class: 'notice notice-warning', 'data-testid': 'audit-witnesses' },
+      h('strong', null, 'The audit log is unwitnessed. '),
+      'No independent witness cosigns its checkpoints, so Warden’s signing key alone could show two parties two different histories. The operator adds witnesses with WARDEN_AUDIT_WITNESSES.',
+    );
+    el.dataset.witnessed = 'false';
+    return el;
+  }
+  const el = h(
+    'p',
+    { class: 'muted', 'data-testid': 'audit-witnesses' },
+    h('strong', null, `Audit log witnessed by ${key.witness_quorum} of ${key.witnesses.length}: `),
+    key.witnesses.map((w) => w.name).join(', '),
+    '. Each cosigns a checkpoint only if it extends the last one it saw.',
+  );
+  el.dataset.witnessed = 'true';
+  return el;
+}
+
 export async function compliancePage(ctx: PageContext): Promise<void> {
   const status = notice('compliance-notice');
   const body = h('div');
   const load = async () => {
     status.clear();
     try {
-      const c = (await api<ComplianceStatus>('GET', '/compliance')).data;
+      const [c, key] = await Promise.all([
+        api<ComplianceStatus>('GET', '/compliance').then((r) => r.data),
+        api<AuditSigningKeyResponse>('GET', '/audit/signing-key').then((r) => r.data),
+      ]);
       if (!ctx.alive()) return;
       const passing = c.controls.filter((x) => x.status === 'pass').length;
       const applicable = c.controls.filter((x) => x.status !== 'not_applicable').length;
@@ -34,6 +60,7 @@ export async function compliancePage(ctx: PageContext): Promise<void> {
           stat('Risk score', pct(c.risk_score), 'compliance-risk-score', 'Higher is riskier'),
         ),
         h('p', { class: 'muted' }, `${passing} of ${applicable} applicable controls pass. Calculated `, time(c.calculated_at), '.'),
+        witnessLine(key),
         table(
           'Controls',
           [

@@ -7,6 +7,9 @@
 /** A failure the CLI explains itself: printed as it is. */
 export class CliError extends Error {}
 
+/** Bad arguments: exit 2. */
+export class UsageError extends Error {}
+
 /** Errors of a socket that nothing listens on: the command was not delivered. */
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ENOENT']);
 

@@ -13,7 +13,8 @@
  *   warden credentials delete NAME --workspace S [--json]
  *   warden billing set-plan --workspace S --plan P [--json]
  *   warden audit export --workspace S [--out FILE] [--json]
- *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--json]
+ *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--witness VKEY … [--witness-quorum K]] [--json]
+ *   warden witness --name NAME --data-dir DIR --log-key KEY … [--listen HOST:PORT] [--origin-prefix P] [--json]
  * `--json` prints one JSON document on stdout and nothing else (messages go to stderr); npm's own
  * `--json` (before `--`) counts too. Run through npm, use `npm run -s warden -- …` (or `npx warden
  * …`): plain `npm run` prints its banner on stdout first.
@@ -26,16 +27,13 @@
  * finds a problem, 2 on a usage error.
  */
 import { once } from 'node:events';
-import { createReadStream, createWriteStream, existsSync, readFileSync, rmSync } from 'node:fs';
-import { createInterface } from 'node:readline';
+import { createWriteStream, rmSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import type { AdminCommand } from '../admin/commands.ts';
 import type { Config } from '../config.ts';
 import type { ExportPage } from '../features/audit/audit-export.ts';
-import { CheckpointError, parseVerifierKey } from '../features/audit/checkpoint.ts';
-import { type ExportLine, notesIn, type OfflineReport, OfflineVerifier } from '../features/audit/offline-verify.ts';
-import { isObject } from '../shared/objects.ts';
-import { CliError, describeFailure, isChannelClosed } from './cli-errors.ts';
+import { auditVerify } from './audit-verify.ts';
+import { CliError, describeFailure, isChannelClosed, UsageError } from './cli-errors.ts';
 
 /**
  * What the commands on the database use, loaded by them only: `audit verify` runs without a
@@ -91,12 +89,17 @@ const USAGE = `usage:
       verifies an export without the database against its checkpoints and those held outside
       (the server's checkpoint file, a webhook body, a GET /audit/checkpoint answer, a note);
       KEY is the log's verifier key (GET /audit/signing-key verifier_key), or a file holding it;
+      with --witness VKEY (repeated; GET /audit/signing-key witnesses[].verifier_key) only
+      checkpoints cosigned by K of them (--witness-quorum, default all) are trusted;
       exit 0: valid, 1: a problem (each printed with its first bad index), 2: usage error
+  warden witness --name NAME --data-dir DIR --log-key KEY [--log-key KEY ...] [--listen HOST:PORT]
+                 [--origin-prefix P] [--json]
+      runs a C2SP tlog-witness on HOST:PORT (default 127.0.0.1:7380) until stopped: it cosigns a
+      checkpoint of a log under P (default warden/audit/) signed by KEY (GET /audit/signing-key
+      public_key, or a file holding it) only when it extends the last one it cosigned; its key
+      and state stay in DIR; prints its vkey for WARDEN_AUDIT_WITNESSES
 --json prints one JSON document on stdout; through npm, run \`npm run -s warden -- …\` (or \`npx warden …\`)
 so that npm's banner does not come first`;
-
-/** Bad arguments: exit 2. */
-class UsageError extends Error {}
 
 type Args = Record<string, string | undefined>;
 
@@ -316,137 +319,6 @@ async function auditExport(values: { workspace?: string | undefined; out?: strin
   return 0;
 }
 
-// ---- audit verify -------------------------------------------------------------------------------
-
-/** The verifier key: given as is, or read from a file (the key alone, or GET /audit/signing-key's JSON). */
-function readVerifierKey(value: string): string {
-  let key = value.trim();
-  if (!/^[^+\s]+\+[0-9a-f]{8}\+/.test(key)) {
-    if (!existsSync(value)) throw new UsageError(`--public-key: neither a verifier key nor a file: ${value}`);
-    key = readFileSync(value, 'utf8').trim();
-    if (key.startsWith('{')) {
-      try {
-        const parsed = JSON.parse(key) as { verifier_key?: unknown; data?: { verifier_key?: unknown } };
-        key = String(parsed.verifier_key ?? parsed.data?.verifier_key ?? '');
-      } catch {
-        throw new UsageError(`--public-key: ${value} is neither a verifier key nor JSON`);
-      }
-    }
-  }
-  try {
-    parseVerifierKey(key);
-  } catch (error) {
-    if (error instanceof CheckpointError) throw new UsageError(`--public-key: ${error.message}`);
-    throw error;
-  }
-  return key;
-}
-
-/** The lines of a file, one at a time. */
-function linesOf(file: string) {
-  return createInterface({ input: createReadStream(file, 'utf8'), crlfDelay: Number.POSITIVE_INFINITY });
-}
-
-/** An export line, checked for the fields the verifier reads; a reason when it is not one. */
-function exportLine(text: string): ExportLine | string {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return 'not JSON';
-  }
-  if (!isObject(parsed)) return 'not an export line';
-  const value = parsed;
-  const isCount = (name: string) => Number.isSafeInteger(value[name]) && (value[name] as number) >= 0;
-  const isText = (name: string) => typeof value[name] === 'string';
-  switch (value.type) {
-    case 'log':
-      return isText('origin') && isText('workspace_id') && isCount('tree_size')
-        ? (value as ExportLine)
-        : 'a log header without origin, workspace_id or tree_size';
-    case 'event':
-      return isCount('index') && isText('event_id') && isText('leaf_hash') && (value.leaf === null || isText('leaf'))
-        ? (value as ExportLine)
-        : 'an event without index, event_id, leaf or leaf_hash';
-    case 'checkpoint':
-      return isText('note') ? (value as ExportLine) : 'a checkpoint without its note';
-    default:
-      return `an unknown line type ${JSON.stringify(value.type)}`;
-  }
-}
-
-/** How the exporter writes each line's start: the two passes parse only the lines they need. */
-const EVENT_PREFIX = '{"type":"event"';
-const OTHER_PREFIXES = ['{"type":"log"', '{"type":"checkpoint"'];
-
-async function auditVerify(
-  values: { export?: string | undefined; checkpoint?: string[] | undefined; 'public-key'?: string | undefined },
-  json: boolean,
-): Promise<number> {
-  if (!values.export || !values['public-key']) throw new UsageError('audit verify needs --export FILE and --public-key KEY');
-  const verifier = new OfflineVerifier(readVerifierKey(values['public-key']));
-  if (!existsSync(values.export)) throw new UsageError(`--export: no file ${values.export}`);
-  const outside = (values.checkpoint ?? []).flatMap((file) => {
-    if (!existsSync(file)) throw new UsageError(`--checkpoint: no file ${file}`);
-    try {
-      return notesIn(readFileSync(file, 'utf8'));
-    } catch (error) {
-      throw new UsageError(`--checkpoint ${file}: ${(error as Error).message}`);
-    }
-  });
-
-  // First pass: the header and the checkpoints, which the events are compared with as they come.
-  let number = 0;
-  for await (const text of linesOf(values.export)) {
-    number++;
-    if (text.trim() === '' || text.startsWith(EVENT_PREFIX)) continue;
-    const line = exportLine(text);
-    if (typeof line === 'string') verifier.malformed(number, line);
-    else if (line.type === 'log') verifier.header(line);
-    else if (line.type === 'checkpoint') verifier.checkpoint(line.note, 'export');
-  }
-  for (const note of outside) verifier.checkpoint(note, 'outside');
-  // Second pass: the events, in order.
-  number = 0;
-  for await (const text of linesOf(values.export)) {
-    number++;
-    if (text.trim() === '' || OTHER_PREFIXES.some((prefix) => text.startsWith(prefix))) continue;
-    const line = exportLine(text);
-    if (typeof line === 'string') {
-      if (text.startsWith(EVENT_PREFIX)) verifier.malformed(number, line); // others were reported by the first pass
-    } else if (line.type === 'event') verifier.event(line);
-  }
-
-  const report = verifier.finish();
-  if (json) console.log(JSON.stringify(report));
-  else printReport(report);
-  return report.valid ? 0 : 1;
-}
-
-function printReport(report: OfflineReport): void {
-  console.log(`log ${report.origin}`);
-  const claimed = report.tree_size !== null && report.tree_size !== report.events ? ` (its header claims ${report.tree_size})` : '';
-  console.log(`events: ${report.events}${claimed}, root ${report.root_hash}`);
-  const skipped = report.other_logs > 0 ? `; ${report.other_logs} of other logs skipped` : '';
-  console.log(`checkpoints: ${report.checkpoints} verified, ${report.checkpoints_outside} of them given from outside the export${skipped}`);
-  for (const warning of report.warnings) console.log(`warning: ${warning}`);
-  if (report.valid) {
-    console.log(`VALID: every event hashes to its leaf and the tree makes every signed checkpoint, up to size ${report.verified_size}`);
-    if (report.events > report.verified_size) {
-      console.log(`(events from index ${report.verified_size} on are not yet covered by a checkpoint you hold)`);
-    }
-    return;
-  }
-  const count = report.problems.length + report.problems_omitted;
-  console.log(`INVALID: ${count} problem${count === 1 ? '' : 's'}, first bad index ${report.first_bad_index ?? 'none'}`);
-  for (const problem of report.problems) {
-    const range =
-      problem.last_index !== null && problem.last_index !== problem.index ? `${problem.index}..${problem.last_index}` : `${problem.index}`;
-    console.log(`  ${problem.index === null ? '-' : `index ${range}`}: ${problem.kind}: ${problem.message}`);
-  }
-  if (report.problems_omitted > 0) console.log(`  … and ${report.problems_omitted} more`);
-}
-
 /** The secret of `credentials set`: WARDEN_CREDENTIAL_SECRET, else stdin (one trailing newline dropped), else a usage error. */
 async function readSecret(): Promise<string> {
   const fromEnv = process.env.WARDEN_CREDENTIAL_SECRET;
@@ -484,6 +356,12 @@ function parse(argv: string[]) {
         export: { type: 'string' },
         checkpoint: { type: 'string', multiple: true },
         'public-key': { type: 'string' },
+        witness: { type: 'string', multiple: true },
+        'witness-quorum': { type: 'string' },
+        'data-dir': { type: 'string' },
+        listen: { type: 'string' },
+        'log-key': { type: 'string', multiple: true },
+        'origin-prefix': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -505,12 +383,13 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'audit.verify') return auditVerify(values, values.json === true);
+  if (command === 'witness') return (await import('./witness-command.ts')).runWitness(values, values.json === true);
   if (command === 'audit.export') return auditExport(values, values.json === true);
   if (!(await import('../admin/commands.ts')).isAdminCommand(command)) {
     console.error(USAGE);
     return 2;
   }
-  const { json, help: _help, checkpoint: _checkpoint, ...args } = values;
+  const { json, help: _help, checkpoint: _checkpoint, witness: _witness, 'log-key': _logKey, ...args } = values;
   // a credential's NAME is the positional; its secret never comes from argv
   const extra =
     command === 'credentials.set' ? { name: id, secret: await readSecret() } : command === 'credentials.delete' ? { name: id } : {};

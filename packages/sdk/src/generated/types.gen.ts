@@ -1012,7 +1012,7 @@ export type AuditCheckpoint = {
      */
     key_id: string;
     /**
-     * The checkpoint as a C2SP `tlog-checkpoint` signed note (text, ends with a newline); the signature covers origin, size, root and time.
+     * The checkpoint as a C2SP `tlog-checkpoint` signed note (text, ends with a newline); the signature covers origin, size, root and time. With witnesses configured, their cosignature lines follow the log's signature line (see `GET /audit/signing-key`).
      */
     note: string;
 };
@@ -1040,6 +1040,29 @@ export type AuditSigningKeyResponse = {
          * The signed-note verifier key, `<name>+<key id>+<base64(0x01 ‖ public key)>`, as other note tooling takes it.
          */
         verifier_key: string;
+        /**
+         * The witnesses (C2SP tlog-witness) every checkpoint is sent to, from `WARDEN_AUDIT_WITNESSES`.
+         * Each cosigns a checkpoint only when it extends the last one it cosigned for this log; their
+         * cosignatures (C2SP tlog-cosignature, Ed25519 `cosignature/v1`) follow the log's signature in
+         * the checkpoint's `note`. Empty: the log is unwitnessed, and a split view (two histories shown
+         * to two parties) needs only the log's key.
+         *
+         */
+        witnesses: Array<{
+            name: string;
+            /**
+             * First four bytes of SHA-256(name ‖ 0x0A ‖ 0x04 ‖ public key), hex.
+             */
+            key_id: string;
+            /**
+             * `<name>+<key id>+<base64(0x04 ‖ public key)>`: what `verifyCheckpoint`'s `witnesses` and `warden audit verify --witness` take.
+             */
+            verifier_key: string;
+        }>;
+        /**
+         * How many of `witnesses` a checkpoint needs to count as witnessed (`WARDEN_AUDIT_WITNESS_QUORUM`, default all); 0 when unwitnessed.
+         */
+        witness_quorum: number;
     };
 };
 

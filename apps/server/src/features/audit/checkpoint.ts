@@ -42,7 +42,9 @@ export type CheckpointErrorCode =
   | 'unknown_key'
   | 'bad_signature'
   | 'malformed_checkpoint'
-  | 'origin_mismatch';
+  | 'origin_mismatch'
+  /** Fewer witness cosignatures than the policy's quorum. */
+  | 'unwitnessed';
 
 /** A note or checkpoint that cannot be formatted, parsed or verified; branch on `code`. */
 export class CheckpointError extends Error {
@@ -136,16 +138,16 @@ export function isValidKeyName(name: string): boolean {
   return name.length > 0 && !/[\s\u0085+]/u.test(name) && !hasForbiddenCharacter(name);
 }
 
-function checkKeyName(name: string): void {
+export function checkKeyName(name: string): void {
   if (!isValidKeyName(name)) throw new CheckpointError('invalid_key', `invalid key name ${JSON.stringify(name)}`);
 }
 
-/** SHA-256(name ‖ 0x0A ‖ 0x01 ‖ public key)[:4] as a uint32 (signed-note, Ed25519). */
-export function keyId(name: string, publicKey: Uint8Array): number {
-  return createHash('sha256').update(name).update(Uint8Array.of(0x0a, ED25519_SIGNATURE_TYPE)).update(publicKey).digest().readUInt32BE(0);
+/** SHA-256(name ‖ 0x0A ‖ type ‖ public key)[:4] as a uint32 (signed-note; type 0x01 Ed25519, 0x04 cosignature/v1). */
+export function keyId(name: string, publicKey: Uint8Array, type = ED25519_SIGNATURE_TYPE): number {
+  return createHash('sha256').update(name).update(Uint8Array.of(0x0a, type)).update(publicKey).digest().readUInt32BE(0);
 }
 
-function hex32(id: number): string {
+export function hex32(id: number): string {
   return id.toString(16).padStart(8, '0');
 }
 
@@ -156,13 +158,13 @@ export function formatVerifierKey(name: string, publicKey: Uint8Array): string {
 }
 
 /** Strict standard base64 (RFC 4648 §4, padded): what the formats specify, and one spelling per value. */
-function decodeBase64(text: string): Buffer | undefined {
+export function decodeBase64(text: string): Buffer | undefined {
   if (text.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return undefined;
   const bytes = Buffer.from(text, 'base64');
   return bytes.toString('base64') === text ? bytes : undefined;
 }
 
-function publicKeyObject(publicKey: Uint8Array): KeyObject {
+export function publicKeyObject(publicKey: Uint8Array): KeyObject {
   return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(publicKey).toString('base64url') }, format: 'jwk' });
 }
 
@@ -177,7 +179,7 @@ function verifierFor(name: string, publicKey: Buffer): NoteVerifier {
 }
 
 /** Splits `<name>+<id>+<base64>` at its first two '+' (base64 may itself contain '+'). */
-function splitKey(text: string): [name: string, id: string, material: string] | undefined {
+export function splitKey(text: string): [name: string, id: string, material: string] | undefined {
   const first = text.indexOf('+');
   const second = text.indexOf('+', first + 1);
   if (first < 0 || second < 0) return undefined;

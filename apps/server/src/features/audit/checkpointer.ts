@@ -35,6 +35,7 @@ import {
 } from './checkpoint.ts';
 import { consistencyProof, nodesForConsistency, verifyConsistency } from './merkle.ts';
 import { clearSigningRefusal, findSigningRefusal, recordSigningRefusal } from './signing-refusals.repository.ts';
+import { parseWitnessSet, WitnessClient, type WitnessSet } from './witnesses.ts';
 
 /** What checks a log's checkpoints: the public key and the logs' name. */
 export interface AuditLogKey {
@@ -45,19 +46,32 @@ export interface AuditLogKey {
 /** Signs the checkpoints of every workspace's log, each named by its origin `<log name>/audit/<workspace id>`. */
 export interface AuditSigner extends AuditLogKey {
   key: SigningKey;
+  /** The witnesses each checkpoint is sent to (none: the log is unwitnessed). */
+  witnesses: WitnessSet;
 }
 
-export function loadAuditSigner(config: { auditSigningKey: string | undefined; dataDir: string; auditLogName: string }): AuditSigner {
+export function loadAuditSigner(config: {
+  auditSigningKey: string | undefined;
+  dataDir: string;
+  auditLogName: string;
+  auditWitnesses?: string | undefined;
+  auditWitnessQuorum?: number | undefined;
+  auditWitnessTimeoutMs?: number;
+}): AuditSigner {
   const stored =
     config.auditSigningKey ?? readOrCreateSecretFile(config.dataDir, 'audit-signing.key', () => exportSigningKey(generateSigningKey()));
-  // An in-memory database gets a throw-away key, as it gets a throw-away master key.
-  return { key: stored === undefined ? generateSigningKey() : loadSigningKey(stored), logName: config.auditLogName };
+  return {
+    // An in-memory database gets a throw-away key, as it gets a throw-away master key.
+    key: stored === undefined ? generateSigningKey() : loadSigningKey(stored),
+    logName: config.auditLogName,
+    witnesses: parseWitnessSet(config.auditWitnesses, config.auditWitnessQuorum, config.auditWitnessTimeoutMs ?? 3000),
+  };
 }
 
 export const originOf = (signer: AuditLogKey, workspaceId: string) => `${signer.logName}/audit/${workspaceId}`;
 
-/** The public key as GET /audit/signing-key shows it for a workspace's log. */
-export function signingKeyOf(signer: AuditLogKey, workspaceId: string) {
+/** The public key as GET /audit/signing-key shows it for a workspace's log, with the witnesses that cosign it. */
+export function signingKeyOf(signer: AuditLogKey & Partial<Pick<AuditSigner, 'witnesses'>>, workspaceId: string) {
   const name = originOf(signer, workspaceId);
   return {
     algorithm: 'ed25519' as const,
@@ -65,6 +79,12 @@ export function signingKeyOf(signer: AuditLogKey, workspaceId: string) {
     key_id: keyId(name, signer.key.publicKey).toString(16).padStart(8, '0'),
     public_key: Buffer.from(signer.key.publicKey).toString('base64'),
     verifier_key: formatVerifierKey(name, signer.key.publicKey),
+    witnesses: (signer.witnesses?.witnesses ?? []).map((w) => ({
+      name: w.verifier.name,
+      key_id: w.verifier.keyId.toString(16).padStart(8, '0'),
+      verifier_key: w.verifier.vkey,
+    })),
+    witness_quorum: signer.witnesses?.quorum ?? 0,
   };
 }
 
@@ -157,6 +177,7 @@ export class Checkpointer {
   private readonly signed: Map<string, Signed>;
   /** Per workspace refused: when the refusal was last logged. */
   private readonly refused = new Map<string, number>();
+  private readonly witnesses: WitnessClient;
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -167,6 +188,7 @@ export class Checkpointer {
     private readonly file: string | undefined,
   ) {
     this.signed = readSignedCheckpoints(file, signer, logger);
+    this.witnesses = new WitnessClient(signer.witnesses, logger);
   }
 
   /** The last checkpoint this signer signed for the log, as it keeps it outside the database. */
@@ -213,13 +235,17 @@ export class Checkpointer {
       return rootHash === anchor.root ? undefined : `a second root for size ${size}, which was signed with another root`;
     let proof: Buffer[];
     try {
-      proof = consistencyProof(anchor.size, size, await readNodeHashes(this.db, workspaceId, nodesForConsistency(anchor.size, size)));
+      proof = await this.proof(workspaceId, anchor.size, size);
     } catch (cause) {
       return `no consistency proof from size ${anchor.size} to ${size} can be read (${(cause as Error).message})`;
     }
     return verifyConsistency(anchor.size, size, Buffer.from(anchor.root, 'hex'), Buffer.from(rootHash, 'hex'), proof)
       ? undefined
       : `the tree of size ${size} does not extend the checkpoint signed at size ${anchor.size}: the history under it was rewritten`;
+  }
+
+  private async proof(workspaceId: string, from: number, to: number): Promise<Buffer[]> {
+    return consistencyProof(from, to, await readNodeHashes(this.db, workspaceId, nodesForConsistency(from, to)));
   }
 
   private async refuse(workspaceId: string, anchor: Signed, head: Signed, reason: string): Promise<void> {
@@ -268,7 +294,9 @@ export class Checkpointer {
     const signer = noteSigner(this.signer.key, origin);
     // The note carries whole seconds; the row keeps the same instant, so both say one time.
     const timestamp = new Date(Math.floor(time.getTime() / 1000) * 1000);
-    const note = signCheckpoint({ origin, size, rootHash: Buffer.from(rootHash, 'hex'), time: timestamp }, signer);
+    let note = signCheckpoint({ origin, size, rootHash: Buffer.from(rootHash, 'hex'), time: timestamp }, signer);
+    if (this.witnesses.configured)
+      note += await this.witnesses.cosign(workspaceId, note, size, (from, to) => this.proof(workspaceId, from, to));
     const row = {
       workspace_id: workspaceId,
       tree_size: size,

@@ -21,6 +21,7 @@
  * edge), never to its events.
  */
 import { CheckpointError, formatVerifierKey, type NoteVerifier, openCheckpoint, parseVerifierKey } from './checkpoint.ts';
+import { cosignersOf, type WitnessPolicy } from './cosignature.ts';
 import { Frontier, leafHash } from './merkle.ts';
 
 /** One line of an export (NDJSON), as `warden audit export` writes it, `type` first. */
@@ -97,6 +98,10 @@ export interface OfflineReport {
   checkpoints: number;
   /** Of the notes given from outside the export, those of this log that verified. */
   checkpoints_outside: number;
+  /** With a witness policy: checkpoints of this log signed by its key but short of the quorum, not trusted. */
+  checkpoints_unwitnessed: number;
+  /** The witness policy applied: k of n (null: none given, every signed checkpoint is trusted). */
+  witness_policy: { quorum: number; witnesses: string[] } | null;
   /** Notes of other logs (other workspaces in a shared checkpoint file), skipped. */
   other_logs: number;
   /** The largest checkpoint size up to which every checkpoint matches the export. */
@@ -164,14 +169,21 @@ export class OfflineVerifier {
   #outside = 0;
   #outsideGiven = 0;
   #otherLogs = 0;
+  #unwitnessed = 0;
+  readonly #policy: WitnessPolicy | undefined;
   #firstBad: number | null = null;
   readonly #problems: Problem[] = [];
   #omitted = 0;
   readonly #warnings: string[] = [];
 
-  /** @throws CheckpointError `invalid_key` when `verifierKey` is not a vkey. */
-  constructor(verifierKey: string) {
+  /**
+   * With a witness policy, a checkpoint is trusted only with its quorum of cosignatures; the
+   * others are counted and set aside (a forged one is then no evidence, and no anchor either).
+   * @throws CheckpointError `invalid_key` when `verifierKey` is not a vkey.
+   */
+  constructor(verifierKey: string, policy?: WitnessPolicy) {
     this.#verifier = parseVerifierKey(verifierKey.trim());
+    this.#policy = policy;
     // A checkpoint's key is named after its log, so the key names the log it verifies.
     this.origin = this.#verifier.name;
   }
@@ -213,7 +225,9 @@ export class OfflineVerifier {
     }
     let checkpoint: ReturnType<typeof openCheckpoint>;
     try {
-      checkpoint = openCheckpoint(note, this.#verifier, { origin: this.origin });
+      checkpoint = openCheckpoint(note, [this.#verifier, ...(this.#policy?.witnesses ?? [])], { origin: this.origin });
+      if (!checkpoint.note.verified.some((s) => s.name === this.#verifier.name && s.keyId === this.#verifier.keyId))
+        throw new CheckpointError('unknown_key', 'the note has no signature by the log’s key');
     } catch (error) {
       if (!(error instanceof CheckpointError)) throw error;
       const size = /^[^\n]*\n(\d+)\n/.exec(note)?.[1];
@@ -222,6 +236,10 @@ export class OfflineVerifier {
         null,
         `a checkpoint ${from === 'export' ? 'in the export' : 'given'}${size ? ` (of size ${size})` : ''} does not verify with the key: ${error.message}`,
       );
+      return;
+    }
+    if (this.#policy && cosignersOf(checkpoint.note, this.#policy).length < this.#policy.quorum) {
+      this.#unwitnessed++;
       return;
     }
     if (from === 'outside') this.#outside++;
@@ -337,8 +355,14 @@ export class OfflineVerifier {
       }
     }
     if (!header && events > 0) this.#problem('malformed_line', null, 'the export has no log header');
+    if (this.#unwitnessed > 0) this.#warnings.push(`${this.#unwitnessed} signed checkpoints lack the witness quorum and were not trusted`);
     if (this.#roots.size === 0 && events > 0) {
-      this.#problem('no_checkpoint', null, `no checkpoint of log ${this.origin} verified: nothing binds the export to the signed log`);
+      const witnessed = this.#policy ? ` with ${this.#policy.quorum} witness cosignatures` : '';
+      this.#problem(
+        'no_checkpoint',
+        null,
+        `no checkpoint of log ${this.origin}${witnessed} verified: nothing binds the export to the signed log`,
+      );
     } else if (this.#outsideGiven > 0 && this.#outside === 0) {
       this.#problem(
         'no_checkpoint',
@@ -355,6 +379,8 @@ export class OfflineVerifier {
       root_hash: this.#frontier.root().toString('hex'),
       checkpoints: this.#roots.size,
       checkpoints_outside: this.#outside,
+      checkpoints_unwitnessed: this.#unwitnessed,
+      witness_policy: this.#policy ? { quorum: this.#policy.quorum, witnesses: this.#policy.witnesses.map((w) => w.vkey) } : null,
       other_logs: this.#otherLogs,
       verified_size: this.#verifiedSize,
       first_bad_index: this.#firstBad,
@@ -366,8 +392,13 @@ export class OfflineVerifier {
 }
 
 /** Verifies an export held in memory (its lines parsed) against notes held outside it. */
-export function verifyExport(exportLines: readonly ExportLine[], outsideNotes: readonly string[], verifierKey: string): OfflineReport {
-  const verifier = new OfflineVerifier(verifierKey);
+export function verifyExport(
+  exportLines: readonly ExportLine[],
+  outsideNotes: readonly string[],
+  verifierKey: string,
+  policy?: WitnessPolicy,
+): OfflineReport {
+  const verifier = new OfflineVerifier(verifierKey, policy);
   for (const line of exportLines) {
     if (line.type === 'log') verifier.header(line);
     else if (line.type === 'checkpoint') verifier.checkpoint(line.note, 'export');

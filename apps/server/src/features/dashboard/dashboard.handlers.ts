@@ -87,6 +87,7 @@ export function createDashboardHandlers(services: Services): DashboardHandlers {
       };
     },
     verifyDashboardAuditChain: async ({ ctx }) => ({ status: 200, body: { data: await audit.verify(workspaceOf(ctx)) } }),
+    getDashboardAuditSigningKey: async ({ ctx }) => ({ status: 200, body: { data: audit.signingKey(workspaceOf(ctx)) } }),
     getDashboardCompliance: async ({ ctx }) => ({ status: 200, body: { data: await compliance.compute(workspaceOf(ctx)) } }),
     listDashboardAgents: async ({ query, ctx }) => ({ status: 200, body: await agents.list(workspaceOf(ctx), query ?? {}) }),
     getDashboardSettings: async ({ ctx }) => ({ status: 200, body: { data: await settings.get(workspaceOf(ctx)) } }),

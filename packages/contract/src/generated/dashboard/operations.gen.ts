@@ -54,6 +54,9 @@ import type {
   VerifyDashboardAuditChainData,
   VerifyDashboardAuditChainErrors,
   VerifyDashboardAuditChainResponses,
+  GetDashboardAuditSigningKeyData,
+  GetDashboardAuditSigningKeyErrors,
+  GetDashboardAuditSigningKeyResponses,
   GetDashboardComplianceData,
   GetDashboardComplianceErrors,
   GetDashboardComplianceResponses,
@@ -151,6 +154,7 @@ export interface DashboardOperations {
   listDashboardAuditLogs: { method: 'GET'; data: ListDashboardAuditLogsData; responses: ListDashboardAuditLogsResponses; errors: ListDashboardAuditLogsErrors };
   exportDashboardAuditLogs: { method: 'GET'; data: ExportDashboardAuditLogsData; responses: ExportDashboardAuditLogsResponses; errors: ExportDashboardAuditLogsErrors };
   verifyDashboardAuditChain: { method: 'GET'; data: VerifyDashboardAuditChainData; responses: VerifyDashboardAuditChainResponses; errors: VerifyDashboardAuditChainErrors };
+  getDashboardAuditSigningKey: { method: 'GET'; data: GetDashboardAuditSigningKeyData; responses: GetDashboardAuditSigningKeyResponses; errors: GetDashboardAuditSigningKeyErrors };
   getDashboardCompliance: { method: 'GET'; data: GetDashboardComplianceData; responses: GetDashboardComplianceResponses; errors: GetDashboardComplianceErrors };
   listDashboardAgents: { method: 'GET'; data: ListDashboardAgentsData; responses: ListDashboardAgentsResponses; errors: ListDashboardAgentsErrors };
   setDashboardAgentStatus: { method: 'PATCH'; data: SetDashboardAgentStatusData; responses: SetDashboardAgentStatusResponses; errors: SetDashboardAgentStatusErrors };
@@ -212,6 +216,7 @@ export const dashboardOperations: readonly OperationRow[] = [
   { operationId: 'listDashboardAuditLogs', method: 'get', path: '/audit-logs', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'exportDashboardAuditLogs', method: 'get', path: '/audit-logs/export', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'verifyDashboardAuditChain', method: 'get', path: '/audit/verify', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'getDashboardAuditSigningKey', method: 'get', path: '/audit/signing-key', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
   { operationId: 'getDashboardCompliance', method: 'get', path: '/compliance', authenticated: true, agentKey: false, permission: "compliance:read", validationErrorCodes: {} },
   { operationId: 'listDashboardAgents', method: 'get', path: '/agents', authenticated: true, agentKey: false, permission: "agents:read", validationErrorCodes: {} },
   { operationId: 'setDashboardAgentStatus', method: 'patch', path: '/agents/{id}', authenticated: true, agentKey: false, permission: "agents:write", validationErrorCodes: {} },

@@ -1010,7 +1010,7 @@ export type AuditCheckpoint = {
      */
     key_id: string;
     /**
-     * The checkpoint as a C2SP `tlog-checkpoint` signed note (text, ends with a newline); the signature covers origin, size, root and time.
+     * The checkpoint as a C2SP `tlog-checkpoint` signed note (text, ends with a newline); the signature covers origin, size, root and time. With witnesses configured, their cosignature lines follow the log's signature line (see `GET /audit/signing-key`).
      */
     note: string;
 };
@@ -1038,6 +1038,29 @@ export type AuditSigningKeyResponse = {
          * The signed-note verifier key, `<name>+<key id>+<base64(0x01 ‖ public key)>`, as other note tooling takes it.
          */
         verifier_key: string;
+        /**
+         * The witnesses (C2SP tlog-witness) every checkpoint is sent to, from `WARDEN_AUDIT_WITNESSES`.
+         * Each cosigns a checkpoint only when it extends the last one it cosigned for this log; their
+         * cosignatures (C2SP tlog-cosignature, Ed25519 `cosignature/v1`) follow the log's signature in
+         * the checkpoint's `note`. Empty: the log is unwitnessed, and a split view (two histories shown
+         * to two parties) needs only the log's key.
+         *
+         */
+        witnesses: Array<{
+            name: string;
+            /**
+             * First four bytes of SHA-256(name ‖ 0x0A ‖ 0x04 ‖ public key), hex.
+             */
+            key_id: string;
+            /**
+             * `<name>+<key id>+<base64(0x04 ‖ public key)>`: what `verifyCheckpoint`'s `witnesses` and `warden audit verify --witness` take.
+             */
+            verifier_key: string;
+        }>;
+        /**
+         * How many of `witnesses` a checkpoint needs to count as witnessed (`WARDEN_AUDIT_WITNESS_QUORUM`, default all); 0 when unwitnessed.
+         */
+        witness_quorum: number;
     };
 };
 
@@ -3522,6 +3545,51 @@ export type VerifyDashboardAuditChainResponses = {
 };
 
 export type VerifyDashboardAuditChainResponse = VerifyDashboardAuditChainResponses[keyof VerifyDashboardAuditChainResponses];
+
+export type GetDashboardAuditSigningKeyData = {
+    body?: never;
+    path?: never;
+    query?: never;
+    url: '/audit/signing-key';
+};
+
+export type GetDashboardAuditSigningKeyErrors = {
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetDashboardAuditSigningKeyError = GetDashboardAuditSigningKeyErrors[keyof GetDashboardAuditSigningKeyErrors];
+
+export type GetDashboardAuditSigningKeyResponses = {
+    /**
+     * The key, and the witnesses (empty when the log is unwitnessed).
+     */
+    200: AuditSigningKeyResponse;
+};
+
+export type GetDashboardAuditSigningKeyResponse = GetDashboardAuditSigningKeyResponses[keyof GetDashboardAuditSigningKeyResponses];
 
 export type GetDashboardComplianceData = {
     body?: never;

@@ -1,0 +1,296 @@
+/**
+ * Issue 36, witnesses: a witness (`warden witness`, a process of its own with its own key and
+ * state) cosigns each checkpoint Warden signs, after checking a consistency proof from the last
+ * one it cosigned. A signer that lost its own record (its checkpoint file gone, or a second
+ * process holding the key) signs a history rewritten in the database; the witness refuses it,
+ * so the forged checkpoint carries no cosignature and every verifier with a witness policy (the
+ * SDK's verifyCheckpoint, `warden audit verify --witness`) refuses it: a split view now needs the
+ * witness's key too. Cosignatures are checked here with the test's own C2SP tlog-cosignature
+ * verifier, not the server's.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash, createPublicKey, verify as ed25519Verify } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { ExportPage } from '../../apps/server/src/features/audit/audit-export.ts';
+import { exportSigningKey, generateSigningKey, loadSigningKey } from '../../apps/server/src/features/audit/checkpoint.ts';
+import { Checkpointer, loadAuditSigner } from '../../apps/server/src/features/audit/checkpointer.ts';
+import { formatCosignerKey } from '../../apps/server/src/features/audit/cosignature.ts';
+import { createLogger } from '../../apps/server/src/logger.ts';
+import { isAuditProofError, verifyCheckpoint } from '../../packages/sdk/src/index.ts';
+import { asAttacker, rewriteAsAllowed } from '../support/audit-forgery.ts';
+import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
+const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+const N = 6;
+const WITNESS_NAME = 'witness.test/w1';
+
+const signingKey = exportSigningKey(generateSigningKey());
+const logPublicKey = loadSigningKey(signingKey).publicKey.toString('base64');
+let dir: string;
+let witness: ChildProcess;
+let witnessUrl: string;
+let witnessVkey: string;
+let server: TestServer;
+let wsKey: string;
+let wsId: string;
+let logVkey: string;
+let signedSize: number;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+/** Runs the CLI to its end. */
+function warden(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** The witness's cosignature on a note, checked from the C2SP specs alone; its time when it verifies. */
+function testCosignature(note: string, name: string, vkey: string): Date | undefined {
+  const [vName, vId, material] = [vkey.slice(0, vkey.indexOf('+')), ...vkey.slice(vkey.indexOf('+') + 1).split(/\+(.*)/s)];
+  const bytes = Buffer.from(material!, 'base64');
+  expect(vName).toBe(name);
+  expect(bytes[0]).toBe(0x04);
+  const publicKey = bytes.subarray(1);
+  const keyId = createHash('sha256')
+    .update(name)
+    .update(Buffer.from([0x0a, 0x04]))
+    .update(publicKey)
+    .digest()
+    .subarray(0, 4);
+  expect(keyId.toString('hex')).toBe(vId);
+  const text = note.slice(0, note.lastIndexOf('\n\n') + 1);
+  const line = note.split('\n').find((l) => l.startsWith(`\u2014 ${name} `));
+  if (!line) return undefined;
+  const signature = Buffer.from(line.slice(`\u2014 ${name} `.length), 'base64');
+  if (signature.length !== 4 + 8 + 64 || !signature.subarray(0, 4).equals(keyId)) return undefined;
+  const seconds = signature.readBigUInt64BE(4);
+  const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: publicKey.toString('base64url') }, format: 'jwk' });
+  const message = Buffer.from(`cosignature/v1\ntime ${seconds}\n${text}`, 'utf8');
+  return ed25519Verify(null, message, key, signature.subarray(12)) ? new Date(Number(seconds) * 1000) : undefined;
+}
+
+const policy = () => ({ witnesses: [witnessVkey], quorum: 1 });
+
+async function checkpointRows() {
+  return server.database.db
+    .selectFrom('audit_checkpoints')
+    .select(['tree_size', 'note'])
+    .where('workspace_id', '=', wsId)
+    .orderBy('tree_size')
+    .execute();
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'warden-witness-'));
+  witness = spawn(
+    process.execPath,
+    [
+      TSX,
+      CLI,
+      'witness',
+      '--name',
+      WITNESS_NAME,
+      '--data-dir',
+      join(dir, 'witness'),
+      '--listen',
+      '127.0.0.1:0',
+      '--log-key',
+      logPublicKey,
+      '--json',
+    ],
+    { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const started = await new Promise<{ url: string; vkey: string }>((resolve, reject) => {
+    let out = '';
+    witness.stdout!.on('data', (chunk) => {
+      out += chunk;
+      if (out.includes('\n')) resolve(JSON.parse(out.slice(0, out.indexOf('\n'))));
+    });
+    witness.on('exit', (code) => reject(new Error(`the witness exited (${code})`)));
+  });
+  witnessUrl = started.url;
+  witnessVkey = started.vkey;
+  server = await startTestServer({
+    auditSigningKey: signingKey,
+    auditCheckpointFile: join(dir, 'checkpoints.ndjson'),
+    auditCheckpointIntervalMs: 50,
+    auditSealIntervalMs: 50,
+    auditWitnesses: `${witnessUrl} ${witnessVkey}`,
+    auditWitnessQuorum: 1,
+  });
+  wsKey = await keyFor(server, '*', 'witnessed');
+  const signing = (await server.api('GET', '/audit/signing-key', { key: wsKey })).body.data;
+  wsId = (signing.key_name as string).split('/audit/')[1] as string;
+  logVkey = signing.verifier_key;
+  for (let i = 0; i < N; i++) {
+    const written = await server.api('POST', '/audit', {
+      key: wsKey,
+      body: { action: `op.${i}`, result: 'blocked', agent: 'witness-test' },
+    });
+    expect(written.status).toBe(201);
+  }
+  // the workspace's own events (its key's creation) come first: the head is what verify reports
+  signedSize = await until('the events checkpointed and cosigned', async () => {
+    const head = (await server.api('GET', '/audit/verify', { key: wsKey })).body.data;
+    const served = (await server.api('GET', '/audit/checkpoint', { key: wsKey })).body.data;
+    const done = head.unsealed === 0 && served?.tree_size === head.tree_size && testCosignature(served.note, WITNESS_NAME, witnessVkey);
+    return done && head.tree_size;
+  });
+}, 120_000);
+
+afterAll(async () => {
+  witness?.kill('SIGTERM');
+  await server?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('witnessed checkpoints', () => {
+  it('publishes the witnesses with the signing key, and every checkpoint carries a cosignature that verifies', async () => {
+    const signing = (await server.api('GET', '/audit/signing-key', { key: wsKey })).body.data;
+    expect(signing.witnesses).toEqual([{ name: WITNESS_NAME, key_id: witnessVkey.split('+')[1], verifier_key: witnessVkey }]);
+    expect(signing.witness_quorum).toBe(1);
+    const served = (await server.api('GET', '/audit/checkpoint', { key: wsKey })).body.data;
+    const seen = testCosignature(served.note, WITNESS_NAME, witnessVkey);
+    expect(Math.abs(seen!.getTime() - Date.now())).toBeLessThan(120_000);
+    // the same cosigned note in the checkpoint file, outside the database
+    const filed = readFileSync(join(dir, 'checkpoints.ndjson'), 'utf8')
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line))
+      .filter((entry) => entry.workspace_id === wsId);
+    expect(filed.at(-1)?.note).toBe(served.note);
+    const sdk = await verifyCheckpoint(served.note, logVkey, policy());
+    expect(sdk.size).toBe(signedSize);
+    expect(sdk.cosignatures.map((c) => c.name)).toEqual([WITNESS_NAME]);
+  });
+
+  it('a policy naming a witness that did not cosign refuses the checkpoint (unwitnessed)', async () => {
+    const other = `witness.test/other+${'0'.repeat(8)}+${Buffer.concat([Buffer.from([4]), Buffer.alloc(32, 7)]).toString('base64')}`;
+    const served = (await server.api('GET', '/audit/checkpoint', { key: wsKey })).body.data;
+    // a made-up key id is rejected as a key before anything else
+    await expect(verifyCheckpoint(served.note, logVkey, { witnesses: [other] })).rejects.toMatchObject({ code: 'invalid_argument' });
+    const unrelated = formatCosignerKey('witness.test/other', generateSigningKey().publicKey);
+    const refused = await verifyCheckpoint(served.note, logVkey, { witnesses: [witnessVkey, unrelated], quorum: 2 }).catch((e) => e);
+    expect(isAuditProofError(refused) && refused.code).toBe('unwitnessed');
+    expect((await verifyCheckpoint(served.note, logVkey, { witnesses: [witnessVkey, unrelated], quorum: 1 })).size).toBe(signedSize);
+  });
+});
+
+describe('a forged history signed by a signer that lost its record', () => {
+  it('is refused by the witness, and verifiers with the witness policy refuse its checkpoint', async () => {
+    const honest = await checkpointRows();
+    // the cover-up: a blocked decision rewritten as allowed, the tree rebuilt, every checkpoint row deleted
+    await rewriteAsAllowed(server.database.db, wsId, 'op.2');
+    await asAttacker(server.database.db, async (trx) => {
+      await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${wsId}`.execute(trx);
+    });
+    await until('the forged tree rebuilt by the sealer', async () => {
+      const head = await server.database.db
+        .selectFrom('audit_tree_heads')
+        .select('tree_size')
+        .where('workspace_id', '=', wsId)
+        .executeTakeFirst();
+      const queued = await server.database.db.selectFrom('audit_unsealed').select('event_id').where('workspace_id', '=', wsId).execute();
+      return Number(head?.tree_size) === signedSize + 1 && queued.length === 0;
+    });
+
+    // a second signer with the same key and witnesses, but no record of what it signed
+    const rogue = new Checkpointer(
+      server.database.db,
+      loadAuditSigner({
+        auditSigningKey: signingKey,
+        dataDir: 'memory://',
+        auditLogName: 'warden',
+        auditWitnesses: `${witnessUrl} ${witnessVkey}`,
+        auditWitnessQuorum: 1,
+      }),
+      createLogger(true),
+      0,
+      undefined,
+    );
+    await rogue.run();
+    const forged = (await checkpointRows()).find((row) => Number(row.tree_size) === signedSize + 1);
+    expect(forged, 'the rogue signer signed the forged tree').toBeDefined();
+    // the log's own signature verifies: without witnesses, nothing tells the forgery apart
+    expect((await verifyCheckpoint(forged!.note, logVkey)).size).toBe(signedSize + 1);
+    // but the witness refused it: no cosignature, and the policy refuses it
+    expect(testCosignature(forged!.note, WITNESS_NAME, witnessVkey)).toBeUndefined();
+    const refused = await verifyCheckpoint(forged!.note, logVkey, policy()).catch((e) => e);
+    expect(isAuditProofError(refused) && refused.code).toBe('unwitnessed');
+
+    // the offline verifier: the export as the database now holds it (forged events, only the forged checkpoint)
+    const lines: ExportPage['lines'] = [];
+    let cursor: string | undefined;
+    do {
+      const page = (await server.admin('audit.export', { workspace: 'witnessed', cursor })) as ExportPage;
+      lines.push(...page.lines);
+      cursor = page.cursor ?? undefined;
+    } while (cursor !== undefined);
+    const exportFile = join(dir, 'export.ndjson');
+    writeFileSync(exportFile, lines.map((line) => JSON.stringify(line)).join('\n'));
+    const trusting = await warden(['audit', 'verify', '--export', exportFile, '--public-key', logVkey, '--json']);
+    expect(JSON.parse(trusting.stdout).valid, 'without a witness policy the forgery verifies').toBe(true);
+    const witnessed = await warden([
+      'audit',
+      'verify',
+      '--export',
+      exportFile,
+      '--public-key',
+      logVkey,
+      '--witness',
+      witnessVkey,
+      '--json',
+    ]);
+    const report = JSON.parse(witnessed.stdout);
+    expect(witnessed.code).toBe(1);
+    expect(report.valid).toBe(false);
+    expect(report.checkpoints_unwitnessed).toBe(1);
+    expect(report.problems.map((p: { kind: string }) => p.kind)).toContain('no_checkpoint');
+
+    // the honest checkpoints kept outside (cosigned) contradict the forged export
+    const outside = join(dir, 'honest.ndjson');
+    writeFileSync(outside, honest.map((row) => JSON.stringify({ note: row.note })).join('\n'));
+    const contradicted = await warden([
+      'audit',
+      'verify',
+      '--export',
+      exportFile,
+      '--checkpoint',
+      outside,
+      '--public-key',
+      logVkey,
+      '--witness',
+      witnessVkey,
+      '--json',
+    ]);
+    expect(JSON.parse(contradicted.stdout).problems.map((p: { kind: string }) => p.kind)).toContain('root_mismatch');
+  }, 120_000);
+});
