@@ -466,6 +466,10 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
     expect(await byTestId('control-row').count()).toBe(api.controls.length);
     expect(await byTestId('compliance-score').textContent()).toBe(`${api.score.toFixed(1)} %`);
     for (const text of await byTestId('control-status').allTextContents()) expect(['Pass', 'Fail', 'Not applicable']).toContain(text);
+    // no witness configured: the page says so rather than implying the log is vouched for
+    const witnesses = byTestId('audit-witnesses');
+    expect(await witnesses.getAttribute('data-witnessed')).toBe('false');
+    expect(await witnesses.textContent()).toContain('The audit log is unwitnessed');
     await shot('compliance');
   });
 
