@@ -15,7 +15,8 @@
  * also written to test-output/bench/latest.json. Progress goes to stderr.
  *
  * Phases on Wardens of their own (README): the what-if replay (--only=simulate), metrics and
- * tracing on vs off (--only=observability), the MCP gateway (--only=mcp).
+ * tracing on vs off (--only=observability), the MCP gateway (--only=mcp), one witness cosigning
+ * every checkpoint (--only=witness).
  *
  * `npm run bench -- --profile` (or BENCH_PROFILE=1): one Warden under --cpu-prof, one
  * closed-loop evaluate load, SIGINT, and the top self-time functions of the server over the
@@ -42,6 +43,7 @@ import { formatEvaluator, formatTables, median, summarise } from './report.ts';
 import { type Measured, type RunOptions, runLoad, type Scenario } from './runner.ts';
 import { formatSimulate, type SimulateFigures, simulateBenchmark, simulateTargets } from './simulate.ts';
 import { B1_APP_NAME, startBaseline, startMcpUpstream, startWarden, WARDEN_APP_NAME, type WardenTarget } from './targets.ts';
+import { formatWitness, type WitnessFigures, witnessBenchmark, witnessTargets } from './witness.ts';
 import { EVALUATE_BODY, jsonHeaders, MCP_CALL_BODY, seedWarden } from './workload.ts';
 import { type InProcessFigures, seedShape, WORST_SHAPES } from './worst-case.ts';
 
@@ -742,6 +744,33 @@ async function observabilityOnly(config: BenchConfig): Promise<void> {
   process.stdout.write(`${lines.join('\n')}\n${JSON.stringify(result)}\n`);
 }
 
+// ---------------------------------------------------------------- a witness cosigning (issue 36)
+
+/** `npm run bench -- --only=witness`: one witness's cost, on two Wardens of their own. */
+async function witnessOnly(config: BenchConfig): Promise<void> {
+  const machine = machineInfo();
+  log('one witness on vs none (two Wardens of their own, beside B1)…');
+  const figures: WitnessFigures | null = await witnessBenchmark(config, (step) => cleanups.push(step), log).catch((error: Error) => {
+    if (aborted) throw error;
+    log(`witness benchmark FAILED: ${error.message}`);
+    return null;
+  });
+  await cleanup();
+  if (!figures) {
+    process.exitCode = 1;
+    return;
+  }
+  const targets = witnessTargets(figures);
+  const result = { benchmark: 'warden-witness', code: codeInfo(), machine, ...figures, targets };
+  writeFileSync(join(OUT_DIR, 'witness-latest.json'), `${JSON.stringify(result, null, 2)}\n`);
+  const lines = [
+    ...formatWitness(figures),
+    'Targets:',
+    ...Object.entries(targets).map(([name, ok]) => `  ${ok ? 'PASS' : 'FAIL'}  ${name}`),
+  ];
+  process.stdout.write(`${lines.join('\n')}\n${JSON.stringify(result)}\n`);
+}
+
 /** `npm run bench -- --only=simulate`: the what-if replay alone. */
 async function simulateOnly(config: BenchConfig): Promise<void> {
   const machine = machineInfo();
@@ -833,8 +862,8 @@ async function main(): Promise<void> {
     process.exit(error instanceof UsageError ? 2 : 1);
   }
   const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length) ?? process.env.BENCH_ONLY;
-  if (only !== undefined && only !== 'mcp' && only !== 'simulate' && only !== 'observability') {
-    process.stderr.write(`--only: unknown scenario '${only}' (known: mcp, simulate, observability)\n`);
+  if (only !== undefined && !['mcp', 'simulate', 'observability', 'witness'].includes(only)) {
+    process.stderr.write(`--only: unknown scenario '${only}' (known: mcp, simulate, observability, witness)\n`);
     process.exit(2);
   }
   if (!existsSync('/proc/self/stat')) {
@@ -847,6 +876,7 @@ async function main(): Promise<void> {
     else if (only === 'mcp') await mcpOnly(config);
     else if (only === 'simulate') await simulateOnly(config);
     else if (only === 'observability') await observabilityOnly(config);
+    else if (only === 'witness') await witnessOnly(config);
     else await benchmark(config);
   } catch (error) {
     log(`failed: ${(error as Error).stack ?? error}`);
