@@ -231,8 +231,9 @@ function queryArb(op: Operation): fc.Arbitrary<[string, unknown][]> {
 function pathIdArb(op: Operation): fc.Arbitrary<unknown> | undefined {
   if (!op.path.includes('{id}')) return undefined;
   const refs = (PATH_POOLS[op.path] ?? []).map(([pool, form]) => ref(pool, form));
+  // a path with no pool of existing resources (OAuth grants, credentials) gets unknown ids only
   return fc.oneof(
-    { weight: 6, arbitrary: fc.oneof(...refs) },
+    ...(refs.length > 0 ? [{ weight: 6, arbitrary: fc.oneof(...refs) }] : []),
     { weight: 1, arbitrary: fc.uuid() },
     { weight: 1, arbitrary: fc.stringMatching(/^[a-z0-9][a-z0-9-]{0,20}$/) },
   );

@@ -146,7 +146,9 @@ describe('headers are part of the act', () => {
     });
     const listed = await server.api('GET', '/approvals?limit=100', { key });
     const events = await auditEvents(key);
-    expect(events[0].context.execution.headers).toEqual(shown.body.data.execution?.headers);
+    // the decision's event (beside it now: approval.requested, which names the act by digest)
+    const decided = events.find((event) => event.context?.execution);
+    expect(decided.context.execution.headers).toEqual(shown.body.data.execution?.headers);
     for (const secret of ['USER-token-6f1c', 'key-0a7d', 'cookie-5b2e', 'tok-77c1', 'ref-91d0'])
       expect(JSON.stringify([shown.body, listed.body, events]), secret).not.toContain(secret);
   });

@@ -115,9 +115,15 @@ const CHANNEL_POLL_MS = 200;
 /** Whether this process opened the database itself (then it checks egress with its own environment). */
 let direct = false;
 
-/** Through the admin channel of the server holding the data directory, waiting (bounded) while it starts. */
-function viaChannel(m: Awaited<ReturnType<typeof databaseModules>>, dataDir: string): Connection {
-  const call = async (name: AdminCommand, args: Args) => {
+/**
+ * Through the admin channel of the server holding the data directory, waiting (bounded) while it
+ * starts. A server that stops meanwhile never got the command: the directory is opened here
+ * (`openHere`) and the command runs on it.
+ */
+function viaChannel(m: Awaited<ReturnType<typeof databaseModules>>, dataDir: string, openHere: () => Promise<Connection>): Connection {
+  let opened: Promise<Connection> | undefined;
+  const call = async (name: AdminCommand, args: Args): Promise<unknown> => {
+    if (opened) return (await opened).call(name, args);
     const deadline = Date.now() + CHANNEL_WAIT_MS;
     for (;;) {
       try {
@@ -126,7 +132,10 @@ function viaChannel(m: Awaited<ReturnType<typeof databaseModules>>, dataDir: str
         // refused or absent: the command was never delivered, so sending it again is safe
         if (!isChannelClosed(error)) throw error;
         const holder = m.lockHolder(dataDir);
-        if (holder === null) throw new CliError(`the server that held ${dataDir} has stopped; run the command again`);
+        if (holder === null) {
+          opened = openHere();
+          return (await opened).call(name, args);
+        }
         if (Date.now() >= deadline)
           throw new CliError(
             `the server (process ${holder}) holding ${dataDir} is still starting: its admin channel is not open yet; retry in a moment`,
@@ -135,18 +144,26 @@ function viaChannel(m: Awaited<ReturnType<typeof databaseModules>>, dataDir: str
       }
     }
   };
-  return { call, close: async () => {} };
+  return { call, close: async () => (opened ? (await opened).close() : undefined) };
 }
 
 async function connect(config: Config, command: AdminCommand): Promise<Connection> {
   const m = await databaseModules();
-  if (!config.databaseUrl && m.lockHolder(config.dataDir) !== null) return viaChannel(m, config.dataDir);
+  const openHere = () => openDirect(m, config, command);
+  if (!config.databaseUrl && m.lockHolder(config.dataDir) !== null) return viaChannel(m, config.dataDir, openHere);
+  return openHere();
+}
+
+/** The database opened by this process; a server that took the directory meanwhile is used through its channel. */
+async function openDirect(m: Awaited<ReturnType<typeof databaseModules>>, config: Config, command: AdminCommand): Promise<Connection> {
   let database: Awaited<ReturnType<typeof m.openDatabase>>;
   try {
     database = await m.openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolSize: 1 });
   } catch (error) {
-    // a server took the directory in the meantime
-    if (error instanceof m.DataDirLockedError) return viaChannel(m, config.dataDir);
+    if (error instanceof m.DataDirLockedError)
+      return viaChannel(m, config.dataDir, () =>
+        Promise.reject(new CliError(`the server that held ${config.dataDir} has stopped; run the command again`)),
+      );
     throw error;
   }
   direct = true;
