@@ -111,6 +111,10 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     },
     close: async () => {
       await db.destroy();
+      // Kysely closes the instance only if it ever used it (its driver starts lazily): a
+      // database only migrated, or reached only through session/listen, stayed open, with
+      // its ~230 MB of WebAssembly memory, for the rest of the process.
+      if (!pglite.closed) await pglite.close();
       release();
     },
   };
