@@ -4,11 +4,12 @@
  * server (no npm, no tsx, no compiling at start). Each TypeScript file becomes one JavaScript
  * file at the same place under `dist/` (so paths relative to `import.meta.url`, such as the spec
  * and the migrations, stay right), its `.ts` imports become `.js`, and `@warden/contract` points
- * at the contract's own build. The SQL migrations are copied next to their runner. Packages from
+ * at the contract's own build; a file from outside the sources (the SDK's audit formats) is
+ * compiled into the file that imports it. The SQL migrations are copied next to their runner. Packages from
  * node_modules stay imports: install them with `npm ci --omit=dev`.
  */
 import { cpSync, readdirSync, rmSync } from 'node:fs';
-import { dirname, join, relative, sep } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 
@@ -33,7 +34,12 @@ const keepImports = (srcDir: string, outDir: string): Plugin => ({
         const path = relative(dirname(importerOut), CONTRACT_BUILT).split(sep).join('/');
         return { path: path.startsWith('.') ? path : `./${path}`, external: true };
       }
-      if (args.path.startsWith('.')) return { path: args.path.replace(/\.ts$/, '.js'), external: true };
+      if (args.path.startsWith('.')) {
+        // the audit log's formats, shared with the SDK (packages/sdk/src/audit-format.ts), are
+        // compiled into the one server file that imports them
+        if (!resolve(dirname(args.importer), args.path).startsWith(srcDir + sep)) return undefined;
+        return { path: args.path.replace(/\.ts$/, '.js'), external: true };
+      }
       return { path: args.path, external: true };
     });
   },

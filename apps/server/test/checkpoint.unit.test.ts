@@ -6,8 +6,8 @@
 import { createHash, generateKeyPairSync } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import {
-  CheckpointError,
-  type CheckpointErrorCode,
+  AuditProofError,
+  type AuditProofErrorCode,
   exportSigningKey,
   formatCheckpoint,
   formatVerifierKey,
@@ -24,15 +24,15 @@ import {
 } from '../src/features/audit/checkpoint.ts';
 import { Frontier, leafHash } from '../src/features/audit/merkle.ts';
 
-const rejects = (code: CheckpointErrorCode, fn: () => unknown) => {
+const rejects = (code: AuditProofErrorCode, fn: () => unknown) => {
   try {
     fn();
   } catch (error) {
-    expect(error).toBeInstanceOf(CheckpointError);
-    expect((error as CheckpointError).code).toBe(code);
+    expect(error).toBeInstanceOf(AuditProofError);
+    expect((error as AuditProofError).code).toBe(code);
     return;
   }
-  throw new Error(`expected a CheckpointError ${code}`);
+  throw new Error(`expected a AuditProofError ${code}`);
 };
 
 // c2sp.org/signed-note, "Verifier keys / Example".
@@ -210,12 +210,12 @@ describe('keys', () => {
       GO_SKEY.replace('c74f20a3', 'c74f20a4'),
       GO_SKEY.replace('+AY', '+AZ'),
     ])
-      rejects('invalid_key', () => loadSigningKey(value));
+      rejects('invalid_argument', () => loadSigningKey(value));
   });
 
   it('rejects bad key names and vkeys', () => {
     const key = generateSigningKey();
-    for (const name of ['', 'a b', 'a+b', 'a\u00a0b', 'a\nb']) rejects('invalid_key', () => noteSigner(key, name));
+    for (const name of ['', 'a b', 'a+b', 'a\u00a0b', 'a\nb']) rejects('invalid_argument', () => noteSigner(key, name));
     for (const vkey of [
       'PeterNeumann+c74f20a3',
       'PeterNeumann+c74f20a4+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW',
@@ -225,6 +225,6 @@ describe('keys', () => {
       'PeterNeumann+cc469956+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TWBADKEY==',
       'PeterNeumann+173116ae+ZRpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW',
     ])
-      rejects('invalid_key', () => parseVerifierKey(vkey));
+      rejects('invalid_argument', () => parseVerifierKey(vkey));
   });
 });

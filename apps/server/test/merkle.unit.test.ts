@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { isConsistent } from '../src/features/audit/checkpoint.ts';
 import {
   consistencyProof,
   EMPTY_ROOT,
@@ -22,7 +23,6 @@ import {
   nodesForRoot,
   rangeNodes,
   rootFrom,
-  verifyConsistency,
 } from '../src/features/audit/merkle.ts';
 
 const hex = (bytes: Uint8Array) => Buffer.from(bytes).toString('hex');
@@ -391,13 +391,13 @@ describe(`every size up to ${N}`, () => {
     expect(checked).toBe((N * (N + 1)) / 2);
   });
 
-  it('consistency proofs equal the RFC’s SUBPROOF and verify (by the RFC and by verifyConsistency); tampered ones do not', () => {
+  it('consistency proofs equal the RFC’s SUBPROOF and verify (by the RFC and by isConsistent, the SDK’s verifier); tampered ones do not', async () => {
     const failures: string[] = [];
     const check = (ok: boolean, what: string) => ok || failures.push(what);
-    // the signer's own verifier (merkle.ts) answers as the RFC's does, every time
-    const verify = (m: number, n: number, oldRoot: Uint8Array, newRoot: Uint8Array, proof: Buffer[]) => {
+    // the verifier the signer and the witness use answers as the RFC's does, every time
+    const verify = async (m: number, n: number, oldRoot: Uint8Array, newRoot: Uint8Array, proof: Buffer[]) => {
       const expected = refVerifyConsistency(m, n, oldRoot, newRoot, proof);
-      check(verifyConsistency(m, n, oldRoot, newRoot, proof) === expected, `${m} → ${n}: verifyConsistency disagrees`);
+      check((await isConsistent(m, n, oldRoot, newRoot, proof)) === expected, `${m} → ${n}: isConsistent disagrees`);
       return expected;
     };
     let checked = 0;
@@ -418,18 +418,18 @@ describe(`every size up to ${N}`, () => {
         check(ids.length <= 2 * Math.ceil(Math.log2(n + 1)), `${at}: ${ids.length} nodes`);
         const proof = consistencyProof(m, n, only(full, ids));
         check(proof.map(hex).join() === subproof(m, leaves, true, 0, n).map(hex).join(), `${at}: not SUBPROOF`);
-        check(verify(m, n, oldRoot, newRoot, proof), `${at}: does not verify`);
+        check(await verify(m, n, oldRoot, newRoot, proof), `${at}: does not verify`);
         for (let i = 0; i < proof.length; i++) {
           const bad = proof.slice();
           bad[i] = flipBit(bad[i]!, (m * 13 + i) % 256);
-          check(!verify(m, n, oldRoot, newRoot, bad), `${at}: tampered proof[${i}] verifies`);
+          check(!(await verify(m, n, oldRoot, newRoot, bad)), `${at}: tampered proof[${i}] verifies`);
         }
         if (m < n) {
-          check(!verify(m, n, flipBit(oldRoot, 3), newRoot, proof), `${at}: another old root verifies`);
-          check(!verify(m, n, oldRoot, flipBit(newRoot, 3), proof), `${at}: another new root verifies`);
-          check(!verify(m, n, oldRoot, newRoot, proof.slice(0, -1)), `${at}: a shorter proof verifies`);
-          check(!verify(m, n, oldRoot, newRoot, [...proof, newRoot]), `${at}: a longer proof verifies`);
-          check(!verify(m, n, oldRoot, forkedRoot, consistencyProof(m, n, forkedNodes)), `${at}: a fork verifies`);
+          check(!(await verify(m, n, flipBit(oldRoot, 3), newRoot, proof)), `${at}: another old root verifies`);
+          check(!(await verify(m, n, oldRoot, flipBit(newRoot, 3), proof)), `${at}: another new root verifies`);
+          check(!(await verify(m, n, oldRoot, newRoot, proof.slice(0, -1))), `${at}: a shorter proof verifies`);
+          check(!(await verify(m, n, oldRoot, newRoot, [...proof, newRoot])), `${at}: a longer proof verifies`);
+          check(!(await verify(m, n, oldRoot, forkedRoot, consistencyProof(m, n, forkedNodes))), `${at}: a fork verifies`);
         }
         checked++;
       }

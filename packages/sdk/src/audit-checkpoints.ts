@@ -11,11 +11,24 @@
  *   short of `quorum` distinct witnesses is refused (`unwitnessed`): a log that shows two
  *   histories then needs that many witness keys as well as its own.
  */
-import { concat, decodeBase64, encoder, fail, HASH_SIZE, sha256 } from './audit-proofs.js';
+import { AuditProofError } from './audit-errors.js';
+import {
+  COSIGNATURE_V1,
+  cosignatureParts,
+  cosignedMessage,
+  ED25519,
+  keyIdInput,
+  keyIdOf,
+  parseCheckpointText,
+  parseVerifierKeyText,
+  splitNote,
+} from './audit-format.js';
+import { sha256 } from './audit-proofs.js';
 
-const ED25519 = 0x01;
-const COSIGNATURE_V1 = 0x04;
-const MAX_SIGNATURES = 100;
+const encoder = new TextEncoder();
+const fail = (code: ConstructorParameters<typeof AuditProofError>[0], message: string): never => {
+  throw new AuditProofError(code, message);
+};
 
 export interface VerifiedCheckpoint {
   /** The log's identity, e.g. `warden/audit/<workspace id>`. */
@@ -55,44 +68,11 @@ interface Verifier {
   type: typeof ED25519 | typeof COSIGNATURE_V1;
 }
 
-/** Control characters other than newline, or lone surrogates (the note would not be valid UTF-8). */
-function hasForbiddenCharacter(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x20 && code !== 0x0a) return true;
-    if (code >= 0xd800 && code <= 0xdbff) {
-      const next = text.charCodeAt(i + 1);
-      if (!(next >= 0xdc00 && next <= 0xdfff)) return true;
-      i++;
-    } else if (code >= 0xdc00 && code <= 0xdfff) {
-      return true;
-    }
-  }
-  return false;
-}
-
-const isValidKeyName = (name: string) => name.length > 0 && !/[\s\u0085+]/u.test(name) && !hasForbiddenCharacter(name);
-
-async function keyIdOf(name: string, type: number, publicKey: Uint8Array): Promise<number> {
-  const digest = await sha256(concat(encoder.encode(name), Uint8Array.of(0x0a, type), publicKey));
-  return new DataView(digest.buffer).getUint32(0);
-}
-
-/** `<name>+<hex key id>+<base64(type ‖ Ed25519 public key)>`, checked against its key id. */
+/** A verifier key, its key id checked against its name and key. */
 async function parseVerifierKey(vkey: string, type: Verifier['type']): Promise<Verifier> {
-  const what = type === ED25519 ? 'vkey' : 'witness vkey';
-  const first = vkey.indexOf('+');
-  const second = vkey.indexOf('+', first + 1);
-  const name = vkey.slice(0, first);
-  const id = vkey.slice(first + 1, second);
-  if (first < 0 || second < 0 || !isValidKeyName(name) || !/^[0-9a-f]{8}$/.test(id))
-    fail('invalid_argument', `a ${what} is <name>+<8 hex digits>+<base64 key>`);
-  const material = decodeBase64(vkey.slice(second + 1));
-  if (material?.length !== 33 || material[0] !== type)
-    fail('invalid_argument', `the ${what} is not an Ed25519 key of type 0x0${type} (${type === ED25519 ? 'note' : 'cosignature/v1'})`);
-  const publicKey = material.slice(1);
-  const keyId = await keyIdOf(name, type, publicKey);
-  if (keyId !== Number.parseInt(id, 16)) fail('invalid_argument', `the ${what}’s key id does not match its name and key`);
+  const { name, keyId, publicKey } = parseVerifierKeyText(vkey, type);
+  if (keyIdOf(await sha256(keyIdInput(name, type, publicKey))) !== keyId)
+    fail('invalid_argument', `the ${type === ED25519 ? 'vkey' : 'witness vkey'}’s key id does not match its name and key`);
   const key = await crypto.subtle.importKey('raw', publicKey, { name: 'Ed25519' }, false, ['verify']);
   return { name, keyId, key, type };
 }
@@ -109,37 +89,27 @@ async function verifies(verifier: Verifier, signature: Uint8Array<ArrayBuffer>, 
     const ok = signature.length === 64 && (await crypto.subtle.verify('Ed25519', verifier.key, signature, encoder.encode(text)));
     return ok ? { verifier } : undefined;
   }
-  if (signature.length !== 72) return undefined;
-  const seconds = new DataView(signature.buffer, signature.byteOffset).getBigUint64(0);
-  const message = encoder.encode(`cosignature/v1\ntime ${seconds}\n${text}`);
-  const ok = seconds > 0n && (await crypto.subtle.verify('Ed25519', verifier.key, signature.slice(8), message));
-  return ok ? { verifier, time: new Date(Number(seconds) * 1000) } : undefined;
+  const parts = cosignatureParts(signature);
+  if (!parts || parts.seconds === 0n) return undefined; // a checkpoint's cosignature always states its time
+  const ok = await crypto.subtle.verify(
+    'Ed25519',
+    verifier.key,
+    parts.ed25519.slice(),
+    encoder.encode(cosignedMessage(text, parts.seconds)),
+  );
+  return ok ? { verifier, time: new Date(Number(parts.seconds) * 1000) } : undefined;
 }
 
-/** Splits and checks a signed note; verifies every signature by a given key (others are ignored, as signed-note requires). */
+/** Verifies every signature of the note by a given key (those by other keys are ignored, as signed-note requires). */
 async function openNote(note: string, verifiers: Verifier[]): Promise<{ text: string; verified: Verified[] }> {
-  if (hasForbiddenCharacter(note)) fail('malformed_note', 'the note has a control character or is not UTF-8');
-  const split = note.lastIndexOf('\n\n');
-  if (split < 0) fail('malformed_note', 'no blank line before the signatures');
-  const text = note.slice(0, split + 1);
-  const block = note.slice(split + 2);
-  if (block.length === 0 || !block.endsWith('\n')) fail('malformed_note', 'the signatures must end with a newline');
-  const lines = block.slice(0, -1).split('\n');
-  if (lines.length > MAX_SIGNATURES) fail('malformed_note', `more than ${MAX_SIGNATURES} signatures`);
+  const { text, signatures } = splitNote(note);
   const verified: Verified[] = [];
-  for (const line of lines) {
-    if (!line.startsWith('\u2014 ')) fail('malformed_note', 'a signature line must start with "— "');
-    const rest = line.slice(2);
-    const space = rest.indexOf(' ');
-    const name = rest.slice(0, space);
-    const bytes = space < 0 ? undefined : decodeBase64(rest.slice(space + 1));
-    if (!isValidKeyName(name) || bytes === undefined || bytes.length < 5) fail('malformed_note', 'malformed signature line');
-    const id = new DataView(bytes.buffer).getUint32(0);
-    const verifier = verifiers.find((v) => v.name === name && v.keyId === id);
+  for (const { name, keyId, signature } of signatures) {
+    const verifier = verifiers.find((v) => v.name === name && v.keyId === keyId);
     if (verifier === undefined) continue;
-    const ok = await verifies(verifier, bytes.slice(4), text);
+    const ok = await verifies(verifier, signature, text);
     if (!ok) fail('bad_signature', `the signature by ${name} does not verify`);
-    if (!verified.some((v) => v.verifier === verifier)) verified.push(ok);
+    if (!verified.some((v) => v.verifier === verifier)) verified.push(ok!);
   }
   return { text, verified };
 }
@@ -178,28 +148,8 @@ export async function verifyCheckpoint(
   if (cosignatures.length < quorum)
     fail('unwitnessed', `the checkpoint has ${cosignatures.length} of the ${quorum} witness cosignatures required`);
 
-  const lines = text.slice(0, -1).split('\n');
-  const [origin, sizeLine, rootLine] = lines;
-  if (origin === undefined || sizeLine === undefined || rootLine === undefined || lines.some((line) => line.length === 0))
-    fail('malformed_checkpoint', 'a checkpoint has at least three non-empty lines');
-  if (!/^(0|[1-9][0-9]*)$/.test(sizeLine) || !Number.isSafeInteger(Number(sizeLine)))
-    fail('malformed_checkpoint', 'the size line is not a decimal integer without leading zeroes (or is too large)');
-  const rootHash = decodeBase64(rootLine);
-  if (rootHash?.length !== HASH_SIZE) fail('malformed_checkpoint', 'the root hash line is not a base64 SHA-256 hash');
-  let time: Date | undefined;
-  const extensions: string[] = [];
-  for (const line of lines.slice(3)) {
-    const match = /^time (0|[1-9][0-9]*)$/.exec(line);
-    if (match === null) {
-      extensions.push(line);
-      continue;
-    }
-    if (time !== undefined) fail('malformed_checkpoint', 'more than one time line');
-    const seconds = Number(match[1]);
-    if (!Number.isSafeInteger(seconds * 1000)) fail('malformed_checkpoint', 'the time is out of range');
-    time = new Date(seconds * 1000);
-  }
+  const { origin, size, rootHash, time, extensions } = parseCheckpointText(text);
   if (options.origin !== undefined && origin !== options.origin)
     fail('origin_mismatch', `the checkpoint is from ${JSON.stringify(origin)}`);
-  return { origin, size: Number(sizeLine), rootHash, time, extensions, text, keyName: signer.name, keyId: signer.keyId, cosignatures };
+  return { origin, size, rootHash, time, extensions, text, keyName: signer!.name, keyId: signer!.keyId, cosignatures };
 }

@@ -1,11 +1,9 @@
 /**
- * Verification of Warden's audit log proofs with nothing but the log's public key, on Web Crypto
+ * Verification of Warden's audit log proofs (inclusion, consistency), on Web Crypto
  * only (SHA-256 and Ed25519), so it runs unchanged in Node 20+, browsers, Deno, Bun and edge
  * runtimes.
  *
- * - Checkpoints are C2SP tlog-checkpoints (https://c2sp.org/tlog-checkpoint) signed as C2SP
- *   signed notes (https://c2sp.org/signed-note) with Ed25519; the time the log signed is the
- *   extension line `time <POSIX seconds>`.
+ * (Checkpoints and their signatures: audit-checkpoints.ts; the text formats: audit-format.ts.)
  * - The tree is RFC 9162's (§2.1): leaf hash SHA-256(0x00 ‖ event bytes), node hash
  *   SHA-256(0x01 ‖ left ‖ right). Inclusion and consistency proofs are verified with the
  *   algorithms of RFC 9162 §2.1.3.2 and §2.1.4.2.
@@ -13,40 +11,8 @@
  * Hashes are accepted as bytes, base64 or hex.
  */
 
-export type AuditProofErrorCode =
-  /** An argument is not what the function takes (a vkey, a hash, a size, an index). */
-  | 'invalid_argument'
-  /** The text is not a signed note. */
-  | 'malformed_note'
-  /** The note has no signature by the given key(s). */
-  | 'unknown_key'
-  /** A signature by the given key does not verify: the note was altered or forged. */
-  | 'bad_signature'
-  /** The checkpoint lacks the witness cosignatures the policy requires (`witnesses`, `quorum`). */
-  | 'unwitnessed'
-  /** The signed text is not a checkpoint. */
-  | 'malformed_checkpoint'
-  /** The checkpoint is from another log than the `origin` asked for. */
-  | 'origin_mismatch'
-  /** The proof has the wrong number of hashes for the sizes (and index) given. */
-  | 'invalid_proof'
-  /** The proof does not lead to the expected root hash(es). */
-  | 'root_mismatch';
-
-/** Thrown by the audit proof verifiers; branch on `code`. */
-export class AuditProofError extends Error {
-  override readonly name = 'AuditProofError';
-  readonly code: AuditProofErrorCode;
-
-  constructor(code: AuditProofErrorCode, message: string) {
-    super(message);
-    this.code = code;
-  }
-}
-
-export function isAuditProofError(value: unknown): value is AuditProofError {
-  return value instanceof AuditProofError;
-}
+import { AuditProofError, type AuditProofErrorCode } from './audit-errors.js';
+import { decodeBase64, HASH_SIZE } from './audit-format.js';
 
 /** A SHA-256 hash: 32 bytes, or their standard base64 or hex encoding. */
 export type HashInput = Uint8Array | string;
@@ -74,14 +40,13 @@ export interface VerifyConsistencyInput {
   proof: readonly HashInput[];
 }
 
-export const HASH_SIZE = 32;
-export const encoder = new TextEncoder();
+const encoder = new TextEncoder();
 
-export function fail(code: AuditProofErrorCode, message: string): never {
+function fail(code: AuditProofErrorCode, message: string): never {
   throw new AuditProofError(code, message);
 }
 
-export function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
+function concat(...parts: Uint8Array[]): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let offset = 0;
   for (const part of parts) {
@@ -100,26 +65,6 @@ function equal(a: Uint8Array, b: Uint8Array): boolean {
   let difference = 0;
   for (let i = 0; i < a.length; i++) difference |= a[i]! ^ b[i]!;
   return difference === 0;
-}
-
-/** Strict standard base64 (padded, canonical), or undefined. */
-export function decodeBase64(text: string): Uint8Array<ArrayBuffer> | undefined {
-  if (text.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return undefined;
-  let binary: string;
-  try {
-    binary = atob(text);
-  } catch {
-    return undefined;
-  }
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return encodeBase64(bytes) === text ? bytes : undefined;
-}
-
-export function encodeBase64(bytes: Uint8Array): string {
-  let binary = '';
-  for (const byte of bytes) binary += String.fromCharCode(byte);
-  return btoa(binary);
 }
 
 function toHash(value: HashInput, what: string): Uint8Array<ArrayBuffer> {

@@ -7,7 +7,8 @@
  * bounded.
  */
 import { type VerifiedCheckpoint, verifyCheckpoint } from './audit-checkpoints.js';
-import { AuditProofError, verifyInclusion } from './audit-proofs.js';
+import { AuditProofError } from './audit-errors.js';
+import { verifyInclusion } from './audit-proofs.js';
 import { WardenError } from './errors.js';
 import type * as T from './generated/types.gen.js';
 

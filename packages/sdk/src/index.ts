@@ -7,8 +7,10 @@
 
 export type { VerifiedCheckpoint, VerifyCheckpointOptions } from './audit-checkpoints.js';
 export { verifyCheckpoint } from './audit-checkpoints.js';
-export type { AuditProofErrorCode, HashInput, VerifyConsistencyInput, VerifyInclusionInput } from './audit-proofs.js';
-export { AuditProofError, isAuditProofError, leafHash, verifyConsistency, verifyInclusion } from './audit-proofs.js';
+export type { AuditProofErrorCode } from './audit-errors.js';
+export { AuditProofError, isAuditProofError } from './audit-errors.js';
+export type { HashInput, VerifyConsistencyInput, VerifyInclusionInput } from './audit-proofs.js';
+export { leafHash, verifyConsistency, verifyInclusion } from './audit-proofs.js';
 export type { ProveOptions, VerifiedInclusion } from './audit-prove.js';
 export type { RequestOptions, Warden, WardenOptions } from './client.js';
 export { AGENT_KEY_HEADER, createWarden, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS, OPERATION_METHODS } from './client.js';

@@ -5,7 +5,7 @@
  */
 import { createReadStream, existsSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { CheckpointError, parseVerifierKey } from '../features/audit/checkpoint.ts';
+import { AuditProofError, parseVerifierKey } from '../features/audit/checkpoint.ts';
 import { type WitnessPolicy, witnessPolicy } from '../features/audit/cosignature.ts';
 import { type ExportLine, notesIn, type OfflineReport, OfflineVerifier } from '../features/audit/offline-verify.ts';
 import { isObject } from '../shared/objects.ts';
@@ -29,7 +29,7 @@ function readVerifierKey(value: string): string {
   try {
     parseVerifierKey(key);
   } catch (error) {
-    if (error instanceof CheckpointError) throw new UsageError(`--public-key: ${error.message}`);
+    if (error instanceof AuditProofError) throw new UsageError(`--public-key: ${error.message}`);
     throw error;
   }
   return key;
@@ -46,7 +46,7 @@ function readWitnessPolicy(values: { witness?: string[] | undefined; 'witness-qu
   try {
     return witnessPolicy(vkeys, quorum);
   } catch (error) {
-    if (error instanceof CheckpointError) throw new UsageError(`--witness: ${error.message}`);
+    if (error instanceof AuditProofError) throw new UsageError(`--witness: ${error.message}`);
     throw error;
   }
 }

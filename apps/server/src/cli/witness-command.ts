@@ -31,7 +31,7 @@ function logKey(value: string): Buffer {
   }
   const key = decodeBase64(text);
   if (key?.length !== 32) throw new UsageError(`--log-key: not a base64 Ed25519 public key nor a file holding one: ${value}`);
-  return key;
+  return Buffer.from(key);
 }
 
 function listenAddress(value = '127.0.0.1:7380'): { host: string; port: number } {

@@ -11,15 +11,15 @@
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  CheckpointError,
+  AuditProofError,
   decodeBase64,
   formatVerifierKey,
+  isConsistent,
   isValidKeyName,
   openCheckpoint,
   type SigningKey,
 } from '../features/audit/checkpoint.ts';
 import { cosignatureLine, formatCosignerKey } from '../features/audit/cosignature.ts';
-import { verifyConsistency } from '../features/audit/merkle.ts';
 
 /** A log the witness cosigns for: every origin starting with `originPrefix`, signed by `publicKey`. */
 export interface TrustedLog {
@@ -67,7 +67,8 @@ export class Witness {
   private queue: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly options: WitnessOptions) {
-    if (!isValidKeyName(options.name)) throw new CheckpointError('invalid_key', `invalid witness name ${JSON.stringify(options.name)}`);
+    if (!isValidKeyName(options.name))
+      throw new AuditProofError('invalid_argument', `invalid witness name ${JSON.stringify(options.name)}`);
     this.vkey = formatCosignerKey(options.name, options.key.publicKey);
     this.stateFile = join(options.dataDir, 'witness-state.json');
     this.state = new Map(
@@ -88,7 +89,7 @@ export class Witness {
     return answer;
   }
 
-  private add(body: string): WitnessAnswer {
+  private async add(body: string): Promise<WitnessAnswer> {
     const request = parseRequest(body);
     if (typeof request === 'string') return text(400, request);
     const { oldSize, proof, note } = request;
@@ -104,7 +105,7 @@ export class Witness {
         { origin },
       );
     } catch (error) {
-      const code = error instanceof CheckpointError ? error.code : 'malformed_note';
+      const code = error instanceof AuditProofError ? error.code : 'malformed_note';
       const forbidden = code === 'unknown_key' || code === 'bad_signature';
       return text(forbidden ? 403 : 400, `checkpoint refused: ${(error as Error).message}`);
     }
@@ -117,7 +118,7 @@ export class Witness {
       if (proof.length > 0) return text(400, 'a consistency proof from size 0 must be empty');
     } else if (oldSize === checkpoint.size) {
       if (root !== latest.root) return text(409, `a second root for size ${oldSize}, which was cosigned with another root`);
-    } else if (!verifyConsistency(oldSize, checkpoint.size, Buffer.from(latest.root, 'base64'), checkpoint.rootHash, proof)) {
+    } else if (!(await isConsistent(oldSize, checkpoint.size, Buffer.from(latest.root, 'base64'), checkpoint.rootHash, proof))) {
       return text(422, `the checkpoint of size ${checkpoint.size} does not extend the one cosigned at size ${oldSize}`);
     }
 
@@ -158,7 +159,7 @@ function parseRequest(body: string): { oldSize: number; proof: Buffer[]; note: s
   for (const line of proofLines) {
     const hash = decodeBase64(line);
     if (hash?.length !== 32) return 'each proof line must be one base64 SHA-256 hash';
-    proof.push(hash);
+    proof.push(Buffer.from(hash));
   }
   return { oldSize: Number(sizeLine[1]), proof, note: body.slice(blank + 2) };
 }

@@ -22,40 +22,52 @@
  * would need a second key (signed-note: one key SHOULD NOT serve two signature types) and states
  * a witness's observation, not the log's own commitment.
  *
+ * The text formats (notes, checkpoints, verifier keys) are the SDK's (packages/sdk/src/audit-format.ts),
+ * shared with every verifier; here are the keys and the synchronous node:crypto signing and
+ * verifying the server, its CLI and its witness need.
+ *
  * Key name: tlog-checkpoint says the signature's key name SHOULD be the origin; with one origin
  * per workspace, sign with `noteSigner(key, origin)` (the key id, and so the vkey, is then per
  * workspace, derived from the one public key).
  */
+
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject, sign, verify } from 'node:crypto';
+import { AuditProofError, isAuditProofError } from '../../../../../packages/sdk/src/audit-errors.ts';
+import {
+  type CheckpointText,
+  checkNoteText,
+  decodeBase64,
+  ED25519,
+  formatCheckpointText,
+  formatSignatureLine,
+  formatVerifierKeyText,
+  isValidKeyName,
+  keyIdInput,
+  keyIdOf,
+  parseCheckpointText,
+  parseVerifierKeyText,
+  splitNote,
+} from '../../../../../packages/sdk/src/audit-format.ts';
 
-export const ED25519_SIGNATURE_TYPE = 0x01;
-const EM_DASH_PREFIX = '\u2014 ';
-/** More than a log and its witnesses ever attach, and a bound on the work one note can cause. */
-const MAX_SIGNATURES = 100;
-const ROOT_HASH_SIZE = 32;
+export { AuditProofError, type AuditProofErrorCode, isAuditProofError } from '../../../../../packages/sdk/src/audit-errors.ts';
+export {
+  COSIGNATURE_V1,
+  cosignatureParts,
+  cosignedMessage,
+  decodeBase64,
+  ED25519,
+  formatSignatureLine,
+  formatVerifierKeyText,
+  isValidKeyName,
+} from '../../../../../packages/sdk/src/audit-format.ts';
+
+import { verifyConsistency } from '../../../../../packages/sdk/src/audit-proofs.ts';
+
 const PKCS8_ED25519_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
-const TIME_LINE = /^time (0|[1-9][0-9]*)$/;
 
-export type CheckpointErrorCode =
-  | 'invalid_key'
-  | 'malformed_note'
-  | 'unknown_key'
-  | 'bad_signature'
-  | 'malformed_checkpoint'
-  | 'origin_mismatch'
-  /** Fewer witness cosignatures than the policy's quorum. */
-  | 'unwitnessed';
-
-/** A note or checkpoint that cannot be formatted, parsed or verified; branch on `code`. */
-export class CheckpointError extends Error {
-  override readonly name = 'CheckpointError';
-  constructor(
-    readonly code: CheckpointErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+const invalid = (message: string): never => {
+  throw new AuditProofError('invalid_argument', message);
+};
 
 /** An Ed25519 key pair; `publicKey` is the 32-byte RFC 8032 encoding. */
 export interface SigningKey {
@@ -65,25 +77,23 @@ export interface SigningKey {
 
 export interface NoteSigner {
   name: string;
-  /** uint32 key id: SHA-256(name ‖ 0x0A ‖ 0x01 ‖ public key)[:4], big-endian. */
+  /** uint32 key id: SHA-256(name ‖ 0x0A ‖ type ‖ public key)[:4], big-endian. */
   keyId: number;
   publicKey: Buffer;
-  /** `<name>+<hex key id>+<base64(0x01 ‖ public key)>`, what verifiers are configured with. */
-  vkey: string;
-  sign(text: string): Buffer;
+  sign(text: string): Uint8Array;
 }
 
 export interface NoteVerifier {
   name: string;
   keyId: number;
-  publicKey: Buffer;
+  publicKey: Uint8Array;
   verify(text: string, signature: Uint8Array): boolean;
 }
 
 export interface NoteSignature {
   name: string;
   keyId: number;
-  signature: Buffer;
+  signature: Uint8Array;
 }
 
 export interface OpenedNote {
@@ -106,103 +116,54 @@ export interface Checkpoint {
   extensions?: readonly string[] | undefined;
 }
 
-export interface ParsedCheckpoint {
-  origin: string;
-  size: number;
-  rootHash: Buffer;
-  time: Date | undefined;
-  /** Extension lines other than the time line. */
-  extensions: string[];
-}
+export type ParsedCheckpoint = Omit<CheckpointText, 'rootHash'> & { rootHash: Buffer };
 
 // ---- keys ---------------------------------------------------------------------------------------
 
-/** Whether the text has an ASCII control character other than newline, or a lone surrogate (not UTF-8). */
-function hasForbiddenCharacter(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const code = text.charCodeAt(i);
-    if (code < 0x20 && code !== 0x0a) return true;
-    if (code >= 0xd800 && code <= 0xdbff) {
-      const next = text.charCodeAt(i + 1);
-      if (!(next >= 0xdc00 && next <= 0xdfff)) return true;
-      i++;
-    } else if (code >= 0xdc00 && code <= 0xdfff) {
-      return true;
-    }
-  }
-  return false;
-}
-
-/** Key names are non-empty, without Unicode spaces or '+' (signed-note), nor control characters. */
-export function isValidKeyName(name: string): boolean {
-  return name.length > 0 && !/[\s\u0085+]/u.test(name) && !hasForbiddenCharacter(name);
-}
-
 export function checkKeyName(name: string): void {
-  if (!isValidKeyName(name)) throw new CheckpointError('invalid_key', `invalid key name ${JSON.stringify(name)}`);
+  if (!isValidKeyName(name)) invalid(`invalid key name ${JSON.stringify(name)}`);
 }
 
 /** SHA-256(name ‖ 0x0A ‖ type ‖ public key)[:4] as a uint32 (signed-note; type 0x01 Ed25519, 0x04 cosignature/v1). */
-export function keyId(name: string, publicKey: Uint8Array, type = ED25519_SIGNATURE_TYPE): number {
-  return createHash('sha256').update(name).update(Uint8Array.of(0x0a, type)).update(publicKey).digest().readUInt32BE(0);
+export function keyId(name: string, publicKey: Uint8Array, type = ED25519): number {
+  return keyIdOf(
+    createHash('sha256')
+      .update(keyIdInput(name, type, publicKey))
+      .digest(),
+  );
 }
 
-export function hex32(id: number): string {
-  return id.toString(16).padStart(8, '0');
-}
+export const hex32 = (id: number): string => id.toString(16).padStart(8, '0');
 
 export function formatVerifierKey(name: string, publicKey: Uint8Array): string {
   checkKeyName(name);
-  if (publicKey.length !== 32) throw new CheckpointError('invalid_key', 'an Ed25519 public key is 32 bytes');
-  return `${name}+${hex32(keyId(name, publicKey))}+${Buffer.concat([Uint8Array.of(ED25519_SIGNATURE_TYPE), publicKey]).toString('base64')}`;
-}
-
-/** Strict standard base64 (RFC 4648 §4, padded): what the formats specify, and one spelling per value. */
-export function decodeBase64(text: string): Buffer | undefined {
-  if (text.length % 4 !== 0 || !/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return undefined;
-  const bytes = Buffer.from(text, 'base64');
-  return bytes.toString('base64') === text ? bytes : undefined;
+  return formatVerifierKeyText(name, keyId(name, publicKey), ED25519, publicKey);
 }
 
 export function publicKeyObject(publicKey: Uint8Array): KeyObject {
   return createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: Buffer.from(publicKey).toString('base64url') }, format: 'jwk' });
 }
 
-function verifierFor(name: string, publicKey: Buffer): NoteVerifier {
-  const key = publicKeyObject(publicKey);
+/** Parses a vkey of `type`, checking that its key id is the one its name and key give. */
+export function parseKeyOfType(vkey: string, type: number): { name: string; keyId: number; publicKey: Buffer; key: KeyObject } {
+  const { name, keyId: id, publicKey } = parseVerifierKeyText(vkey.trim(), type);
+  if (keyId(name, publicKey, type) !== id) invalid('the vkey’s key id does not match its name and key');
+  return { name, keyId: id, publicKey: Buffer.from(publicKey), key: publicKeyObject(publicKey) };
+}
+
+/** Parses a log's vkey (type 0x01). */
+export function parseVerifierKey(vkey: string): NoteVerifier {
+  const { name, keyId: id, publicKey, key } = parseKeyOfType(vkey, ED25519);
   return {
     name,
-    keyId: keyId(name, publicKey),
+    keyId: id,
     publicKey,
     verify: (text, signature) => signature.length === 64 && verify(null, Buffer.from(text, 'utf8'), key, signature),
   };
 }
 
-/** Splits `<name>+<id>+<base64>` at its first two '+' (base64 may itself contain '+'). */
-export function splitKey(text: string): [name: string, id: string, material: string] | undefined {
-  const first = text.indexOf('+');
-  const second = text.indexOf('+', first + 1);
-  if (first < 0 || second < 0) return undefined;
-  return [text.slice(0, first), text.slice(first + 1, second), text.slice(second + 1)];
-}
-
-/** Parses a vkey, checking that its key id is the one its name and key give. */
-export function parseVerifierKey(vkey: string): NoteVerifier {
-  const parts = splitKey(vkey);
-  if (parts === undefined || !isValidKeyName(parts[0]) || !/^[0-9a-f]{8}$/.test(parts[1]))
-    throw new CheckpointError('invalid_key', 'a vkey is <name>+<8 hex digits>+<base64 key>');
-  const [name, id, material] = parts;
-  const bytes = decodeBase64(material);
-  if (bytes === undefined || bytes.length !== 33 || bytes[0] !== ED25519_SIGNATURE_TYPE)
-    throw new CheckpointError('invalid_key', 'the vkey is not a 32-byte Ed25519 key (type 0x01)');
-  const verifier = verifierFor(name, bytes.subarray(1));
-  if (verifier.keyId !== Number.parseInt(id, 16))
-    throw new CheckpointError('invalid_key', 'the vkey’s key id does not match its name and key');
-  return verifier;
-}
-
 function fromPrivateKey(privateKey: KeyObject): SigningKey {
-  if (privateKey.asymmetricKeyType !== 'ed25519') throw new CheckpointError('invalid_key', 'the signing key is not an Ed25519 key');
+  if (privateKey.asymmetricKeyType !== 'ed25519') invalid('the signing key is not an Ed25519 key');
   const jwk = createPublicKey(privateKey).export({ format: 'jwk' });
   return { privateKey, publicKey: Buffer.from(jwk.x!, 'base64url') };
 }
@@ -230,26 +191,29 @@ export function loadSigningKey(value: string): SigningKey {
   try {
     if (text.startsWith('-----BEGIN')) return fromPrivateKey(createPrivateKey({ key: text, format: 'pem' }));
     if (text.startsWith('PRIVATE+KEY+')) {
-      const parts = splitKey(text.slice('PRIVATE+KEY+'.length));
-      const bytes = parts === undefined ? undefined : decodeBase64(parts[2]);
-      if (parts === undefined || bytes === undefined || bytes.length !== 33 || bytes[0] !== ED25519_SIGNATURE_TYPE)
-        throw new CheckpointError('invalid_key', 'malformed signed-note private key');
-      const key = fromSeed(bytes.subarray(1));
-      if (parts[1] !== hex32(keyId(parts[0], key.publicKey)))
-        throw new CheckpointError('invalid_key', 'the private key’s id does not match its name and key');
+      // the same layout as a vkey, with the seed where the public key would be
+      let parts: ReturnType<typeof parseVerifierKeyText>;
+      try {
+        parts = parseVerifierKeyText(text.slice('PRIVATE+KEY+'.length), ED25519);
+      } catch {
+        return invalid('malformed signed-note private key');
+      }
+      const { name, keyId: id, publicKey: seed } = parts;
+      const key = fromSeed(seed);
+      if (keyId(name, key.publicKey) !== id) invalid('the private key’s id does not match its name and key');
       return key;
     }
     const bytes = decodeBase64(text.replace(/\s+/g, ''));
     if (bytes?.length === 32) return fromSeed(bytes);
-    if (bytes !== undefined) return fromPrivateKey(createPrivateKey({ key: bytes, format: 'der', type: 'pkcs8' }));
+    if (bytes !== undefined) return fromPrivateKey(createPrivateKey({ key: Buffer.from(bytes), format: 'der', type: 'pkcs8' }));
   } catch (error) {
-    if (error instanceof CheckpointError) throw error;
+    if (error instanceof AuditProofError) throw error;
   }
-  throw new CheckpointError('invalid_key', 'not an Ed25519 private key (PEM, base64 PKCS#8, base64 seed or PRIVATE+KEY+…)');
+  return invalid('not an Ed25519 private key (PEM, base64 PKCS#8, base64 seed or PRIVATE+KEY+…)');
 }
 
 /** A signer for notes under key name `name` (for checkpoints, the origin). */
-export function noteSigner(key: SigningKey, name: string): NoteSigner {
+export function noteSigner(key: SigningKey, name: string): NoteSigner & { vkey: string } {
   checkKeyName(name);
   return {
     name,
@@ -262,22 +226,11 @@ export function noteSigner(key: SigningKey, name: string): NoteSigner {
 
 // ---- signed notes -------------------------------------------------------------------------------
 
-function checkNoteText(text: string): void {
-  if (!text.endsWith('\n')) throw new CheckpointError('malformed_note', 'the note text must end with a newline');
-  if (hasForbiddenCharacter(text)) throw new CheckpointError('malformed_note', 'the note text has a control character or is not UTF-8');
-}
-
 /** The signed note: the text, a blank line, then one signature line per signer. */
 export function signNote(text: string, ...signers: NoteSigner[]): string {
   checkNoteText(text);
   if (signers.length === 0) throw new TypeError('signNote needs at least one signer');
-  let note = `${text}\n`;
-  for (const signer of signers) {
-    const id = Buffer.alloc(4);
-    id.writeUInt32BE(signer.keyId);
-    note += `${EM_DASH_PREFIX}${signer.name} ${Buffer.concat([id, signer.sign(text)]).toString('base64')}\n`;
-  }
-  return note;
+  return `${text}\n${signers.map((signer) => formatSignatureLine(signer.name, signer.keyId, signer.sign(text))).join('')}`;
 }
 
 /**
@@ -288,99 +241,35 @@ export function openNote(note: string, verifiers: NoteVerifier | string | Readon
   const known = (Array.isArray(verifiers) ? verifiers : [verifiers]).map((v: NoteVerifier | string) =>
     typeof v === 'string' ? parseVerifierKey(v) : v,
   );
-  if (hasForbiddenCharacter(note)) throw new CheckpointError('malformed_note', 'the note has a control character or is not UTF-8');
-  // The text ends at the last blank line; what follows is the signature block.
-  const split = note.lastIndexOf('\n\n');
-  if (split < 0) throw new CheckpointError('malformed_note', 'no blank line before the signatures');
-  const text = note.slice(0, split + 1);
-  const block = note.slice(split + 2);
-  if (block.length === 0 || !block.endsWith('\n')) throw new CheckpointError('malformed_note', 'the signatures must end with a newline');
-  const lines = block.slice(0, -1).split('\n');
-  if (lines.length > MAX_SIGNATURES) throw new CheckpointError('malformed_note', `more than ${MAX_SIGNATURES} signatures`);
-
+  const { text, signatures } = splitNote(note);
   const verified: NoteSignature[] = [];
   const unverified: NoteSignature[] = [];
-  const seen = new Set<string>();
-  for (const line of lines) {
-    if (!line.startsWith(EM_DASH_PREFIX)) throw new CheckpointError('malformed_note', 'a signature line must start with "— "');
-    const rest = line.slice(EM_DASH_PREFIX.length);
-    const space = rest.indexOf(' ');
-    const name = rest.slice(0, space);
-    const bytes = space < 0 ? undefined : decodeBase64(rest.slice(space + 1));
-    if (!isValidKeyName(name) || bytes === undefined || bytes.length < 5)
-      throw new CheckpointError('malformed_note', 'malformed signature line');
-    const id = bytes.readUInt32BE(0);
-    const signature: NoteSignature = { name, keyId: id, signature: bytes.subarray(4) };
-    const verifier = known.find((v) => v.name === name && v.keyId === id);
+  const seen = new Set<NoteVerifier>();
+  for (const signature of signatures) {
+    const verifier = known.find((v) => v.name === signature.name && v.keyId === signature.keyId);
     if (verifier === undefined) {
       unverified.push(signature);
       continue;
     }
-    const identity = `${name}+${id}`;
-    if (seen.has(identity)) continue;
-    seen.add(identity);
-    if (!verifier.verify(text, signature.signature)) throw new CheckpointError('bad_signature', `the signature by ${name} does not verify`);
+    if (seen.has(verifier)) continue;
+    seen.add(verifier);
+    if (!verifier.verify(text, signature.signature))
+      throw new AuditProofError('bad_signature', `the signature by ${signature.name} does not verify`);
     verified.push(signature);
   }
-  if (verified.length === 0) throw new CheckpointError('unknown_key', 'the note has no signature by a known key');
+  if (verified.length === 0) throw new AuditProofError('unknown_key', 'the note has no signature by a known key');
   return { text, verified, unverified };
 }
 
 // ---- checkpoints --------------------------------------------------------------------------------
 
-function checkLine(what: string, line: string): void {
-  if (line.length === 0 || line.includes('\n') || hasForbiddenCharacter(line))
-    throw new CheckpointError('malformed_checkpoint', `the ${what} must be one non-empty line without control characters`);
-}
-
 /** The tlog-checkpoint note text: origin, size, base64 root hash, then extension lines (time first). */
-export function formatCheckpoint({ origin, size, rootHash, time, extensions = [] }: Checkpoint): string {
-  checkLine('origin', origin);
-  if (!Number.isSafeInteger(size) || size < 0) throw new CheckpointError('malformed_checkpoint', 'the size must be a non-negative integer');
-  if (rootHash.length !== ROOT_HASH_SIZE)
-    throw new CheckpointError('malformed_checkpoint', `the root hash must be ${ROOT_HASH_SIZE} bytes`);
-  let text = `${origin}\n${size}\n${Buffer.from(rootHash).toString('base64')}\n`;
-  if (time !== undefined) {
-    const seconds = Math.floor(time.getTime() / 1000);
-    if (!Number.isSafeInteger(seconds) || seconds < 0)
-      throw new CheckpointError('malformed_checkpoint', 'the time must be a valid date after 1970');
-    text += `time ${seconds}\n`;
-  }
-  for (const line of extensions) {
-    checkLine('extension line', line);
-    if (TIME_LINE.test(line)) throw new CheckpointError('malformed_checkpoint', 'pass the time as `time`, not as an extension line');
-    text += `${line}\n`;
-  }
-  return text;
-}
+export const formatCheckpoint = (checkpoint: Checkpoint): string => formatCheckpointText(checkpoint);
 
 /** Parses a checkpoint note text (not its signatures: see {@link openCheckpoint}). */
 export function parseCheckpoint(text: string): ParsedCheckpoint {
-  if (!text.endsWith('\n') || hasForbiddenCharacter(text))
-    throw new CheckpointError('malformed_checkpoint', 'a checkpoint is newline-terminated lines of text');
-  const lines = text.slice(0, -1).split('\n');
-  const [origin, sizeLine, rootLine] = lines;
-  if (origin === undefined || sizeLine === undefined || rootLine === undefined || lines.some((line) => line.length === 0))
-    throw new CheckpointError('malformed_checkpoint', 'a checkpoint has at least three non-empty lines');
-  if (!/^(0|[1-9][0-9]*)$/.test(sizeLine) || !Number.isSafeInteger(Number(sizeLine)))
-    throw new CheckpointError('malformed_checkpoint', 'the size line is not a decimal integer without leading zeroes (or is too large)');
-  const rootHash = decodeBase64(rootLine);
-  if (rootHash?.length !== ROOT_HASH_SIZE)
-    throw new CheckpointError('malformed_checkpoint', 'the root hash line is not a base64 SHA-256 hash');
-  let time: Date | undefined;
-  const extensions: string[] = [];
-  for (const line of lines.slice(3)) {
-    const match = TIME_LINE.exec(line);
-    if (match === null) {
-      extensions.push(line);
-      continue;
-    }
-    if (time !== undefined) throw new CheckpointError('malformed_checkpoint', 'more than one time line');
-    const seconds = Number(match[1]);
-    if (!Number.isSafeInteger(seconds * 1000)) throw new CheckpointError('malformed_checkpoint', 'the time is out of range');
-    time = new Date(seconds * 1000);
-  }
-  return { origin, size: Number(sizeLine), rootHash, time, extensions };
+  const parsed = parseCheckpointText(text);
+  return { ...parsed, rootHash: Buffer.from(parsed.rootHash) };
 }
 
 /** Formats and signs a checkpoint (`signer.name` should be the origin). */
@@ -397,6 +286,30 @@ export function openCheckpoint(
   const opened = openNote(note, verifiers);
   const checkpoint = parseCheckpoint(opened.text);
   if (options.origin !== undefined && checkpoint.origin !== options.origin)
-    throw new CheckpointError('origin_mismatch', `the checkpoint is from ${JSON.stringify(checkpoint.origin)}`);
+    throw new AuditProofError('origin_mismatch', `the checkpoint is from ${JSON.stringify(checkpoint.origin)}`);
   return { ...checkpoint, note: opened };
+}
+
+// ---- proofs -------------------------------------------------------------------------------------
+
+/**
+ * RFC 9162 §2.1.4.2, by the SDK's verifier: whether `proof` shows that the tree of `n` leaves with
+ * root `newRoot` extends the tree of `m` leaves with root `oldRoot` (0 < m ≤ n). The signer asks
+ * it of its last signed checkpoint before it signs a larger tree, a witness of the last one it
+ * cosigned: a history rewritten below `m` has no such proof.
+ */
+export async function isConsistent(
+  m: number,
+  n: number,
+  oldRoot: Uint8Array,
+  newRoot: Uint8Array,
+  proof: readonly Uint8Array[],
+): Promise<boolean> {
+  try {
+    await verifyConsistency({ oldSize: m, newSize: n, oldRoot, newRoot, proof: [...proof] });
+    return true;
+  } catch (error) {
+    if (isAuditProofError(error)) return false;
+    throw error;
+  }
 }

@@ -25,6 +25,7 @@ import {
   exportSigningKey,
   formatVerifierKey,
   generateSigningKey,
+  isConsistent,
   keyId,
   loadSigningKey,
   noteSigner,
@@ -33,7 +34,7 @@ import {
   type SigningKey,
   signCheckpoint,
 } from './checkpoint.ts';
-import { consistencyProof, nodesForConsistency, verifyConsistency } from './merkle.ts';
+import { consistencyProof, nodesForConsistency } from './merkle.ts';
 import { clearSigningRefusal, findSigningRefusal, recordSigningRefusal } from './signing-refusals.repository.ts';
 import { parseWitnessSet, WitnessClient, type WitnessSet } from './witnesses.ts';
 
@@ -239,7 +240,7 @@ export class Checkpointer {
     } catch (cause) {
       return `no consistency proof from size ${anchor.size} to ${size} can be read (${(cause as Error).message})`;
     }
-    return verifyConsistency(anchor.size, size, Buffer.from(anchor.root, 'hex'), Buffer.from(rootHash, 'hex'), proof)
+    return (await isConsistent(anchor.size, size, Buffer.from(anchor.root, 'hex'), Buffer.from(rootHash, 'hex'), proof))
       ? undefined
       : `the tree of size ${size} does not extend the checkpoint signed at size ${anchor.size}: the history under it was rewritten`;
   }

@@ -12,31 +12,24 @@
  */
 import { sign, verify } from 'node:crypto';
 import {
-  CheckpointError,
+  AuditProofError,
+  COSIGNATURE_V1,
   checkKeyName,
-  decodeBase64,
-  hex32,
-  isValidKeyName,
+  cosignatureParts,
+  cosignedMessage,
+  formatSignatureLine,
+  formatVerifierKeyText,
   keyId,
   type NoteVerifier,
   type OpenedNote,
-  publicKeyObject,
+  parseKeyOfType,
   type SigningKey,
-  splitKey,
 } from './checkpoint.ts';
-
-export const COSIGNATURE_V1 = 0x04;
-const TIMESTAMP_SIZE = 8;
-const SIGNATURE_SIZE = 64;
-
-const message = (text: string, seconds: bigint) => Buffer.from(`cosignature/v1\ntime ${seconds}\n${text}`, 'utf8');
 
 /** `<name>+<hex key id>+<base64(0x04 ‖ public key)>`: what a log and a verifier are configured with. */
 export function formatCosignerKey(name: string, publicKey: Uint8Array): string {
   checkKeyName(name);
-  if (publicKey.length !== 32) throw new CheckpointError('invalid_key', 'an Ed25519 public key is 32 bytes');
-  const material = Buffer.concat([Uint8Array.of(COSIGNATURE_V1), publicKey]).toString('base64');
-  return `${name}+${hex32(keyId(name, publicKey, COSIGNATURE_V1))}+${material}`;
+  return formatVerifierKeyText(name, keyId(name, publicKey, COSIGNATURE_V1), COSIGNATURE_V1, publicKey);
 }
 
 export interface CosignatureVerifier extends NoteVerifier {
@@ -46,27 +39,18 @@ export interface CosignatureVerifier extends NoteVerifier {
 
 /** Parses a witness vkey (type 0x04), checking its key id against its name and key. */
 export function parseCosignerKey(vkey: string): CosignatureVerifier {
-  const parts = splitKey(vkey.trim());
-  if (parts === undefined || !isValidKeyName(parts[0]) || !/^[0-9a-f]{8}$/.test(parts[1]))
-    throw new CheckpointError('invalid_key', 'a witness vkey is <name>+<8 hex digits>+<base64 key>');
-  const [name, id, material] = parts;
-  const bytes = decodeBase64(material);
-  if (bytes === undefined || bytes.length !== 33 || bytes[0] !== COSIGNATURE_V1)
-    throw new CheckpointError('invalid_key', 'the witness vkey is not a 32-byte Ed25519 cosignature/v1 key (type 0x04)');
-  const publicKey = bytes.subarray(1);
-  if (keyId(name, publicKey, COSIGNATURE_V1) !== Number.parseInt(id, 16))
-    throw new CheckpointError('invalid_key', 'the witness vkey’s key id does not match its name and key');
-  const key = publicKeyObject(publicKey);
+  const { name, keyId: id, publicKey, key } = parseKeyOfType(vkey, COSIGNATURE_V1);
   return {
     name,
-    keyId: Number.parseInt(id, 16),
+    keyId: id,
     publicKey,
     vkey: vkey.trim(),
     verify(text, signature) {
-      if (signature.length !== TIMESTAMP_SIZE + SIGNATURE_SIZE) return false;
-      const seconds = Buffer.from(signature).readBigUInt64BE(0);
+      const parts = cosignatureParts(signature);
       // the spec forbids omitting the time on a checkpoint cosignature
-      return seconds > 0n && verify(null, message(text, seconds), key, signature.subarray(TIMESTAMP_SIZE));
+      return (
+        parts !== undefined && parts.seconds > 0n && verify(null, Buffer.from(cosignedMessage(text, parts.seconds)), key, parts.ed25519)
+      );
     },
   };
 }
@@ -74,11 +58,10 @@ export function parseCosignerKey(vkey: string): CosignatureVerifier {
 /** One cosignature line (`— <name> <base64>\n`) on the checkpoint text, timestamped `time`. */
 export function cosignatureLine(key: SigningKey, name: string, text: string, time: Date): string {
   const seconds = BigInt(Math.floor(time.getTime() / 1000));
-  const head = Buffer.alloc(4 + TIMESTAMP_SIZE);
-  head.writeUInt32BE(keyId(name, key.publicKey, COSIGNATURE_V1), 0);
-  head.writeBigUInt64BE(seconds, 4);
-  const signature = sign(null, message(text, seconds), key.privateKey);
-  return `\u2014 ${name} ${Buffer.concat([head, signature]).toString('base64')}\n`;
+  const signature = Buffer.alloc(8 + 64);
+  signature.writeBigUInt64BE(seconds, 0);
+  sign(null, Buffer.from(cosignedMessage(text, seconds), 'utf8'), key.privateKey).copy(signature, 8);
+  return formatSignatureLine(name, keyId(name, key.publicKey, COSIGNATURE_V1), signature);
 }
 
 /** k of n witness keys: a checkpoint is trusted with at least `quorum` of their cosignatures. */
@@ -91,9 +74,9 @@ export interface WitnessPolicy {
 export function witnessPolicy(vkeys: readonly string[], quorum = vkeys.length): WitnessPolicy {
   const witnesses = vkeys.map(parseCosignerKey);
   if (new Set(witnesses.map((w) => `${w.name}+${w.keyId}`)).size !== witnesses.length)
-    throw new CheckpointError('invalid_key', 'the same witness key is given twice');
+    throw new AuditProofError('invalid_argument', 'the same witness key is given twice');
   if (!Number.isSafeInteger(quorum) || quorum < 0 || quorum > witnesses.length)
-    throw new CheckpointError('invalid_key', `a witness quorum is between 0 and the ${witnesses.length} witness keys given`);
+    throw new AuditProofError('invalid_argument', `a witness quorum is between 0 and the ${witnesses.length} witness keys given`);
   return { witnesses, quorum };
 }
 
@@ -106,7 +89,7 @@ export function cosignersOf(opened: OpenedNote, policy: WitnessPolicy): Cosignat
 export function requireQuorum(opened: OpenedNote, policy: WitnessPolicy): CosignatureVerifier[] {
   const cosigners = cosignersOf(opened, policy);
   if (cosigners.length < policy.quorum)
-    throw new CheckpointError(
+    throw new AuditProofError(
       'unwitnessed',
       `the checkpoint has ${cosigners.length} of the ${policy.quorum} witness cosignatures the policy requires`,
     );

@@ -216,45 +216,6 @@ export function consistencyProof(m: number, n: number, nodes: NodeHashes): Buffe
 }
 
 /**
- * RFC 9162 §2.1.4.2: whether `proof` shows that the tree of `n` leaves with root `newRoot`
- * extends the tree of `m` leaves with root `oldRoot` (0 < m ≤ n). The signer asks it of its own
- * last signed checkpoint before it signs a larger tree: a history rewritten below `m` has no
- * such proof.
- */
-export function verifyConsistency(m: number, n: number, oldRoot: Uint8Array, newRoot: Uint8Array, proof: readonly Uint8Array[]): boolean {
-  checkConsistency(m, n);
-  if (m === n) return proof.length === 0 && Buffer.compare(oldRoot, newRoot) === 0;
-  const path = (m & (m - 1)) === 0 ? [oldRoot, ...proof] : [...proof];
-  if (proof.length === 0) return false;
-  let fn = m - 1;
-  let sn = n - 1;
-  while (fn % 2 === 1) {
-    fn = Math.floor(fn / 2);
-    sn = Math.floor(sn / 2);
-  }
-  let fr = path[0] as Uint8Array;
-  let sr = path[0] as Uint8Array;
-  for (const c of path.slice(1)) {
-    if (sn === 0) return false;
-    if (fn % 2 === 1 || fn === sn) {
-      fr = nodeHash(c, fr);
-      sr = nodeHash(c, sr);
-      if (fn % 2 === 0) {
-        while (fn % 2 === 0 && fn !== 0) {
-          fn = Math.floor(fn / 2);
-          sn = Math.floor(sn / 2);
-        }
-      }
-    } else {
-      sr = nodeHash(sr, c);
-    }
-    fn = Math.floor(fn / 2);
-    sn = Math.floor(sn / 2);
-  }
-  return sn === 0 && Buffer.compare(fr, oldRoot) === 0 && Buffer.compare(sr, newRoot) === 0;
-}
-
-/**
  * The compact range [0, size): the perfect subtrees along the tree's right edge, at most one per
  * level. Appending a leaf completes the leaf node and every subtree it closes, which is exactly
  * what must be stored, and the root is their right fold, so appends and roots cost O(log n)

@@ -20,7 +20,7 @@
  * is verified in memory proportional to its checkpoints and log2 of its size (the tree's right
  * edge), never to its events.
  */
-import { CheckpointError, formatVerifierKey, type NoteVerifier, openCheckpoint, parseVerifierKey } from './checkpoint.ts';
+import { AuditProofError, formatVerifierKey, type NoteVerifier, openCheckpoint, parseVerifierKey } from './checkpoint.ts';
 import { cosignersOf, type WitnessPolicy } from './cosignature.ts';
 import { Frontier, leafHash } from './merkle.ts';
 
@@ -179,7 +179,7 @@ export class OfflineVerifier {
   /**
    * With a witness policy, a checkpoint is trusted only with its quorum of cosignatures; the
    * others are counted and set aside (a forged one is then no evidence, and no anchor either).
-   * @throws CheckpointError `invalid_key` when `verifierKey` is not a vkey.
+   * @throws AuditProofError `invalid_argument` when `verifierKey` is not a vkey.
    */
   constructor(verifierKey: string, policy?: WitnessPolicy) {
     this.#verifier = parseVerifierKey(verifierKey.trim());
@@ -227,9 +227,9 @@ export class OfflineVerifier {
     try {
       checkpoint = openCheckpoint(note, [this.#verifier, ...(this.#policy?.witnesses ?? [])], { origin: this.origin });
       if (!checkpoint.note.verified.some((s) => s.name === this.#verifier.name && s.keyId === this.#verifier.keyId))
-        throw new CheckpointError('unknown_key', 'the note has no signature by the log’s key');
+        throw new AuditProofError('unknown_key', 'the note has no signature by the log’s key');
     } catch (error) {
-      if (!(error instanceof CheckpointError)) throw error;
+      if (!(error instanceof AuditProofError)) throw error;
       const size = /^[^\n]*\n(\d+)\n/.exec(note)?.[1];
       this.#problem(
         'bad_checkpoint',

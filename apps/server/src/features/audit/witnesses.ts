@@ -12,7 +12,7 @@
  * an error: the witness saw a history this one does not extend.
  */
 import type { Logger } from '../../logger.ts';
-import { CheckpointError, openNote } from './checkpoint.ts';
+import { AuditProofError, openNote } from './checkpoint.ts';
 import { type CosignatureVerifier, parseCosignerKey } from './cosignature.ts';
 
 export interface WitnessEndpoint {
@@ -130,7 +130,7 @@ export class WitnessClient {
       try {
         return openNote(`${text}\n${line}\n`, witness.verifier).verified.length === 1;
       } catch (error) {
-        if (error instanceof CheckpointError) return false;
+        if (error instanceof AuditProofError) return false;
         throw error;
       }
     });
