@@ -22,7 +22,7 @@ import { Checkpointer, loadAuditSigner } from '../../apps/server/src/features/au
 import { formatCosignerKey } from '../../apps/server/src/features/audit/cosignature.ts';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { isAuditProofError, verifyCheckpoint } from '../../packages/sdk/src/index.ts';
-import { asAttacker, rewriteAsAllowed } from '../support/audit-forgery.ts';
+import { asAttacker, resealEverything, rewriteAsAllowed } from '../support/audit-forgery.ts';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -38,8 +38,16 @@ let witness: ChildProcess;
 let witnessUrl: string;
 let witnessVkey: string;
 let server: TestServer;
+interface Log {
+  key: string;
+  id: string;
+  vkey: string;
+  /** Its tree's size once the test's events were signed and cosigned. */
+  size: number;
+}
+const logs: Record<string, Log> = {};
+/** The honest log the first tests read. */
 let wsKey: string;
-let wsId: string;
 let logVkey: string;
 let signedSize: number;
 
@@ -99,13 +107,98 @@ function testCosignature(note: string, name: string, vkey: string): Date | undef
 
 const policy = () => ({ witnesses: [witnessVkey], quorum: 1 });
 
-async function checkpointRows() {
+async function checkpointRows(workspaceId: string) {
   return server.database.db
     .selectFrom('audit_checkpoints')
     .select(['tree_size', 'note'])
-    .where('workspace_id', '=', wsId)
+    .where('workspace_id', '=', workspaceId)
     .orderBy('tree_size')
     .execute();
+}
+
+/** What a database writer does to a log (triggers off), each variant of issue 36; answers the forged tree's size. */
+const FORGERIES: Record<string, (log: Log) => Promise<number>> = {
+  'a decision rewritten as allowed, one event forged, the checkpoint rows deleted': async (log) => {
+    await rewriteAsAllowed(server.database.db, log.id, 'op.2');
+    await deleteCheckpoints(log);
+    return log.size + 1;
+  },
+  'a decision rewritten in place, resealed to the same size, the checkpoint rows deleted': async (log) => {
+    await asAttacker(server.database.db, async (trx) => {
+      await sql`UPDATE audit_events SET result = 'allowed' WHERE workspace_id = ${log.id} AND action = 'op.2'`.execute(trx);
+      await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${log.id}`.execute(trx);
+      await resealEverything(trx, log.id);
+    });
+    return log.size;
+  },
+  'the newest events deleted, the rest resealed, the checkpoint rows deleted': async (log) => {
+    await asAttacker(server.database.db, async (trx) => {
+      await sql`DELETE FROM audit_events WHERE workspace_id = ${log.id} AND action IN ('op.4', 'op.5')`.execute(trx);
+      await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${log.id}`.execute(trx);
+      await resealEverything(trx, log.id);
+    });
+    return log.size - 2;
+  },
+  'an event in the middle dropped, the rest resealed, the checkpoint rows deleted': async (log) => {
+    await asAttacker(server.database.db, async (trx) => {
+      await sql`DELETE FROM audit_events WHERE workspace_id = ${log.id} AND action = 'op.1'`.execute(trx);
+      await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${log.id}`.execute(trx);
+      await resealEverything(trx, log.id);
+    });
+    return log.size - 1;
+  },
+};
+const FORGED_SLUGS = Object.keys(FORGERIES).map((_, i) => `forged-${i}`);
+
+const deleteCheckpoints = (log: Log) =>
+  asAttacker(server.database.db, async (trx) => {
+    await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${log.id}`.execute(trx);
+  });
+
+/** A workspace with N events, signed and cosigned. */
+async function witnessedLog(slug: string): Promise<Log> {
+  const key = await keyFor(server, '*', slug);
+  const signing = (await server.api('GET', '/audit/signing-key', { key })).body.data;
+  for (let i = 0; i < N; i++) {
+    const written = await server.api('POST', '/audit', { key, body: { action: `op.${i}`, result: 'blocked', agent: 'witness-test' } });
+    expect(written.status).toBe(201);
+  }
+  // the workspace's own events (its key's creation) come first: the head is what verify reports
+  const size = await until(`${slug} checkpointed and cosigned`, async () => {
+    const head = (await server.api('GET', '/audit/verify', { key })).body.data;
+    const served = (await server.api('GET', '/audit/checkpoint', { key })).body.data;
+    const done = head.unsealed === 0 && served?.tree_size === head.tree_size && testCosignature(served.note, WITNESS_NAME, witnessVkey);
+    return done && head.tree_size;
+  });
+  return { key, id: (signing.key_name as string).split('/audit/')[1] as string, vkey: signing.verifier_key, size };
+}
+
+/** A second signer with the same key and witnesses, but no record of what it signed (its file gone, another machine). */
+const rogueSigner = () =>
+  new Checkpointer(
+    server.database.db,
+    loadAuditSigner({
+      auditSigningKey: signingKey,
+      dataDir: 'memory://',
+      auditLogName: 'warden',
+      auditWitnesses: `${witnessUrl} ${witnessVkey}`,
+      auditWitnessQuorum: 1,
+    }),
+    createLogger(true),
+    0,
+    undefined,
+  );
+
+async function resealed(log: Log, size: number) {
+  await until('the forged tree rebuilt by the sealer', async () => {
+    const head = await server.database.db
+      .selectFrom('audit_tree_heads')
+      .select('tree_size')
+      .where('workspace_id', '=', log.id)
+      .executeTakeFirst();
+    const queued = await server.database.db.selectFrom('audit_unsealed').select('event_id').where('workspace_id', '=', log.id).execute();
+    return Number(head?.tree_size) === size && queued.length === 0;
+  });
 }
 
 beforeAll(async () => {
@@ -146,25 +239,9 @@ beforeAll(async () => {
     auditWitnesses: `${witnessUrl} ${witnessVkey}`,
     auditWitnessQuorum: 1,
   });
-  wsKey = await keyFor(server, '*', 'witnessed');
-  const signing = (await server.api('GET', '/audit/signing-key', { key: wsKey })).body.data;
-  wsId = (signing.key_name as string).split('/audit/')[1] as string;
-  logVkey = signing.verifier_key;
-  for (let i = 0; i < N; i++) {
-    const written = await server.api('POST', '/audit', {
-      key: wsKey,
-      body: { action: `op.${i}`, result: 'blocked', agent: 'witness-test' },
-    });
-    expect(written.status).toBe(201);
-  }
-  // the workspace's own events (its key's creation) come first: the head is what verify reports
-  signedSize = await until('the events checkpointed and cosigned', async () => {
-    const head = (await server.api('GET', '/audit/verify', { key: wsKey })).body.data;
-    const served = (await server.api('GET', '/audit/checkpoint', { key: wsKey })).body.data;
-    const done = head.unsealed === 0 && served?.tree_size === head.tree_size && testCosignature(served.note, WITNESS_NAME, witnessVkey);
-    return done && head.tree_size;
-  });
-}, 120_000);
+  for (const slug of ['witnessed', 'covered', ...FORGED_SLUGS]) logs[slug] = await witnessedLog(slug);
+  ({ key: wsKey, vkey: logVkey, size: signedSize } = logs.witnessed!);
+}, 240_000);
 
 afterAll(async () => {
   witness?.kill('SIGTERM');
@@ -185,7 +262,7 @@ describe('witnessed checkpoints', () => {
       .split('\n')
       .filter((line) => line !== '')
       .map((line) => JSON.parse(line))
-      .filter((entry) => entry.workspace_id === wsId);
+      .filter((entry) => entry.workspace_id === logs.witnessed!.id);
     expect(filed.at(-1)?.note).toBe(served.note);
     const sdk = await verifyCheckpoint(served.note, logVkey, policy());
     expect(sdk.size).toBe(signedSize);
@@ -205,58 +282,50 @@ describe('witnessed checkpoints', () => {
 });
 
 describe('a forged history signed by a signer that lost its record', () => {
-  it('is refused by the witness, and verifiers with the witness policy refuse its checkpoint', async () => {
-    const honest = await checkpointRows();
-    // the cover-up: a blocked decision rewritten as allowed, the tree rebuilt, every checkpoint row deleted
-    await rewriteAsAllowed(server.database.db, wsId, 'op.2');
-    await asAttacker(server.database.db, async (trx) => {
-      await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${wsId}`.execute(trx);
-    });
-    await until('the forged tree rebuilt by the sealer', async () => {
-      const head = await server.database.db
-        .selectFrom('audit_tree_heads')
-        .select('tree_size')
-        .where('workspace_id', '=', wsId)
-        .executeTakeFirst();
-      const queued = await server.database.db.selectFrom('audit_unsealed').select('event_id').where('workspace_id', '=', wsId).execute();
-      return Number(head?.tree_size) === signedSize + 1 && queued.length === 0;
-    });
+  for (const [i, [what, forge]] of Object.entries(FORGERIES).entries()) {
+    it(`${what}: the witness refuses it, and the policy refuses the forged checkpoint`, async () => {
+      const log = logs[`forged-${i}`]!;
+      const size = await forge(log);
+      await resealed(log, size);
+      await rogueSigner().run();
+      const forged = (await checkpointRows(log.id)).find((row) => Number(row.tree_size) === size);
+      expect(forged, 'the rogue signer signed the forged tree').toBeDefined();
+      expect((await verifyCheckpoint(forged!.note, log.vkey)).size).toBe(size);
+      expect(testCosignature(forged!.note, WITNESS_NAME, witnessVkey)).toBeUndefined();
+      const refused = await verifyCheckpoint(forged!.note, log.vkey, policy()).catch((e) => e);
+      expect(isAuditProofError(refused) && refused.code).toBe('unwitnessed');
+    }, 60_000);
+  }
 
-    // a second signer with the same key and witnesses, but no record of what it signed
-    const rogue = new Checkpointer(
-      server.database.db,
-      loadAuditSigner({
-        auditSigningKey: signingKey,
-        dataDir: 'memory://',
-        auditLogName: 'warden',
-        auditWitnesses: `${witnessUrl} ${witnessVkey}`,
-        auditWitnessQuorum: 1,
-      }),
-      createLogger(true),
-      0,
-      undefined,
-    );
+  it('the cover-up, checked offline: an export the forged checkpoint alone binds is rejected with the policy', async () => {
+    const log = logs.covered!;
+    const honest = await checkpointRows(log.id);
+    // the cover-up: a blocked decision rewritten as allowed, the tree rebuilt, every checkpoint row deleted
+    await rewriteAsAllowed(server.database.db, log.id, 'op.2');
+    await deleteCheckpoints(log);
+    await resealed(log, log.size + 1);
+    const rogue = rogueSigner();
     await rogue.run();
-    const forged = (await checkpointRows()).find((row) => Number(row.tree_size) === signedSize + 1);
+    const forged = (await checkpointRows(log.id)).find((row) => Number(row.tree_size) === log.size + 1);
     expect(forged, 'the rogue signer signed the forged tree').toBeDefined();
     // the log's own signature verifies: without witnesses, nothing tells the forgery apart
-    expect((await verifyCheckpoint(forged!.note, logVkey)).size).toBe(signedSize + 1);
+    expect((await verifyCheckpoint(forged!.note, log.vkey)).size).toBe(log.size + 1);
     // but the witness refused it: no cosignature, and the policy refuses it
     expect(testCosignature(forged!.note, WITNESS_NAME, witnessVkey)).toBeUndefined();
-    const refused = await verifyCheckpoint(forged!.note, logVkey, policy()).catch((e) => e);
+    const refused = await verifyCheckpoint(forged!.note, log.vkey, policy()).catch((e) => e);
     expect(isAuditProofError(refused) && refused.code).toBe('unwitnessed');
 
     // the offline verifier: the export as the database now holds it (forged events, only the forged checkpoint)
     const lines: ExportPage['lines'] = [];
     let cursor: string | undefined;
     do {
-      const page = (await server.admin('audit.export', { workspace: 'witnessed', cursor })) as ExportPage;
+      const page = (await server.admin('audit.export', { workspace: 'covered', cursor })) as ExportPage;
       lines.push(...page.lines);
       cursor = page.cursor ?? undefined;
     } while (cursor !== undefined);
     const exportFile = join(dir, 'export.ndjson');
     writeFileSync(exportFile, lines.map((line) => JSON.stringify(line)).join('\n'));
-    const trusting = await warden(['audit', 'verify', '--export', exportFile, '--public-key', logVkey, '--json']);
+    const trusting = await warden(['audit', 'verify', '--export', exportFile, '--public-key', log.vkey, '--json']);
     expect(JSON.parse(trusting.stdout).valid, 'without a witness policy the forgery verifies').toBe(true);
     const witnessed = await warden([
       'audit',
@@ -264,7 +333,7 @@ describe('a forged history signed by a signer that lost its record', () => {
       '--export',
       exportFile,
       '--public-key',
-      logVkey,
+      log.vkey,
       '--witness',
       witnessVkey,
       '--json',
@@ -286,7 +355,7 @@ describe('a forged history signed by a signer that lost its record', () => {
       '--checkpoint',
       outside,
       '--public-key',
-      logVkey,
+      log.vkey,
       '--witness',
       witnessVkey,
       '--json',
