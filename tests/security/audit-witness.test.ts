@@ -11,10 +11,13 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, createPublicKey, verify as ed25519Verify } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
+import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ExportPage } from '../../apps/server/src/features/audit/audit-export.ts';
 import { exportSigningKey, generateSigningKey, loadSigningKey } from '../../apps/server/src/features/audit/checkpoint.ts';
@@ -106,6 +109,18 @@ function testCosignature(note: string, name: string, vkey: string): Date | undef
 }
 
 const policy = () => ({ witnesses: [witnessVkey], quorum: 1 });
+
+/** Webhook deliveries to the receiver (audit.checkpoint of the honest log). */
+const received: { headers: IncomingHttpHeaders; body: string }[] = [];
+const receiver = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+    res.writeHead(200).end('ok');
+  });
+});
+let webhookSecret: string;
 
 async function checkpointRows(workspaceId: string) {
   return server.database.db
@@ -238,7 +253,12 @@ beforeAll(async () => {
     auditSealIntervalMs: 50,
     auditWitnesses: `${witnessUrl} ${witnessVkey}`,
     auditWitnessQuorum: 1,
+    egressAllowlist: ['127.0.0.1/32'],
   });
+  await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  await server.admin('workspaces.create', { slug: 'witnessed' });
+  webhookSecret = (await server.admin('webhooks.create', { workspace: 'witnessed', url, events: 'audit.checkpoint' })).secret;
   for (const slug of ['witnessed', 'covered', ...FORGED_SLUGS]) logs[slug] = await witnessedLog(slug);
   ({ key: wsKey, vkey: logVkey, size: signedSize } = logs.witnessed!);
 }, 240_000);
@@ -246,6 +266,7 @@ beforeAll(async () => {
 afterAll(async () => {
   witness?.kill('SIGTERM');
   await server?.close();
+  await new Promise<void>((resolve) => receiver.close(() => resolve()));
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -264,6 +285,13 @@ describe('witnessed checkpoints', () => {
       .map((line) => JSON.parse(line))
       .filter((entry) => entry.workspace_id === logs.witnessed!.id);
     expect(filed.at(-1)?.note).toBe(served.note);
+    // and in the audit.checkpoint webhook, signed by Warden
+    const hook = await until('the audit.checkpoint webhook of that size', async () =>
+      received
+        .map((r) => new Webhook(webhookSecret).verify(r.body, r.headers as Record<string, string>) as Record<string, any>)
+        .find((event) => event.data.checkpoint.tree_size === signedSize),
+    );
+    expect(hook.data.checkpoint.note).toBe(served.note);
     const sdk = await verifyCheckpoint(served.note, logVkey, policy());
     expect(sdk.size).toBe(signedSize);
     expect(sdk.cosignatures.map((c) => c.name)).toEqual([WITNESS_NAME]);
