@@ -4,7 +4,9 @@
  * column clipped; every MCP approval was titled "mcp.call by desktop". Here an unmodified MCP
  * SDK client calls tools through the gateway, and the dashboard, in headless Chromium at 1280
  * and 1920 px, shows each row's server and tool and an approval titled by its act, with the
- * table inside its container. Screenshots: test-output/screenshots/mcp-activity-*.png.
+ * table inside its container; the overview's chart of blocked acts names a blocked call by its
+ * server and tool (it said `mcp.call`), and the audit search finds the calls by their server.
+ * Screenshots: test-output/screenshots/mcp-activity-*.png.
  */
 import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -39,7 +41,10 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
       (
         await api('/policies', {
           name: 'Ask before wiping',
-          rules: [{ match: { tool: ['delete_everything'] }, effect: 'require_approval' }],
+          rules: [
+            { match: { tool: ['delete_everything'] }, effect: 'require_approval' },
+            { match: { tool: ['wipe'] }, effect: 'block' },
+          ],
         })
       ).status,
     ).toBe(201);
@@ -50,6 +55,8 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
     await client
       .callTool({ name: 'delete_everything', arguments: { path: '/srv/very/long/path/to/somewhere/that/does/not/fit/in/a/cell' } })
       .catch(() => undefined);
+    // blocked twice: the chart's top entry
+    for (let i = 0; i < 2; i++) await client.callTool({ name: 'wipe', arguments: { all: true } }).catch(() => undefined);
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
   }, 120_000);
 
@@ -64,18 +71,46 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
     expect(approvals.map((a: { title: string }) => a.title)).toContain('tools/call tools delete_everything by desktop');
   });
 
+  /** A page signed in to the dashboard with the workspace's key. */
+  async function signedIn(width: number) {
+    const context = await browser.newContext({ viewport: { width, height: 900 } });
+    const page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    await page.goto(server.url.replace('/api/v1', '/dashboard/'));
+    await page.getByTestId('login-key').fill(key);
+    await page.getByTestId('login-submit').click();
+    return { context, page };
+  }
+
+  it('the chart of blocked acts names the server and the tool, and a search by server finds the calls', async () => {
+    const { context, page } = await signedIn(1280);
+    await page.getByTestId('nav-overview').click();
+    const chart = (await page.getByTestId('chart-blocked-actions-table').textContent()) ?? '';
+    expect(chart).toContain('tools \u2192 wipe2');
+    expect(chart).not.toContain('mcp.call');
+    await page.screenshot({ path: join(SCREENSHOTS, 'mcp-activity-overview-1280.png'), fullPage: true });
+
+    await page.getByTestId('nav-audit').click();
+    await page.getByTestId('audit-table').waitFor();
+    await page.getByTestId('audit-filter-search').fill('tools');
+    await page.getByTestId('audit-apply').click();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="audit-target"]').length >= 5);
+    const found = await page.getByTestId('audit-target').allTextContents();
+    expect(new Set(found)).toEqual(
+      new Set(['tools \u2192 echo', 'tools \u2192 add', 'tools \u2192 delete_everything', 'tools \u2192 wipe']),
+    );
+    await context.close();
+  }, 60_000);
+
   for (const width of [1280, 1920]) {
     it(`at ${width} px the audit rows name the server and the tool, and the table fits its container`, async () => {
-      const context = await browser.newContext({ viewport: { width, height: 900 } });
-      const page = await context.newPage();
-      page.setDefaultTimeout(15_000);
-      await page.goto(server.url.replace('/api/v1', '/dashboard/'));
-      await page.getByTestId('login-key').fill(key);
-      await page.getByTestId('login-submit').click();
+      const { context, page } = await signedIn(width);
       await page.getByTestId('nav-audit').click();
       await page.getByTestId('audit-table').waitFor();
       const targets = await page.getByTestId('audit-target').allTextContents();
-      expect(targets).toEqual(expect.arrayContaining(['tools \u2192 echo', 'tools \u2192 add', 'tools \u2192 delete_everything']));
+      expect(targets).toEqual(
+        expect.arrayContaining(['tools \u2192 echo', 'tools \u2192 add', 'tools \u2192 delete_everything', 'tools \u2192 wipe']),
+      );
       // open every row's details: the widest the table gets
       for (const summary of await page.locator('[data-testid="audit-details"] summary').all()) await summary.click();
       const fit = await page.getByTestId('audit-table').evaluate((table) => ({

@@ -34,14 +34,18 @@ export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: A
 const SEARCHED_COLUMNS = ['agent', 'action', 'resource', 'tool', 'policy', 'message', 'user_name'] as const;
 
 /**
- * Events whose searched columns contain `text`, case-insensitively and literally (`%`, `_` and
- * `\` match themselves). The context is not searched: the dashboard redacts values in it, and a
- * search would let a reader test guesses of them.
+ * Events whose searched columns, or the MCP server their act ran on, contain `text`,
+ * case-insensitively and literally (`%`, `_` and `\` match themselves). The rest of the context
+ * is not searched: the dashboard redacts values in it, and a search would let a reader test
+ * guesses of them; a server's slug is no secret (every audit row shows it).
  */
 export function auditSearchCondition(text: string) {
   const pattern = `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
   return sql<boolean>`(${sql.join(
-    SEARCHED_COLUMNS.map((column) => sql`${sql.ref(`e.${column}`)} ILIKE ${pattern}`),
+    [
+      ...SEARCHED_COLUMNS.map((column) => sql`${sql.ref(`e.${column}`)} ILIKE ${pattern}`),
+      sql`(e.context->'execution'->>'server') ILIKE ${pattern}`,
+    ],
     sql` OR `,
   )})`;
 }

@@ -33,10 +33,20 @@ export async function decisionBuckets(db: Kysely<DB>, workspaceId: string, from:
   return rows;
 }
 
-/** The ten values of `column` with the most blocked decisions since `from`, most first. */
+/**
+ * What a chart calls a decision's act: an MCP act by its server and its tool, prompt, resource or
+ * method (`github → create_issue`: every gateway call is `mcp.call`), anything else by its action.
+ */
+const ACT_NAME = sql`CASE WHEN context->'execution'->>'server' IS NOT NULL
+  THEN (context->'execution'->>'server') || ' → ' || coalesce(context->'execution'->>'tool', context->'execution'->>'prompt',
+    context->'execution'->>'uri', context->'execution'->>'method', action)
+  ELSE action END`;
+
+/** The ten acts (see ACT_NAME) or agents with the most blocked decisions since `from`, most first. */
 export async function topBlocked(db: Kysely<DB>, workspaceId: string, column: 'action' | 'agent', from: Date, to: Date) {
+  const name = column === 'action' ? ACT_NAME : sql.ref('agent');
   const { rows } = await sql<{ name: string; count: string | number }>`
-    SELECT ${sql.ref(column)} AS name, count(*) AS count
+    SELECT ${name} AS name, count(*) AS count
     FROM audit_events
     WHERE workspace_id = ${workspaceId} AND event_timestamp >= ${from} AND event_timestamp <= ${to}
       AND result = 'blocked' AND ${sql.ref(column)} IS NOT NULL AND ${DECISIONS}

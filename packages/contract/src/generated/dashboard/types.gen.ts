@@ -3368,8 +3368,9 @@ export type ListDashboardAuditLogsData = {
          */
         to?: Timestamp;
         /**
-         * Only events whose agent, action, resource, tool, policy, message or user contains this
-         * text, case-insensitively (`%` and `_` are plain characters). The context is not
+         * Only events whose agent, action, resource, tool, policy, message or user, or the MCP
+         * server their act ran on (`context.execution.server`), contains this text,
+         * case-insensitively (`%` and `_` are plain characters). The rest of the context is not
          * searched: values in it are redacted from the reader. A search reads a bounded number of
          * events per page (see `listDashboardAuditLogs`).
          *
@@ -3448,8 +3449,9 @@ export type ExportDashboardAuditLogsData = {
          */
         to?: Timestamp;
         /**
-         * Only events whose agent, action, resource, tool, policy, message or user contains this
-         * text, case-insensitively (`%` and `_` are plain characters). The context is not
+         * Only events whose agent, action, resource, tool, policy, message or user, or the MCP
+         * server their act ran on (`context.execution.server`), contains this text,
+         * case-insensitively (`%` and `_` are plain characters). The rest of the context is not
          * searched: values in it are redacted from the reader. A search reads a bounded number of
          * events per page (see `listDashboardAuditLogs`).
          *
