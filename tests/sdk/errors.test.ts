@@ -106,6 +106,21 @@ describe('WardenError without an API answer', () => {
     expect(perCall.code).toBe('timeout');
   });
 
+  it('aborts a timed-out attempt with an Error, which tracing can record (a Symbol crashed OpenTelemetry)', async () => {
+    const reasons: unknown[] = [];
+    const fetch: typeof globalThis.fetch = (input, init) => {
+      init?.signal?.addEventListener('abort', () => reasons.push(init.signal?.reason));
+      return globalThis.fetch(input, init);
+    };
+    const error = await failure(
+      createWarden({ apiKey: 'wk_x', baseUrl: `${stubUrl}/api/v1`, timeoutMs: 150, maxRetries: 0, fetch }).health(),
+    );
+    expect(error.code).toBe('timeout');
+    expect(reasons).toHaveLength(1);
+    expect(reasons[0]).toBeInstanceOf(Error);
+    expect(String(reasons[0])).toContain('150 ms');
+  });
+
   it('passes the caller’s abort through as an AbortError, not a WardenError', async () => {
     const w = createWarden({ apiKey: 'wk_x', baseUrl: `${stubUrl}/api/v1` });
     const controller = new AbortController();

@@ -83,8 +83,6 @@ function sleep(ms: number, signal: AbortSignal | null): Promise<void> {
   });
 }
 
-const TIMEOUT = Symbol('timeout');
-
 /** A random UUID v4; `crypto.randomUUID` is missing outside secure browser contexts. */
 export function randomKey(): string {
   if (typeof crypto.randomUUID === 'function') return crypto.randomUUID();
@@ -113,7 +111,10 @@ async function attempt(request: Request, headers: Headers, body: ArrayBuffer | u
   const onCallerAbort = () => controller.abort(callerSignal.reason);
   if (callerSignal.aborted) onCallerAbort();
   else callerSignal.addEventListener('abort', onCallerAbort, { once: true });
-  const timer = settings.timeoutMs > 0 ? setTimeout(() => controller.abort(TIMEOUT), settings.timeoutMs) : undefined;
+  // An abort reason is an Error, as fetch's own are: tracing that records it (OpenTelemetry's
+  // undici instrumentation) threw an uncaught TypeError on a Symbol and ended the process.
+  const timeout = new DOMException(`no complete answer within ${settings.timeoutMs} ms`, 'TimeoutError');
+  const timer = settings.timeoutMs > 0 ? setTimeout(() => controller.abort(timeout), settings.timeoutMs) : undefined;
   try {
     const response = await settings.fetch(request.url, {
       method: request.method,
@@ -127,7 +128,7 @@ async function attempt(request: Request, headers: Headers, body: ArrayBuffer | u
     const buffer = NULL_BODY_STATUSES.has(response.status) ? null : await response.arrayBuffer();
     return new Response(buffer, { status: response.status, statusText: response.statusText, headers: response.headers });
   } catch (error) {
-    if (controller.signal.reason === TIMEOUT && !callerSignal.aborted) {
+    if (controller.signal.reason === timeout && !callerSignal.aborted) {
       throw new WardenError({
         status: 0,
         code: 'timeout',
