@@ -106,6 +106,11 @@ describe('authentication', () => {
     const created = await server.admin('keys.create', { workspace: 'default', permissions: 'agents:read' });
     expect((await server.api('GET', '/agents', { key: created.key })).status).toBe(200);
     await server.admin('keys.revoke', { id: created.id });
+    // revoked from outside the server's request path (as the CLI does): the server sees it when
+    // the database's notification arrives, milliseconds later on PostgreSQL (key-cache.ts)
+    for (let i = 0; i < 100 && (await server.api('GET', '/agents', { key: created.key })).status !== 401; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
 
     const variants: Array<[string, Record<string, string>]> = [
       ['missing', {}],

@@ -15,11 +15,15 @@ setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
 async function collected(ref: WeakRef<object>): Promise<boolean> {
-  for (let attempt = 0; attempt < 20 && ref.deref() !== undefined; attempt++) {
+  const tick = () => new Promise((resolve) => setTimeout(resolve, 50));
+  for (let attempt = 0; attempt < 20; attempt++) {
+    // a deref keeps its target alive to the end of the task: collect in the next one
+    await tick();
     gc();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await tick();
+    if (ref.deref() === undefined) return true;
   }
-  return ref.deref() === undefined;
+  return false;
 }
 
 /** Starts a server, uses it, closes it; answers weak references to what it held. */

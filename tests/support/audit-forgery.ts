@@ -28,13 +28,15 @@ export async function resealEverything(trx: Kysely<DB>, workspaceId: string): Pr
 
 /**
  * The first variant of issue 36: events of `action` rewritten as allowed, one forged event more
- * (so that the forged tree is larger than the signed one), the tree rebuilt by the sealer.
+ * (so that the forged tree is larger than the signed one), the tree rebuilt by the sealer. The
+ * forged event's time has milliseconds, as Warden writes them (PostgreSQL's now() has
+ * microseconds, which no exported row could be matched with).
  */
 export const rewriteAsAllowed = (db: Kysely<DB>, workspaceId: string, action: string) =>
   asAttacker(db, async (trx) => {
     await sql`UPDATE audit_events SET result = 'allowed' WHERE workspace_id = ${workspaceId} AND action = ${action}`.execute(trx);
     await sql`INSERT INTO audit_events (workspace_id, id, event_timestamp, source, agent, action, result, severity, message, context)
-              SELECT workspace_id, gen_random_uuid(), now(), source, agent, 'forged', 'allowed', severity, message, context
+              SELECT workspace_id, gen_random_uuid(), date_trunc('milliseconds', now()), source, agent, 'forged', 'allowed', severity, message, context
               FROM audit_events WHERE workspace_id = ${workspaceId} AND action = ${action} LIMIT 1`.execute(trx);
     await resealEverything(trx, workspaceId);
   });
