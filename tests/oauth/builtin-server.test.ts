@@ -155,7 +155,7 @@ describe.skipIf(!HAS_CHROMIUM)('the whole flow, with the MCP SDK client and a br
     expect(everything).not.toContain(desktop.saved?.refresh_token);
   }, 120_000);
 
-  it('rotates refresh tokens: the new pair works, the used refresh token is refused', async () => {
+  it('rotates refresh tokens: the new pair works (a used one presented again: the scripted client below)', async () => {
     const old = desktop.saved?.refresh_token as string;
     const clientId = desktop.client?.client_id as string;
     const res = await fetch(`${server.origin}/token`, form({ grant_type: 'refresh_token', refresh_token: old, client_id: clientId }));
@@ -164,9 +164,6 @@ describe.skipIf(!HAS_CHROMIUM)('the whole flow, with the MCP SDK client and a br
     expect(fresh.refresh_token).not.toBe(old);
     expect(fresh.access_token).not.toBe(desktop.saved?.access_token);
     expect((await mcpPost('/api/v1/mcp/tools', fresh.access_token)).status).toBe(200);
-    const replay = await fetch(`${server.origin}/token`, form({ grant_type: 'refresh_token', refresh_token: old, client_id: clientId }));
-    expect(replay.status).toBe(400);
-    expect((await replay.json()).error).toBe('invalid_grant');
     desktop.saved = fresh;
   });
 
@@ -328,6 +325,40 @@ describe('bad input', () => {
     },
     60_000,
   );
+
+  it('a refresh token used twice was copied: invalid_grant, and the grant is revoked with its newest tokens, audited', async () => {
+    const pair = pkce();
+    const first = await (await exchange(await code(pair.challenge), pair.verifier)).json();
+    const refresh = (token: string) =>
+      fetch(`${server.origin}/token`, form({ grant_type: 'refresh_token', refresh_token: token, client_id: clientId }));
+    const rotated = await refresh(first.refresh_token);
+    expect(rotated.status).toBe(200);
+    const second = await rotated.json();
+    expect((await mcpPost('/api/v1/mcp/tools', second.access_token)).status).toBe(200);
+    // the first refresh token again: whoever holds it copied it
+    const reused = await refresh(first.refresh_token);
+    expect(reused.status).toBe(400);
+    expect(await reused.json()).toMatchObject({
+      error: 'invalid_grant',
+      error_description: expect.stringMatching(/already used.*revoked/),
+    });
+    // the legitimate holder's tokens stop too: the grant is gone
+    const after = await mcpPost('/api/v1/mcp/tools', second.access_token);
+    expect(after.status).toBe(401);
+    expect(challenge(after).error).toBe('invalid_token');
+    expect((await refresh(second.refresh_token)).status).toBe(400);
+    expect(
+      (await auditOf('oauth_grant.revoked')).some(
+        (e) => e.context.reason === 'refresh_token_reused' && e.context.client_id === clientId && e.user === `oauth-client:${clientId}`,
+      ),
+    ).toBe(true);
+    // a token never issued is refused as before, and revokes nothing
+    const grants = (await server.database.db.selectFrom('oauth_grants').select('id').where('revoked_at', 'is', null).execute()).length;
+    expect((await refresh('wrt_never_issued')).status).toBe(400);
+    expect((await server.database.db.selectFrom('oauth_grants').select('id').where('revoked_at', 'is', null).execute()).length).toBe(
+      grants,
+    );
+  });
 
   it('a denial sends the client access_denied and grants nothing', async () => {
     const grants = await count('oauth_grants');

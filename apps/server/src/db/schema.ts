@@ -348,6 +348,10 @@ export interface OauthTokens {
   grant_id: string;
   kind: string;
   token_hash: string;
+  /**
+   * When a refresh token was used (rotated); presented again, its grant is revoked. Null for access tokens.
+   */
+  used_at: Timestamp | null;
 }
 
 export interface OutboxEvents {

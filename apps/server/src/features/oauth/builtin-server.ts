@@ -218,17 +218,46 @@ export class BuiltinAuthorizationServer implements BuiltinTokenCheck {
     });
   }
 
-  /** Refresh token → a new access token and a new refresh token; the one used is gone (rotation). */
+  /**
+   * Refresh token → a new access token and a new refresh token; the one used is marked used
+   * (rotation). A used one presented again was copied (OAuth 2.1 §4.3.1): the grant is revoked
+   * with every token it issued, audited, and the caller gets invalid_grant.
+   */
   async exchangeRefresh(client: OAuthClientInformationFull, refreshToken: string, scopes: string[] | undefined, resource: URL | undefined) {
-    return inTransaction(this.db, async (trx) => {
-      const row = await repo.takeRefreshToken(trx, hashSecret(refreshToken), client.client_id);
-      if (!row) throw new InvalidGrantError('The refresh token is unknown, used, revoked or expired');
+    const hash = hashSecret(refreshToken);
+    type Outcome = { tokens: OAuthTokens } | { refused: 'unknown' | 'reused' };
+    const outcome = await inTransaction(this.db, async (trx): Promise<Outcome> => {
+      const row = await repo.takeRefreshToken(trx, hash, client.client_id);
+      if (!row) {
+        const reused = await repo.findReusedRefreshToken(trx, hash, client.client_id);
+        if (!reused) return { refused: 'unknown' };
+        await repo.revokeGrant(trx, reused.workspace_id, reused.grant_id);
+        await recordChange(
+          trx,
+          reused.workspace_id,
+          { user: `oauth-client:${client.client_id}` },
+          {
+            action: 'oauth_grant.revoked',
+            resource: reused.grant_id,
+            severity: 'medium',
+            context: { reason: 'refresh_token_reused', client_id: client.client_id },
+          },
+        );
+        return { refused: 'reused' };
+      }
       if (resource !== undefined && resource.href !== row.resource && resource.href.replace(/\/$/, '') !== row.resource)
         throw new InvalidTargetError('The resource differs from the one consented to');
       const narrowed = scopes?.length ? scopes : row.scopes;
       if (narrowed.some((s) => !row.scopes.includes(s))) throw new InvalidScopeError('A refresh cannot add scopes to the grant');
-      return this.issue(trx, row.grant_id, narrowed);
+      return { tokens: await this.issue(trx, row.grant_id, narrowed) };
     });
+    // refused after the transaction: a reuse's revocation is committed first
+    if ('tokens' in outcome) return outcome.tokens;
+    throw new InvalidGrantError(
+      outcome.refused === 'reused'
+        ? 'The refresh token was already used, so it was copied: its grant is revoked'
+        : 'The refresh token is unknown, used, revoked or expired',
+    );
   }
 
   private async issue(trx: Kysely<DB>, grantId: string, scopes: string[]): Promise<OAuthTokens> {

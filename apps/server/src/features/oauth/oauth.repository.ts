@@ -173,18 +173,33 @@ export const insertTokens = (
   rows: { token_hash: string; grant_id: string; kind: 'access' | 'refresh'; expires_at: Date }[],
 ) => db.insertInto('oauth_tokens').values(rows).execute();
 
-/** Takes a live refresh token of this client out (rotation: it is used once), with its grant. */
+/** Marks a live, unused refresh token of this client used (rotation: it is used once); answers its grant. */
 export const takeRefreshToken = (db: Kysely<DB>, tokenHash: string, clientId: string) =>
   db
-    .deleteFrom('oauth_tokens')
-    .using('oauth_grants')
+    .updateTable('oauth_tokens')
+    .set({ used_at: new Date() })
+    .from('oauth_grants')
     .whereRef('oauth_grants.id', '=', 'oauth_tokens.grant_id')
     .where('oauth_tokens.token_hash', '=', tokenHash)
     .where('oauth_tokens.kind', '=', 'refresh')
+    .where('oauth_tokens.used_at', 'is', null)
     .where('oauth_tokens.expires_at', '>', new Date())
     .where('oauth_grants.client_id', '=', clientId)
     .where('oauth_grants.revoked_at', 'is', null)
     .returning(['oauth_grants.id as grant_id', 'oauth_grants.scopes', 'oauth_grants.resource'])
+    .executeTakeFirst();
+
+/** The live grant of a refresh token of this client that was already used: presented again, it was copied. */
+export const findReusedRefreshToken = (db: Kysely<DB>, tokenHash: string, clientId: string) =>
+  db
+    .selectFrom('oauth_tokens')
+    .innerJoin('oauth_grants', 'oauth_grants.id', 'oauth_tokens.grant_id')
+    .select(['oauth_grants.id as grant_id', 'oauth_grants.workspace_id'])
+    .where('oauth_tokens.token_hash', '=', tokenHash)
+    .where('oauth_tokens.kind', '=', 'refresh')
+    .where('oauth_tokens.used_at', 'is not', null)
+    .where('oauth_grants.client_id', '=', clientId)
+    .where('oauth_grants.revoked_at', 'is', null)
     .executeTakeFirst();
 
 /** A live access token: its grant, agent and workspace (what authentication needs). */
