@@ -25,6 +25,7 @@ import { createLogger } from '../../apps/server/src/logger.ts';
 import { verifyCheckpoint, verifyConsistency } from '../../packages/sdk/src/index.ts';
 import { asAttacker, resealEverything, rewriteAsAllowed } from '../support/audit-forgery.ts';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { sleep, until } from '../support/until.ts';
 
 const N = 6;
 const SLUGS = ['control', 'rewritten', 'covered', 'shortened'] as const;
@@ -59,18 +60,6 @@ const receiver = createServer((req, res) => {
   });
 });
 let webhookSecret: string;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
 
 const verify = async (ws: Workspace, full = false) =>
   (await server.api('GET', '/audit/verify', { key: ws.key, query: full ? { full: true } : {} })).body.data;

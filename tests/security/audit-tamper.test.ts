@@ -28,6 +28,7 @@ import type { ExportLine, OfflineReport } from '../../apps/server/src/features/a
 import { appendEvents, type EventFields, headOf } from '../../apps/server/src/features/audit/tree.ts';
 import { verifyCheckpoint } from '../../packages/sdk/src/index.ts';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { until } from '../support/until.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
@@ -74,18 +75,6 @@ const receiver = createServer((req, res) => {
 let webhookSecret: string;
 
 // ---- helpers ------------------------------------------------------------------------------------
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
 
 const checkpointSize = async (ws: Workspace) => {
   const res = await server.api('GET', '/audit/checkpoint', { key: ws.key });

@@ -27,6 +27,7 @@ import { createLogger } from '../../apps/server/src/logger.ts';
 import { isAuditProofError, verifyCheckpoint } from '../../packages/sdk/src/index.ts';
 import { asAttacker, resealEverything, rewriteAsAllowed } from '../support/audit-forgery.ts';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { until as untilWithin } from '../support/until.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
@@ -53,18 +54,6 @@ const logs: Record<string, Log> = {};
 let wsKey: string;
 let logVkey: string;
 let signedSize: number;
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function until<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 /** Runs the CLI to its end. */
 function warden(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
@@ -107,6 +96,9 @@ function testCosignature(note: string, name: string, vkey: string): Date | undef
   const message = Buffer.from(`cosignature/v1\ntime ${seconds}\n${text}`, 'utf8');
   return ed25519Verify(null, message, key, signature.subarray(12)) ? new Date(Number(seconds) * 1000) : undefined;
 }
+
+/** Polls for what the sealer, the checkpointer and the witness do, up to 20 s on a busy machine. */
+const until = <T>(what: string, probe: () => T | Promise<T>) => untilWithin(what, probe, 20_000);
 
 const policy = () => ({ witnesses: [witnessVkey], quorum: 1 });
 

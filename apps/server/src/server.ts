@@ -181,9 +181,8 @@ async function closeListener(http: Server, open: Set<Socket>, observer: HttpObse
   // net's close, not http's: http's also closes idle connections at once, among them one whose
   // request is on its way (its client would see ECONNRESET)
   const closed = new Promise<void>((resolve) => net.Server.prototype.close.call(http, () => resolve())).then(() => {
-    // …and http's own close once nothing is left, for its cleanup: it stops the timer that checks
-    // request timeouts, which otherwise holds the server, the app and the database for good (a
-    // test process leaked ~230 MB per server). The listener is already closed: the error is moot.
+    // …and http's own close once nothing is left: it stops its request-timeout timer, which
+    // otherwise holds the server, the app and the database for good (the listener is closed already)
     http.close(() => undefined);
   });
   if (deadline === undefined) {

@@ -95,18 +95,7 @@ export function verify(r: Received, secret: string): any {
   return new Webhook(secret).verify(r.body, webhookHeaders(r));
 }
 
-/** Polls until `probe` returns something truthy; fails after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => T | Promise<T>, timeoutMs = 10_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(25);
-  }
-}
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+export { sleep, until } from '../../support/until.ts';
 
 /** Enough worker rounds (pollMs 50) for anything due to have been sent. */
 export const QUIET_MS = 600;

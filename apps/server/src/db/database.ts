@@ -111,9 +111,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
     },
     close: async () => {
       await db.destroy();
-      // Kysely closes the instance only if it ever used it (its driver starts lazily): a
-      // database only migrated, or reached only through session/listen, stayed open, with
-      // its ~230 MB of WebAssembly memory, for the rest of the process.
+      // Kysely closes the instance only if its driver ever started: one only migrated would stay open
       if (!pglite.closed) await pglite.close();
       release();
     },
