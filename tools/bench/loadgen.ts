@@ -23,6 +23,8 @@ import { writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import { HttpSender, serialiseRequest } from './http-sender.ts';
+import { fromParent } from './procs.ts';
+import { percentiles } from './report.ts';
 
 export interface RunSpec {
   mode: 'closed' | 'open';
@@ -30,6 +32,8 @@ export interface RunSpec {
   method: 'GET' | 'POST';
   headers: Record<string, string>;
   body?: string;
+  /** closed: each `[<id>]` in the body becomes a fresh id per request (JSON-RPC ids within one MCP session). */
+  idReplacement?: boolean;
   connections: number;
   warmupSeconds: number;
   seconds: number;
@@ -74,12 +78,6 @@ export interface LoadResult {
 const DRAIN_TIMEOUT_MS = 30_000;
 const REQUEST_TIMEOUT_S = 10;
 
-function percentile(sorted: Float64Array, q: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
-  return sorted[index] as number;
-}
-
 function closedRun(spec: RunSpec, options: { duration?: number; amount?: number }): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
@@ -92,6 +90,7 @@ function closedRun(spec: RunSpec, options: { duration?: number; amount?: number 
         body: spec.body,
         connections: spec.connections,
         pipelining: 1,
+        idReplacement: spec.idReplacement,
         timeout: REQUEST_TIMEOUT_S,
         sampleInt: 250,
         ...options,
@@ -100,7 +99,7 @@ function closedRun(spec: RunSpec, options: { duration?: number; amount?: number 
         if (error) return reject(error);
         const statusCodes: Record<string, number> = {};
         let responses = 0;
-        for (const [code, { count }] of Object.entries(result.statusCodeStats ?? {})) {
+        for (const [code, { count = 0 }] of Object.entries(result.statusCodeStats ?? {})) {
           statusCodes[code] = count;
           responses += count;
         }
@@ -118,7 +117,7 @@ function closedRun(spec: RunSpec, options: { duration?: number; amount?: number 
             p50: result.latency.p50,
             p90: result.latency.p90,
             p99: result.latency.p99,
-            p999: result.latency.p99_9 ?? result.latency.p999 ?? Number.NaN,
+            p999: result.latency.p99_9,
             max: result.latency.max,
             mean: result.latency.mean,
           },
@@ -189,16 +188,10 @@ async function openRun(spec: RunSpec, sender: HttpSender, request: Buffer, secon
     });
   }
   const unanswered = inFlight;
-  const sorted = latencies.slice(0, answered).sort();
-  const lagSorted = lags.slice(0, sent).sort();
+  const answers = latencies.subarray(0, answered);
   const durationS = ((answered > 0 ? lastAnswer : performance.now()) - start) / 1000;
-  let sum = 0;
-  let over10ms = 0;
-  for (const value of sorted) {
-    sum += value;
-    if (value > 10) over10ms += 1;
-  }
   if (trace && traceFile) writeFileSync(traceFile, `# start_unix_ms ${(performance.timeOrigin + start).toFixed(1)}\n${trace.join('\n')}\n`);
+  const { p50, p90, p99, p999, max, mean } = percentiles(answers);
   return {
     mode: 'open',
     responses: answered,
@@ -208,17 +201,10 @@ async function openRun(spec: RunSpec, sender: HttpSender, request: Buffer, secon
     statusCodes,
     durationS,
     rps: durationS > 0 ? answered / durationS : 0,
-    latencyMs: {
-      p50: percentile(sorted, 0.5),
-      p90: percentile(sorted, 0.9),
-      p99: percentile(sorted, 0.99),
-      p999: percentile(sorted, 0.999),
-      max: sorted.length ? (sorted[sorted.length - 1] as number) : Number.NaN,
-      mean: sorted.length ? sum / sorted.length : Number.NaN,
-    },
-    over10msPercent: sorted.length ? (100 * over10ms) / sorted.length : Number.NaN,
+    latencyMs: { p50, p90, p99, p999, max, mean },
+    over10msPercent: (100 * answers.filter((ms) => ms > 10).length) / (answered || Number.NaN),
     targetRate: rate,
-    sendLagP99Ms: percentile(lagSorted, 0.99),
+    sendLagP99Ms: percentiles(lags.subarray(0, sent)).p99,
     unanswered,
   };
 }
@@ -230,26 +216,13 @@ function cpuMsSince(start: NodeJS.CpuUsage): number {
   return (used.user + used.system) / 1000;
 }
 
-type IpcMessage = { type?: unknown } | null | undefined;
-
-function waitFor<T>(accept: (message: IpcMessage) => boolean): Promise<T> {
-  return new Promise((resolve) => {
-    const onMessage = (message: unknown) => {
-      if (!accept(message as IpcMessage)) return;
-      process.off('message', onMessage);
-      resolve(message as T);
-    };
-    process.on('message', onMessage);
-  });
-}
-
 async function main(): Promise<void> {
-  const { spec } = await waitFor<{ spec: RunSpec }>((m) => m?.type === 'run');
+  const { spec } = await fromParent<{ spec: RunSpec }>('run');
   let result: LoadResult;
   if (spec.mode === 'closed') {
     const warm = await closedRun(spec, { duration: spec.warmupSeconds });
     process.send?.({ type: 'warm', rps: warm.rps, warm });
-    const { amount, requestId } = await waitFor<{ amount: number; requestId: string }>((m) => m?.type === 'go');
+    const { amount, requestId } = await fromParent<{ amount: number; requestId: string }>('go');
     const cpu = process.cpuUsage();
     result = await closedRun(tagged(spec, requestId), { amount: Math.max(amount, spec.connections) });
     result.clientCpuMs = cpuMsSince(cpu);
@@ -270,7 +243,7 @@ async function main(): Promise<void> {
     });
     const warm = await openRun(spec, sender, request(spec.headers), spec.warmupSeconds);
     process.send?.({ type: 'warm', rps: warm.rps, warm });
-    const { requestId } = await waitFor<{ requestId: string }>((m) => m?.type === 'go');
+    const { requestId } = await fromParent<{ requestId: string }>('go');
     const cpu = process.cpuUsage();
     result = await openRun(spec, sender, request(tagged(spec, requestId).headers), spec.seconds, spec.traceFile);
     result.clientCpuMs = cpuMsSince(cpu);

@@ -1,40 +1,76 @@
-/** Medians over the runs, the headline ratios and targets, and the readable table. */
-import type { EvaluatorFigures } from './evaluator.ts';
-import type { Measured } from './runner.ts';
+/** Statistics over samples and runs, and the readable tables. */
+import type { Measured } from './load.ts';
 
 export const median = (values: number[]): number => {
-  const sorted = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
   if (sorted.length === 0) return Number.NaN;
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? (sorted[mid] as number) : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 };
 
-const r = (value: number, digits = 2) => (Number.isFinite(value) ? Number(value.toFixed(digits)) : null);
+/** Rounded to `digits`; null when not a number (so JSON says so). */
+export const round = (value: number | null | undefined, digits = 3): number | null =>
+  value === null || value === undefined || !Number.isFinite(value) ? null : Number(value.toFixed(digits));
 
-export interface Summary {
-  target: string;
-  scenario: string;
-  mode: 'closed' | 'open';
-  runs: number;
-  rps: { median: number | null; min: number | null; max: number | null };
-  latencyMs: { p50: number | null; p90: number | null; p99: number | null; p999: number | null; max: number | null };
-  /** Open loop: share of answers slower than 10 ms, in % (median over the runs). */
-  over10msPercent: number | null;
-  targetRate: number | null;
-  cpuMsPerRequest: number | null;
-  /** CPU of the server's PostgreSQL backends per answer (median). */
-  dbCpuMsPerRequest: number | null;
-  serverCorePercent: number | null;
-  /** Kernel share of the server's CPU time (median). */
-  serverSystemPercent: number | null;
-  rssPeakMb: number | null;
-  machineBusyPercent: number | null;
-  clientCorePercent: number | null;
-  requests: number;
-  ok2xx: number;
-  errors: number;
-  non2xx: number;
-  audit: { written: number; expected: number; ok: boolean } | null;
+export interface Percentiles {
+  p50: number;
+  p90: number;
+  p99: number;
+  p999: number;
+  max: number;
+  mean: number;
+}
+
+/** Nearest-rank percentiles of the samples (ms or µs, as given), to 3 decimals. */
+export function percentiles(values: ArrayLike<number>): Percentiles {
+  const sorted = Float64Array.from(values).sort();
+  const at = (q: number) =>
+    sorted.length ? (sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))] as number) : Number.NaN;
+  const r = (v: number) => Number(v.toFixed(3));
+  const mean = sorted.reduce((a, b) => a + b, 0) / (sorted.length || Number.NaN);
+  return { p50: r(at(0.5)), p90: r(at(0.9)), p99: r(at(0.99)), p999: r(at(0.999)), max: r(at(1)), mean: r(mean) };
+}
+
+/** Medians over the runs of each target, scenario and mode. */
+export type Summary = ReturnType<typeof summariseGroup>;
+
+function summariseGroup(group: Measured[]) {
+  const first = group[0] as Measured;
+  const med = (pick: (m: Measured) => number | null | undefined, digits = 3) =>
+    round(median(group.map((m) => pick(m) ?? Number.NaN)), digits);
+  const rps = group.map((m) => m.load.rps);
+  const audits = group.flatMap((m) => (m.audit ? [m.audit] : []));
+  return {
+    target: first.target,
+    scenario: first.scenario,
+    mode: first.mode,
+    runs: group.length,
+    rps: { median: round(median(rps), 0), min: round(Math.min(...rps), 0), max: round(Math.max(...rps), 0) },
+    latencyMs: {
+      p50: med((m) => m.load.latencyMs.p50),
+      p90: med((m) => m.load.latencyMs.p90),
+      p99: med((m) => m.load.latencyMs.p99),
+      p999: med((m) => m.load.latencyMs.p999),
+      max: round(Math.max(...group.map((m) => m.load.latencyMs.max))),
+    },
+    over10msPercent: med((m) => m.load.over10msPercent, 2),
+    targetRate: round(first.load.targetRate, 0),
+    cpuMsPerRequest: med((m) => m.cpuMsPerRequest, 4),
+    dbCpuMsPerRequest: med((m) => m.dbCpuMsPerRequest, 4),
+    serverCorePercent: med((m) => m.serverCorePercent, 0),
+    serverSystemPercent: med((m) => m.serverSystemPercent, 0),
+    rssPeakMb: round(Math.max(...group.map((m) => m.rssPeakMb)), 1),
+    machineBusyPercent: med((m) => m.machineBusyPercent, 0),
+    clientCorePercent: med((m) => (100 * (m.load.clientCpuMs ?? Number.NaN)) / (m.load.durationS * 1000), 0),
+    errors: group.reduce((a, m) => a + m.load.errors + m.load.non2xx, 0),
+    audit: audits.length
+      ? {
+          written: audits.reduce((a, x) => a + x.written, 0),
+          expected: audits.reduce((a, x) => a + x.expected, 0),
+          ok: audits.every((x) => x.ok),
+        }
+      : null,
+  };
 }
 
 export function summarise(runs: Measured[]): Summary[] {
@@ -43,166 +79,94 @@ export function summarise(runs: Measured[]): Summary[] {
     const key = `${run.target}|${run.scenario}|${run.mode}`;
     groups.set(key, [...(groups.get(key) ?? []), run]);
   }
-  return [...groups.values()].map((group) => {
-    const first = group[0] as Measured;
-    const rps = group.map((g) => g.load.rps);
-    const audits = group.flatMap((g) => (g.audit ? [g.audit] : []));
-    return {
-      target: first.target,
-      scenario: first.scenario,
-      mode: first.mode,
-      runs: group.length,
-      rps: { median: r(median(rps), 0), min: r(Math.min(...rps), 0), max: r(Math.max(...rps), 0) },
-      latencyMs: {
-        p50: r(median(group.map((g) => g.load.latencyMs.p50)), 3),
-        p90: r(median(group.map((g) => g.load.latencyMs.p90)), 3),
-        p99: r(median(group.map((g) => g.load.latencyMs.p99)), 3),
-        p999: r(median(group.map((g) => g.load.latencyMs.p999)), 3),
-        max: r(Math.max(...group.map((g) => g.load.latencyMs.max)), 3),
-      },
-      over10msPercent: r(median(group.map((g) => g.load.over10msPercent ?? Number.NaN)), 2),
-      targetRate: first.load.targetRate === undefined ? null : r(first.load.targetRate, 0),
-      cpuMsPerRequest: r(median(group.map((g) => g.cpuMsPerRequest)), 4),
-      dbCpuMsPerRequest: r(median(group.map((g) => g.dbCpuMsPerRequest ?? Number.NaN)), 4),
-      serverCorePercent: r(median(group.map((g) => g.serverCorePercent)), 0),
-      serverSystemPercent: r(median(group.map((g) => g.serverSystemPercent)), 0),
-      rssPeakMb: r(Math.max(...group.map((g) => g.rssPeakMb)), 1),
-      machineBusyPercent: r(median(group.map((g) => g.machineBusyPercent)), 0),
-      clientCorePercent: r(median(group.map((g) => (100 * (g.load.clientCpuMs ?? Number.NaN)) / (g.load.durationS * 1000))), 0),
-      requests: group.reduce((a, g) => a + g.load.responses, 0),
-      ok2xx: group.reduce((a, g) => a + g.load.ok2xx, 0),
-      errors: group.reduce((a, g) => a + g.load.errors, 0),
-      non2xx: group.reduce((a, g) => a + g.load.non2xx, 0),
-      audit: audits.length
-        ? {
-            written: audits.reduce((a, x) => a + x.written, 0),
-            expected: audits.reduce((a, x) => a + x.expected, 0),
-            ok: audits.every((x) => x.ok),
-          }
-        : null,
-    };
-  });
+  return [...groups.values()].map(summariseGroup);
 }
 
 const cell = (value: number | null | undefined, digits = 0) =>
   value === null || value === undefined || !Number.isFinite(value) ? '–' : value.toFixed(digits);
 
-function table(headers: string[], rows: string[][]): string {
+/** A plain-text table: the first two columns left-aligned, the others right-aligned. */
+export function table(headers: string[], rows: string[][]): string {
   const widths = headers.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));
   const line = (cells: string[]) =>
     cells.map((c, i) => (i < 2 ? c.padEnd(widths[i] as number) : c.padStart(widths[i] as number))).join('  ');
   return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
-export function formatTables(summaries: Summary[]): string {
+/** CPU per request comes first: on these machines it is steady where requests per second are not. */
+export function formatTables(summaries: Summary[]): string[] {
+  const audit = (s: Summary) => (s.audit ? `${s.audit.written}/${s.audit.expected} ${s.audit.ok ? 'ok' : 'MISMATCH'}` : 'n/a');
+  const common = (s: Summary) => [s.target, s.scenario, String(s.runs), cell(s.cpuMsPerRequest, 3), cell(s.dbCpuMsPerRequest, 3)];
+  const head = ['target', 'scenario', 'runs', 'CPU ms/req', 'DB CPU ms/req'];
   const closed = summaries.filter((s) => s.mode === 'closed');
   const open = summaries.filter((s) => s.mode === 'open');
-  const auditCell = (s: Summary) => (s.audit ? `${s.audit.written}/${s.audit.expected} ${s.audit.ok ? 'ok' : 'MISMATCH'}` : 'n/a');
-  const closedTable = table(
-    [
-      'target',
-      'scenario',
-      'runs',
-      'req/s med',
-      'min',
-      'max',
-      'p50 ms',
-      'p99 ms',
-      'CPU ms/req',
-      'DB CPU ms/req',
-      'srv core%',
-      'srv sys%',
-      'RSS MB',
-      'box busy%',
-      'gen core%',
-      'errors',
-      'audit rows/expected',
-    ],
-    closed.map((s) => [
-      s.target,
-      s.scenario,
-      String(s.runs),
-      cell(s.rps.median),
-      cell(s.rps.min),
-      cell(s.rps.max),
-      cell(s.latencyMs.p50, 2),
-      cell(s.latencyMs.p99, 2),
-      cell(s.cpuMsPerRequest, 3),
-      cell(s.dbCpuMsPerRequest, 3),
-      cell(s.serverCorePercent),
-      cell(s.serverSystemPercent),
-      cell(s.rssPeakMb, 0),
-      cell(s.machineBusyPercent),
-      cell(s.clientCorePercent),
-      String(s.errors + s.non2xx),
-      auditCell(s),
-    ]),
-  );
-  const openTable = table(
-    [
-      'target',
-      'scenario',
-      'runs',
-      'rate/s',
-      'got/s',
-      'p50 ms',
-      'p90 ms',
-      'p99 ms',
-      'p99.9 ms',
-      'max ms',
-      '>10 ms %',
-      'CPU ms/req',
-      'DB CPU ms/req',
-      'RSS MB',
-      'box busy%',
-      'errors',
-      'audit rows/expected',
-    ],
-    open.map((s) => [
-      s.target,
-      s.scenario,
-      String(s.runs),
-      cell(s.targetRate),
-      cell(s.rps.median),
-      cell(s.latencyMs.p50, 2),
-      cell(s.latencyMs.p90, 2),
-      cell(s.latencyMs.p99, 2),
-      cell(s.latencyMs.p999, 2),
-      cell(s.latencyMs.max, 1),
-      cell(s.over10msPercent, 2),
-      cell(s.cpuMsPerRequest, 3),
-      cell(s.dbCpuMsPerRequest, 3),
-      cell(s.rssPeakMb, 0),
-      cell(s.machineBusyPercent),
-      String(s.errors + s.non2xx),
-      auditCell(s),
-    ]),
-  );
   return [
-    'Closed loop (maximum throughput; medians over the runs; p50/p99 here are under saturation):',
-    closedTable,
+    'Closed loop (maximum throughput; medians over the runs; p50/p99 under saturation):',
+    table(
+      [
+        ...head,
+        'req/s med',
+        'min',
+        'max',
+        'p50 ms',
+        'p99 ms',
+        'srv core%',
+        'srv sys%',
+        'RSS MB',
+        'box busy%',
+        'gen core%',
+        'errors',
+        'audit rows',
+      ],
+      closed.map((s) => [
+        ...common(s),
+        cell(s.rps.median),
+        cell(s.rps.min),
+        cell(s.rps.max),
+        cell(s.latencyMs.p50, 2),
+        cell(s.latencyMs.p99, 2),
+        cell(s.serverCorePercent),
+        cell(s.serverSystemPercent),
+        cell(s.rssPeakMb),
+        cell(s.machineBusyPercent),
+        cell(s.clientCorePercent),
+        String(s.errors),
+        audit(s),
+      ]),
+    ),
     '',
-    'Open loop (fixed rate; latency from each request\u2019s due time to the end of its answer):',
-    openTable,
-  ].join('\n');
-}
-
-export function formatEvaluator(figures: EvaluatorFigures[]): string {
-  return table(
-    ['policy set', 'decisions', 'p50 µs', 'p90 µs', 'p99 µs', 'p99.9 µs', 'batch mean µs', 'bench input p50 µs', 'compile ms', 'outcomes'],
-    figures.map((f) => [
-      `${f.policies} × 10`,
-      String(f.decisions),
-      cell(f.perDecisionUs.p50, 2),
-      cell(f.perDecisionUs.p90, 2),
-      cell(f.perDecisionUs.p99, 2),
-      cell(f.perDecisionUs.p999, 1),
-      cell(f.batchMeanUs, 2),
-      cell(f.benchInputUs.p50, 2),
-      cell(f.compileMs.median, 2),
-      Object.entries(f.outcomes)
-        .map(([k, v]) => `${k} ${v}`)
-        .join(', '),
-    ]),
-  );
+    'Open loop (fixed rate; latency from each request’s due time to the end of its answer):',
+    table(
+      [
+        ...head,
+        'rate/s',
+        'got/s',
+        'p50 ms',
+        'p90 ms',
+        'p99 ms',
+        'p99.9 ms',
+        'max ms',
+        '>10 ms %',
+        'RSS MB',
+        'box busy%',
+        'errors',
+        'audit rows',
+      ],
+      open.map((s) => [
+        ...common(s),
+        cell(s.targetRate),
+        cell(s.rps.median),
+        cell(s.latencyMs.p50, 2),
+        cell(s.latencyMs.p90, 2),
+        cell(s.latencyMs.p99, 2),
+        cell(s.latencyMs.p999, 2),
+        cell(s.latencyMs.max, 1),
+        cell(s.over10msPercent, 2),
+        cell(s.rssPeakMb),
+        cell(s.machineBusyPercent),
+        String(s.errors),
+        audit(s),
+      ]),
+    ),
+  ];
 }

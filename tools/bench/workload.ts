@@ -8,6 +8,8 @@
  * condition on the way (`context.amount > 1000+i`, false for the body's amount).
  */
 
+import type { Warden } from './lab.ts';
+
 export const AGENT_SLUG = 'bench-agent';
 export const AGENT_KEY = 'bench-agent-secret-0123456789abcdef';
 
@@ -98,25 +100,9 @@ export const MCP_CALL_BODY = (sessionId: string | undefined) => ({
   ...(sessionId ? { session_id: sessionId } : {}),
 });
 
-export interface Seeded {
-  sessionId: string;
-  evaluateSample: unknown;
-  mcpSample: unknown;
-  agentsListed: number;
-}
-
-/** Seeds a fresh Warden through its API: policies, 100 agents (one with a key), the MCP server, one MCP session. */
-export async function seedWarden(baseUrl: string, key: string, mcpUrl: string, policyCount: number): Promise<Seeded> {
-  const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-    const res = await fetch(`${baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}), ...headers },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    if (res.status >= 300) throw new Error(`seeding: ${method} ${path} answered ${res.status}: ${text.slice(0, 500)}`);
-    return JSON.parse(text);
-  };
+/** Seeds a fresh Warden through its API: policies, 100 agents (one with a key), the MCP server, one MCP session; answers the session. */
+export async function seedWarden(warden: Pick<Warden, 'call'>, mcpUrl: string, policyCount = 50): Promise<string> {
+  const { call } = warden;
   for (const policy of benchPolicies(policyCount)) await call('POST', '/policies', { ...policy, enabled: true, mode: 'enforce' });
   await call('POST', '/agents', {
     name: 'Bench agent',
@@ -139,23 +125,16 @@ export async function seedWarden(baseUrl: string, key: string, mcpUrl: string, p
   }
   await call('POST', '/mcp-servers', { name: 'Bench tools', slug: 'tools', transport_url: mcpUrl, transport: 'streamable_http' });
   const agentKey = { 'x-warden-agent-key': AGENT_KEY };
-  const session = await call(
-    'POST',
-    '/runtime/mcp/session',
-    { server: 'tools', input: { agent: AGENT_SLUG, environment: 'production' } },
-    agentKey,
-  );
-  if (!session.data?.session_id) throw new Error(`seeding: no MCP session: ${JSON.stringify(session)}`);
-  // One of each request, checked: the benchmark must measure what it claims to.
-  const evaluated = await call('POST', '/policy/evaluate', EVALUATE_BODY, agentKey);
-  const d = evaluated.data;
-  if (!(d?.allowed === true && d.matched === true && d.policy === policyName(policyCount - 1))) {
-    throw new Error(`seeding: the benchmark decision is not "allowed by the last policy": ${JSON.stringify(evaluated)}`);
-  }
-  const called = await call('POST', '/runtime/mcp/call', MCP_CALL_BODY(session.data.session_id), agentKey);
-  if (called.data?.allowed !== true || called.data?.execution?.isError !== false)
+  const input = { agent: AGENT_SLUG, environment: 'production' };
+  const session = (await call('POST', '/runtime/mcp/session', { server: 'tools', input }, agentKey)).data.session_id as string;
+  // one of each request, checked: the benchmark must measure what it claims to
+  const decided = (await call('POST', '/policy/evaluate', EVALUATE_BODY, agentKey)).data;
+  if (!(decided.allowed === true && decided.matched === true && decided.policy === policyName(policyCount - 1)))
+    throw new Error(`seeding: the benchmark decision is not "allowed by the last policy": ${JSON.stringify(decided)}`);
+  const called = (await call('POST', '/runtime/mcp/call', MCP_CALL_BODY(session), agentKey)).data;
+  if (called.allowed !== true || called.execution?.isError !== false)
     throw new Error(`seeding: the MCP call failed: ${JSON.stringify(called)}`);
-  const listed = await call('GET', '/agents?limit=100');
-  if (listed.data?.length !== 100) throw new Error(`seeding: GET /agents?limit=100 listed ${listed.data?.length} agents, not 100`);
-  return { sessionId: session.data.session_id, evaluateSample: evaluated, mcpSample: called, agentsListed: listed.data.length };
+  const listed = (await call('GET', '/agents?limit=100')).data;
+  if (listed.length !== 100) throw new Error(`seeding: GET /agents?limit=100 listed ${listed.length} agents, not 100`);
+  return session;
 }

@@ -78,7 +78,7 @@ const eventByKey = <D, TB extends keyof D, O>(events: SelectQueryBuilder<D, TB, 
  * at that key in the queue's primary key instead of at the workspace's first entry. Between
  * vacuums the front of the queue is a run of dead entries (every event sealed since the last
  * vacuum), which a read from the start steps over on every batch: catching up a backlog of
- * millions of events was quadratic (tools/bench/scale.ts, the rate fell with the tree's size).
+ * millions of events was quadratic (`npm run bench:scale`, the rate fell with the tree's size).
  * The key is widened by a millisecond (as recordSeals widens its range), so a timestamp finer
  * than JavaScript's, read back rounded, never moves the start past an entry still queued.
  */
