@@ -6,6 +6,8 @@
  * at half of B1's maximum, (B1, S) × open rounds, B0; then S's other operations. Also the
  * evaluator alone, in-process.
  */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type pg from 'pg';
 import type { BenchConfig } from '../config.ts';
 import { aborted, baseline, log, mcpUpstream, OUT_DIR, type Outcome, type Scenario, serverFacts, warden } from '../lab.ts';
@@ -138,6 +140,8 @@ export const decideScenario: Scenario = {
     };
     const runs: Measured[] = [];
     const failures: string[] = [];
+    const traceDir = config.trace ? join(OUT_DIR, 'trace') : undefined;
+    if (traceDir) mkdirSync(traceDir, { recursive: true });
     const run = async (key: string, mode: 'closed' | 'open', round: number, rate?: number) => {
       const load = loads[key] as Load;
       const label = `${load.target} ${load.scenario} ${mode}${rate ? ` @${Math.round(rate)}/s` : ''} (round ${round})`;
@@ -146,7 +150,6 @@ export const decideScenario: Scenario = {
       const { connections } = config;
       // a priming run (round 0) is short and not counted
       const [warmupSeconds, seconds] = round === 0 ? [1, Math.min(5, config.seconds)] : [config.warmupSeconds, config.seconds];
-      const traceDir = config.trace ? `${OUT_DIR}/trace` : undefined;
       try {
         const measured = await runLoad(load, { mode, connections, warmupSeconds, seconds, rate, round, traceDir });
         log(describeRun(measured));
