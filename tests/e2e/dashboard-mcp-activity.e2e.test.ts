@@ -5,7 +5,8 @@
  * SDK client calls tools through the gateway, and the dashboard, in headless Chromium at 1280
  * and 1920 px, shows each row's server and tool and an approval titled by its act, with the
  * table inside its container; the overview's chart of blocked acts names a blocked call by its
- * server and tool (it said `mcp.call`), and the audit search finds the calls by their server.
+ * server and tool (it said `mcp.call`), the audit search finds the calls by their server, and a
+ * row shows the arguments a call was sent when asked, secrets redacted.
  * Screenshots: test-output/screenshots/mcp-activity-*.png.
  */
 import { existsSync, mkdirSync } from 'node:fs';
@@ -49,7 +50,7 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
       ).status,
     ).toBe(201);
     client = await connectClient(`${server.url}/mcp/tools`, { authorization: `Bearer ${agentKey}` });
-    await client.callTool({ name: 'echo', arguments: { text: 'hello' } });
+    await client.callTool({ name: 'echo', arguments: { text: 'hello', api_key: 'sk-live-not-for-eyes' } });
     await client.callTool({ name: 'add', arguments: { a: 2, b: 3 } });
     // held for approval: answered with the approval's id (the gateway's short wait ends first)
     await client
@@ -99,6 +100,26 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
     expect(new Set(found)).toEqual(
       new Set(['tools \u2192 echo', 'tools \u2192 add', 'tools \u2192 delete_everything', 'tools \u2192 wipe']),
     );
+    await context.close();
+  }, 60_000);
+
+  it('a row shows what the call was sent on demand, secrets redacted', async () => {
+    const { context, page } = await signedIn(1280);
+    await page.getByTestId('nav-audit').click();
+    await page.getByTestId('audit-table').waitFor();
+    // the decision's row (its outcome's row names the call too, without repeating the arguments)
+    const row = page
+      .locator('tr')
+      .filter({ has: page.getByTestId('audit-arguments') })
+      .filter({ hasText: 'tools \u2192 echo' });
+    await expect.poll(() => row.count()).toBe(1);
+    await row.locator('[data-testid="audit-details"] > summary').click();
+    const shown = row.getByTestId('audit-arguments');
+    expect(await shown.locator('pre').isVisible()).toBe(false);
+    await shown.locator('summary').click();
+    expect(JSON.parse((await shown.locator('pre').textContent()) ?? '')).toEqual({ text: 'hello', api_key: '[redacted]' });
+    expect(await page.content()).not.toContain('sk-live-not-for-eyes');
+    await page.screenshot({ path: join(SCREENSHOTS, 'mcp-activity-arguments-1280.png'), fullPage: true });
     await context.close();
   }, 60_000);
 

@@ -8,6 +8,7 @@
  * - prompts/get: an approval binds the prompt's arguments, and the approver sees them;
  * - tools/list: a tool is hidden only when policy refuses every call to it.
  */
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server as HttpServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -287,7 +288,7 @@ describe('prompts/get approvals bind the arguments (attack 3)', { timeout: 60_00
       expect(ran().slice(before)).toEqual(['ran select 1']);
     });
 
-  it('secret-looking arguments are shown redacted; the audit log records the prompt and a digest', async () => {
+  it('secret-looking arguments are shown redacted; the audit log records the prompt, its arguments redacted and their digest', async () => {
     const ws = await workspace([{ match: { action: ['mcp.prompts.get'] }, effect: 'require_approval' }]);
     await rpcError(ws.client.getPrompt({ name: 'run_sql', arguments: { sql: 'select 2', api_key: 'sk-live-123' } as never }));
     const [approval] = await pending(ws.key);
@@ -297,8 +298,32 @@ describe('prompts/get approvals bind the arguments (attack 3)', { timeout: 60_00
     const [event] = events.body.data as { resource: string; context: { execution: Record<string, unknown> } }[];
     expect(event?.resource).toBe('run_sql');
     expect(event?.context.execution).toMatchObject({ method: 'prompts/get', prompt: 'run_sql' });
-    expect(event?.context.execution.arguments_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(event?.context.execution.arguments).toEqual({ sql: 'select 2', api_key: '[redacted]' });
+    // the digest is of what was sent, secret included: it still proves which arguments were decided on
+    expect(event?.context.execution.arguments_sha256).toBe(
+      createHash('sha256').update('{"api_key":"sk-live-123","sql":"select 2"}').digest('hex'),
+    );
     expect(JSON.stringify(event)).not.toContain('sk-live-123');
+  });
+
+  it('arguments over the audit bound are recorded by size and digest only; an outcome does not repeat them', async () => {
+    const ws = await workspace([{ match: { action: ['mcp.*'] }, effect: 'allow' }]);
+    const sql = `select '${'x'.repeat(20_000)}'`;
+    await ws.client.getPrompt({ name: 'run_sql', arguments: { sql } });
+    await ws.client.callTool({ name: 'add', arguments: { a: 2, b: 3 } });
+    const events = (await server.api('GET', '/audit-logs', { key: ws.key, unchecked: true })).body.data as {
+      action: string;
+      context: { execution?: Record<string, unknown>; outcome?: unknown };
+    }[];
+    const prompt = events.find((e) => e.action === 'mcp.prompts.get' && e.context.outcome === undefined);
+    expect(prompt?.context.execution?.arguments).toBeUndefined();
+    expect(prompt?.context.execution?.arguments_bytes).toBe(Buffer.byteLength(JSON.stringify({ sql })));
+    expect(prompt?.context.execution?.arguments_sha256).toMatch(/^[0-9a-f]{64}$/);
+    const add = events.filter((e) => e.context.execution?.tool === 'add');
+    expect(add.find((e) => e.context.outcome === undefined)?.context.execution?.arguments).toEqual({ a: 2, b: 3 });
+    const outcome = add.find((e) => e.context.outcome !== undefined);
+    expect(outcome?.context.execution).toMatchObject({ tool: 'add' });
+    expect(outcome?.context.execution?.arguments).toBeUndefined();
   });
 
   it('policy conditions read prompt arguments as execution.arguments', async () => {

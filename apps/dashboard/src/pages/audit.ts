@@ -39,12 +39,19 @@ function execution(run: Record<string, unknown>): HTMLElement {
     { 'data-testid': 'audit-execution' },
     h('span', { class: 'mono' }, text),
     digest
-      ? h(
-          'div',
-          { class: 'muted small mono', title: 'The audit keeps only the hash of the body or arguments' },
-          `sha256 ${String(digest).slice(0, 16)}…`,
-        )
+      ? h('div', { class: 'muted small mono', title: 'SHA-256 of the body or arguments as sent' }, `sha256 ${String(digest).slice(0, 16)}…`)
       : null,
+    // an MCP call's arguments, opened on demand; over the audit's bound only their size is kept
+    run.arguments !== undefined
+      ? h(
+          'details',
+          { class: 'audit-arguments', 'data-testid': 'audit-arguments' },
+          h('summary', null, 'Arguments (secrets redacted)'),
+          json(run.arguments, 'audit-arguments-json'),
+        )
+      : typeof run.arguments_bytes === 'number'
+        ? h('div', { class: 'muted small' }, `Arguments: ${run.arguments_bytes.toLocaleString('en')} bytes, kept by their hash only`)
+        : null,
   );
 }
 

@@ -251,8 +251,22 @@ export function actDigest(agentId: string, environment: string, input: Evaluatio
   );
 }
 
-/** What the audit log records of an execution: enough to know what ran, no secret. */
-export function auditedExecution(facts: ExecutionFacts): Record<string, unknown> {
+/** The most of an MCP act's arguments the audit log keeps (canonical JSON, secrets redacted); larger ones by size and digest (docs/decisions/0026-audited-mcp-arguments.md). */
+export const AUDITED_ARGUMENTS_MAX_BYTES = 8 * 1024;
+
+/** The arguments as the audit log keeps them: redacted when they fit, else their size as sent. */
+function auditedArguments(value: Record<string, unknown> | null): Record<string, unknown> {
+  if (value === null) return {};
+  const shown = redactSecrets(value);
+  if (Buffer.byteLength(stableJson(shown)) <= AUDITED_ARGUMENTS_MAX_BYTES) return { arguments: shown };
+  return { arguments_bytes: Buffer.byteLength(stableJson(value)) };
+}
+
+/**
+ * What the audit log records of an execution: enough to know what ran, no secret. An outcome's
+ * record (`withArguments` false) leaves the arguments to the decision's record it names.
+ */
+export function auditedExecution(facts: ExecutionFacts, withArguments = true): Record<string, unknown> {
   if (facts.mode === 'http_proxy') {
     return {
       mode: facts.mode,
@@ -271,6 +285,7 @@ export function auditedExecution(facts: ExecutionFacts): Record<string, unknown>
     method: facts.method,
     tool: facts.tool,
     ...named(facts),
+    ...(withArguments ? auditedArguments(facts.arguments) : {}),
     arguments_sha256: facts.arguments_sha256,
     ...(facts.params_sha256 === null ? {} : { params_sha256: facts.params_sha256 }),
   };

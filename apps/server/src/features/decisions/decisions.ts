@@ -88,7 +88,7 @@ export function outcomeBasis(decided: DecisionOutcome) {
     policy: result.policy,
     severity: result.severity,
     approvalId: result.approval_id,
-    execution: decided.execution ? auditedExecution(decided.execution) : undefined,
+    execution: decided.execution ? auditedExecution(decided.execution, false) : undefined,
     decisionEventId: result.audit_event_id,
   };
 }

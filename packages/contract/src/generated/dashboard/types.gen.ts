@@ -817,10 +817,14 @@ export type AuditEvent = {
      * context), `monitored` (what monitor policies would have decided), and for events of
      * Warden's proxies `execution`, what ran: for HTTP `{mode, method, url, host, path,
      * body_sha256}` (values of secret-looking query parameters redacted), for MCP `{mode,
-     * server, method, tool, arguments_sha256}`, with `prompt` or `uri` where the operation
-     * names one and `params_sha256` where it sends other parameters (`action` and
-     * `resource` stay what the caller declared). An outcome event adds `outcome`,
-     * `duration_ms` and `decision_event_id`.
+     * server, method, tool, arguments, arguments_sha256}`, with `prompt` or `uri` where the
+     * operation names one and `params_sha256` where it sends other parameters (`action` and
+     * `resource` stay what the caller declared). `arguments` are the tool's or prompt's
+     * arguments as sent, values under secret-looking names redacted, when they take at most
+     * 8 KiB of canonical JSON; larger ones are recorded as `arguments_bytes` (their size as
+     * sent) instead. `arguments_sha256` is the digest of the arguments as sent, secrets
+     * included. An outcome event adds `outcome`, `duration_ms` and `decision_event_id`; its
+     * `execution` leaves the arguments to the decision event it names.
      *
      */
     context: {
