@@ -44,6 +44,8 @@ export interface BenchConfig {
   trace: boolean;
   /** Extra Node.js flags for each Warden (e.g. `--trace-gc`). */
   nodeFlags: string[];
+  /** More environment for every Warden (`NAME=value …`), to try a setting in any scenario. */
+  wardenEnv: Record<string, string>;
 }
 
 export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchConfig {
@@ -75,5 +77,15 @@ export function loadBenchConfig(argv: string[] = process.argv.slice(2)): BenchCo
     workers: positive('BENCH_WORKERS', Math.max(1, availableParallelism() - 1)),
     trace: flag('BENCH_TRACE'),
     nodeFlags: (env('BENCH_NODE_FLAGS') ?? '').split(/\s+/).filter(Boolean),
+    wardenEnv: Object.fromEntries(
+      (env('BENCH_WARDEN_ENV') ?? '')
+        .split(/\s+/)
+        .filter(Boolean)
+        .map((pair) => {
+          const at = pair.indexOf('=');
+          if (at < 1) throw new UsageError(`BENCH_WARDEN_ENV: '${pair}' is not NAME=value`);
+          return [pair.slice(0, at), pair.slice(at + 1)];
+        }),
+    ),
   };
 }

@@ -238,6 +238,7 @@ export async function warden(config: BenchConfig, options: WardenOptions): Promi
     WARDEN_DATA_DIR: dataDir,
     WARDEN_MASTER_KEY: randomBytes(32).toString('base64'),
     WARDEN_WORKERS: String(workers),
+    ...config.wardenEnv,
     ...options.env,
   });
   const nodeFlags = [...config.nodeFlags, ...(options.nodeFlags ?? [])];

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { log, mcpUpstream, OUT_DIR, onCleanup, type Scenario, warden } from './lab.ts';
 import { describeRun, runLoad } from './load.ts';
+import { observabilitySetting } from './scenarios/compare.ts';
 import { EVALUATE_BODY, jsonHeaders } from './workload.ts';
 
 interface ProfileNode {
@@ -68,8 +69,11 @@ export function summariseProfile(file: string, window?: { startUs: number; endUs
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
       .map(([name, us]) => `  ${((100 * us) / (busy || 1)).toFixed(1).padStart(5)} %  ${(us / 1000).toFixed(1).padStart(8)} ms  ${name}`);
+  // what metrics and tracing cost, as their packages' own share (natives they call are not in it)
+  const observed = [...modules].filter(([name]) => /^(@opentelemetry\/|prom-client)/.test(name)).reduce((sum, [, us]) => sum + us, 0);
   return [
     `CPU profile ${file}: ${(busy / 1000).toFixed(0)} ms busy, ${((100 * idle) / (busy + idle || 1)).toFixed(0)} % idle${window ? ' (load window only)' : ''}`,
+    `Self time in OpenTelemetry and prom-client: ${((100 * observed) / (busy || 1)).toFixed(1)} % of the busy time`,
     'Self time by function:',
     ...ranked(functions),
     'Self time by package or file:',
@@ -85,8 +89,11 @@ export const profileScenario: Scenario = {
     const profDir = mkdtempSync(join(tmpdir(), 'warden-cpu-prof-'));
     onCleanup(async () => rmSync(profDir, { recursive: true, force: true }));
     const mcp = await mcpUpstream();
+    // BENCH_PROFILE_OBSERVABILITY=1: metrics scraped and traces exported as the observability scenario has them on
+    const observed = process.env.BENCH_PROFILE_OBSERVABILITY === '1' ? await observabilitySetting.prepare() : undefined;
     const s = await warden(config, {
       label: 'profiled',
+      env: observed?.env,
       workers: 1,
       nodeFlags: ['--cpu-prof', `--cpu-prof-dir=${profDir}`],
       seedWith: mcp.url,

@@ -93,80 +93,57 @@ export function table(headers: string[], rows: string[][]): string {
   return [line(headers), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
+type Column = [header: string, value: (s: Summary) => string];
+const number = (header: string, pick: (s: Summary) => number | null | undefined, digits = 0): Column => [
+  header,
+  (s) => cell(pick(s), digits),
+];
+const FIRST: Column[] = [
+  ['target', (s) => s.target],
+  ['scenario', (s) => s.scenario],
+  ['runs', (s) => String(s.runs)],
+  number('CPU ms/req', (s) => s.cpuMsPerRequest, 3),
+  number('DB CPU ms/req', (s) => s.dbCpuMsPerRequest, 3),
+];
+const LAST: Column[] = [
+  number('RSS MB', (s) => s.rssPeakMb),
+  number('box busy%', (s) => s.machineBusyPercent),
+  ['errors', (s) => String(s.errors)],
+  ['audit rows', (s) => (s.audit ? `${s.audit.written}/${s.audit.expected} ${s.audit.ok ? 'ok' : 'MISMATCH'}` : 'n/a')],
+];
+const CLOSED: Column[] = [
+  number('req/s med', (s) => s.rps.median),
+  number('min', (s) => s.rps.min),
+  number('max', (s) => s.rps.max),
+  number('p50 ms', (s) => s.latencyMs.p50, 2),
+  number('p99 ms', (s) => s.latencyMs.p99, 2),
+  number('srv core%', (s) => s.serverCorePercent),
+  number('srv sys%', (s) => s.serverSystemPercent),
+  number('gen core%', (s) => s.clientCorePercent),
+];
+const OPEN: Column[] = [
+  number('rate/s', (s) => s.targetRate),
+  number('got/s', (s) => s.rps.median),
+  ...(['p50', 'p90', 'p99', 'p999'] as const).map((p) => number(`${p === 'p999' ? 'p99.9' : p} ms`, (s) => s.latencyMs[p], 2)),
+  number('max ms', (s) => s.latencyMs.max, 1),
+  number('>10 ms %', (s) => s.over10msPercent, 2),
+];
+
 /** CPU per request comes first: on these machines it is steady where requests per second are not. */
 export function formatTables(summaries: Summary[]): string[] {
-  const audit = (s: Summary) => (s.audit ? `${s.audit.written}/${s.audit.expected} ${s.audit.ok ? 'ok' : 'MISMATCH'}` : 'n/a');
-  const common = (s: Summary) => [s.target, s.scenario, String(s.runs), cell(s.cpuMsPerRequest, 3), cell(s.dbCpuMsPerRequest, 3)];
-  const head = ['target', 'scenario', 'runs', 'CPU ms/req', 'DB CPU ms/req'];
-  const closed = summaries.filter((s) => s.mode === 'closed');
-  const open = summaries.filter((s) => s.mode === 'open');
+  const render = (mode: 'closed' | 'open', columns: Column[]) => {
+    const all = [...FIRST, ...columns, ...LAST];
+    const rows = summaries.filter((s) => s.mode === mode).map((s) => all.map(([, value]) => value(s)));
+    return table(
+      all.map(([header]) => header),
+      rows,
+    );
+  };
   return [
     'Closed loop (maximum throughput; medians over the runs; p50/p99 under saturation):',
-    table(
-      [
-        ...head,
-        'req/s med',
-        'min',
-        'max',
-        'p50 ms',
-        'p99 ms',
-        'srv core%',
-        'srv sys%',
-        'RSS MB',
-        'box busy%',
-        'gen core%',
-        'errors',
-        'audit rows',
-      ],
-      closed.map((s) => [
-        ...common(s),
-        cell(s.rps.median),
-        cell(s.rps.min),
-        cell(s.rps.max),
-        cell(s.latencyMs.p50, 2),
-        cell(s.latencyMs.p99, 2),
-        cell(s.serverCorePercent),
-        cell(s.serverSystemPercent),
-        cell(s.rssPeakMb),
-        cell(s.machineBusyPercent),
-        cell(s.clientCorePercent),
-        String(s.errors),
-        audit(s),
-      ]),
-    ),
+    render('closed', CLOSED),
     '',
     'Open loop (fixed rate; latency from each request’s due time to the end of its answer):',
-    table(
-      [
-        ...head,
-        'rate/s',
-        'got/s',
-        'p50 ms',
-        'p90 ms',
-        'p99 ms',
-        'p99.9 ms',
-        'max ms',
-        '>10 ms %',
-        'RSS MB',
-        'box busy%',
-        'errors',
-        'audit rows',
-      ],
-      open.map((s) => [
-        ...common(s),
-        cell(s.targetRate),
-        cell(s.rps.median),
-        cell(s.latencyMs.p50, 2),
-        cell(s.latencyMs.p90, 2),
-        cell(s.latencyMs.p99, 2),
-        cell(s.latencyMs.p999, 2),
-        cell(s.latencyMs.max, 1),
-        cell(s.over10msPercent, 2),
-        cell(s.rssPeakMb),
-        cell(s.machineBusyPercent),
-        String(s.errors),
-        audit(s),
-      ]),
-    ),
+    render('open', OPEN),
   ];
 }

@@ -49,7 +49,7 @@ async function otlpSink() {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, counts };
 }
 
-const observability: Setting = {
+export const observabilitySetting: Setting = {
   name: 'observability',
   about: 'metrics scraped every second and tracing with the default sampler, on vs off',
   inFullRun: true,
@@ -220,7 +220,7 @@ async function compare(config: BenchConfig, setting: Setting) {
   };
 }
 
-export const comparisons: Scenario[] = [observability, witness].map((setting) => ({
+export const comparisons: Scenario[] = [observabilitySetting, witness].map((setting) => ({
   name: setting.name,
   about: setting.about,
   inFullRun: setting.inFullRun,

@@ -18,7 +18,7 @@ import { positive } from '../config.ts';
 import { log, mcpUpstream, relay, type Scenario, type Target, warden } from '../lab.ts';
 import { describeRun, type Load, type Measured, runLoad } from '../load.ts';
 import { cpuMs, memoryMb, sleep } from '../procs.ts';
-import { median, percentiles, round } from '../report.ts';
+import { median, type Percentiles, percentiles, round } from '../report.ts';
 import { AGENT_KEY, jsonHeaders, MCP_CALL_BODY } from '../workload.ts';
 
 const WAYS = ['direct', 'relay', 'gateway', 'runtime'] as const;
@@ -75,22 +75,17 @@ export const mcpScenario: Scenario = {
       relay: await sdkClient(urls.relay),
       gateway: await sdkClient(urls.gateway, gatewayHeaders),
     };
+    const viaSdk = (client: Client) => async () => {
+      const result = await client.callTool({ name: 'echo', arguments: ARGUMENTS });
+      if (result.isError) throw new Error(`tool error ${JSON.stringify(result.content).slice(0, 300)}`);
+    };
     const call: Record<Way, () => Promise<void>> = {
-      ...(Object.fromEntries(
-        Object.entries(clients).map(([way, client]) => [
-          way,
-          async () => {
-            const result = await client.callTool({ name: 'echo', arguments: ARGUMENTS });
-            if (result.isError) throw new Error(`${way}: tool error ${JSON.stringify(result.content).slice(0, 300)}`);
-          },
-        ]),
-      ) as Record<'direct' | 'relay' | 'gateway', () => Promise<void>>),
+      direct: viaSdk(clients.direct),
+      relay: viaSdk(clients.relay),
+      gateway: viaSdk(clients.gateway),
       runtime: async () => {
-        const res = await fetch(urls.runtime, {
-          method: 'POST',
-          headers: jsonHeaders(s.key),
-          body: JSON.stringify(MCP_CALL_BODY(undefined)),
-        });
+        const body = JSON.stringify(MCP_CALL_BODY(undefined));
+        const res = await fetch(urls.runtime, { method: 'POST', headers: jsonHeaders(s.key), body });
         const text = await res.text();
         if (res.status !== 200 || !text.includes('"allowed":true'))
           throw new Error(`runtime answered ${res.status}: ${text.slice(0, 300)}`);
@@ -117,7 +112,7 @@ export const mcpScenario: Scenario = {
     await Promise.allSettled(Object.values(clients).map((client) => client.close()));
     const sequential = Object.fromEntries(
       WAYS.map((way) => [way, { ...percentiles(took[way]), pairedAdded: percentiles(added[way]) }]),
-    ) as Record<Way, ReturnType<typeof percentiles> & { pairedAdded: ReturnType<typeof percentiles> }>;
+    ) as Record<Way, Percentiles & { pairedAdded: Percentiles }>;
     const plus = (way: Way, p: 'p50' | 'p99') => round(sequential[way][p] - sequential.direct[p]) as number;
 
     // ---- concurrent: raw JSON-RPC POSTs, each with an id of its own (one session per stateful way)
