@@ -15,10 +15,11 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import { checkpointsBySize, largestCheckpointSize, readTreeHead, sealsWithEvents } from './audit.repository.ts';
+import { checkpointsBySize, largestCheckpointSize } from './checkpoint.repository.ts';
 import { type AuditSigner, loadAuditSigner, originOf, signingKeyOf } from './checkpointer.ts';
 import { EMPTY_ROOT } from './merkle.ts';
 import type { ExportLine } from './offline-verify.ts';
+import { readTreeHead, sealsWithEvents } from './tree.repository.ts';
 import { canonicalEvent, type EventFields } from './tree.ts';
 
 /** Events (or checkpoints) per page: one batch of the sealer, one admin request of a few hundred KB. */

@@ -29,9 +29,10 @@ import { SpanStatusCode, trace } from '@opentelemetry/api';
 import type { AuditEvent } from '@warden/contract';
 import type { Database } from '../../db/database.ts';
 import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
-import { type HeadMove, insertAuditBatch, readTreeHeads, type Seal, type StoredNode } from './audit.repository.ts';
+import { type HeadMove, insertAuditBatch } from './audit.repository.ts';
 import { type AuditRecord, auditRows } from './audit-event.ts';
 import type { Frontier } from './merkle.ts';
+import { readTreeHeads, type Seal, type StoredNode } from './tree.repository.ts';
 import { appendEvents, headOf, readFrontiers } from './tree.ts';
 
 type Rows = ReturnType<typeof auditRows>;

@@ -10,16 +10,10 @@ import { iso, type PageRequest, paginate, paginateSearch } from '../../db/pagina
 import type { DB } from '../../db/schema.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
-import {
-  type AuditEventWithSeal,
-  type AuditFilters,
-  auditEventsQuery,
-  auditSearchCondition,
-  findCheckpoint,
-  insertAuditRows,
-} from './audit.repository.ts';
+import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery, auditSearchCondition, insertAuditRows } from './audit.repository.ts';
 import { type AuditRecord, auditRows, toAuditEvent } from './audit-event.ts';
 import type { AuditWriter } from './audit-writer.ts';
+import { findCheckpoint } from './checkpoint.repository.ts';
 import { type AuditSigner, checkpointView, signingKeyOf } from './checkpointer.ts';
 import { proveConsistency, proveInclusion } from './verification.ts';
 import type { AuditVerifications } from './verification-runs.ts';

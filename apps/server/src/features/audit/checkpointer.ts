@@ -20,7 +20,7 @@ import type { Kysely } from 'kysely';
 import { readOrCreateSecretFile } from '../../db/data-dir-lock.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
-import { findCheckpoint, insertCheckpoint, readNodeHashes, treesDueForCheckpoint } from './audit.repository.ts';
+import { findCheckpoint, insertCheckpoint, treesDueForCheckpoint } from './checkpoint.repository.ts';
 import {
   exportSigningKey,
   formatVerifierKey,
@@ -36,6 +36,7 @@ import {
 } from './checkpoint.ts';
 import { consistencyProof, nodesForConsistency } from './merkle.ts';
 import { clearSigningRefusal, findSigningRefusal, recordSigningRefusal } from './signing-refusals.repository.ts';
+import { readNodeHashes } from './tree.repository.ts';
 import { parseWitnessSet, WitnessClient, type WitnessSet } from './witnesses.ts';
 
 /** What checks a log's checkpoints: the public key and the logs' name. */

@@ -18,6 +18,7 @@ import type { AuditEvents, DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Logger } from '../../logger.ts';
 import { stableJson } from '../../shared/canonical-json.ts';
+import { Frontier, nodeMap } from './merkle.ts';
 import {
   lockTreeHead,
   type QueueKey,
@@ -28,8 +29,7 @@ import {
   type TreeHead,
   unsealedEvents,
   workspacesWithUnsealed,
-} from './audit.repository.ts';
-import { Frontier, nodeMap } from './merkle.ts';
+} from './tree.repository.ts';
 
 const BATCH = 1000;
 /** Batches one round seals per workspace before the next round goes on (docs/decisions/0003-audit-sealing.md). */

@@ -17,20 +17,8 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import { ApiError } from '../../shared/errors.ts';
-import {
-  checkpointsAfter,
-  countQueued,
-  countUnaccounted,
-  findCheckpoint,
-  findSeal,
-  findVerification,
-  readNodeHashes,
-  readNodes,
-  readTreeHead,
-  saveVerification,
-  sealsWithEvents,
-  type TreeHead,
-} from './audit.repository.ts';
+import { findVerification, saveVerification } from './audit.repository.ts';
+import { checkpointsAfter, findCheckpoint } from './checkpoint.repository.ts';
 import { type AuditLogKey, integrityFailureView, openSignedCheckpoint, originOf } from './checkpointer.ts';
 import {
   consistencyProof,
@@ -46,6 +34,16 @@ import {
   rootFrom,
 } from './merkle.ts';
 import { findSigningRefusal } from './signing-refusals.repository.ts';
+import {
+  countQueued,
+  countUnaccounted,
+  findSeal,
+  readNodeHashes,
+  readNodes,
+  readTreeHead,
+  sealsWithEvents,
+  type TreeHead,
+} from './tree.repository.ts';
 import { canonicalEvent, type EventFields, eventLeafHash } from './tree.ts';
 
 const BATCH = 500;
