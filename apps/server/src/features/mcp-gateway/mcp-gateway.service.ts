@@ -16,12 +16,13 @@
  *   tasks/cancel reach again from any process (the task's row keeps the session's id); the
  *   task's end is recorded once, by the first request that sees it; its session is terminated
  *   when the task expires. tasks/list is not offered (see docs/decisions/0013-mcp-gateway.md);
- * - resources/list, resources/templates/list, prompts/list: decided as `mcp.discover`;
+ * - resources/list, resources/templates/list, prompts/list: decided as `mcp.discover`
+ *   (discovery-methods.ts, with tools/list);
  *   resources/read as `mcp.resources.read` (resource: the URI, normalised and sent in that
  *   form: decisions/resource-uri.ts), prompts/get as `mcp.prompts.get` (resource: the prompt's
  *   name); both on every parameter sent (an approval binds the arguments too);
  * - logging/setLevel, completion/complete, resources/subscribe and unsubscribe: `mcp.logging`,
- *   `mcp.completion`, `mcp.resources.subscribe` (utility-methods.ts);
+ *   `mcp.completion`, `mcp.resources.subscribe` (governed-methods.ts, with resources/read and prompts/get);
  * - what the upstream sends during a tools/call: its log messages relayed on the call's stream,
  *   its sampling and elicitation requests decided as `mcp.sampling` and `mcp.elicitation` and
  *   relayed to the client, whose answer (a POST of its own) goes back (relay.ts).
@@ -34,21 +35,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import {
-  CallToolRequestSchema,
-  type CallToolResult,
-  GetPromptRequestSchema,
-  ListPromptsRequestSchema,
-  ListResourcesRequestSchema,
-  ListResourceTemplatesRequestSchema,
-  ListToolsRequestSchema,
-  McpError,
-  type Prompt,
-  ReadResourceRequestSchema,
-  type Resource,
-  type ResourceTemplate,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
 import type { RequestContext } from '../../shared/context.ts';
@@ -59,6 +46,7 @@ import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type M
 import type { McpTarget } from '../execution/mcp-connector.ts';
 import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
+import { registerDiscoveryMethods } from './discovery-methods.ts';
 import {
   APPROVAL_META,
   asProtocolError,
@@ -75,10 +63,10 @@ import {
   text,
 } from './gateway-answers.ts';
 import { GatewayTasks } from './gateway-tasks.ts';
+import { registerGovernedMethods } from './governed-methods.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { answerRelayed, askClient, type ClientRequest, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
-import { registerUtilityMethods } from './utility-methods.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
 /** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
@@ -177,18 +165,22 @@ export class McpGateway {
     const route = (name: string) => this.route(caller, single, name);
     const named = (target: McpTarget, name: string) => (single ? name : `${target.slug}${NAMESPACE_SEPARATOR}${name}`);
 
-    server.setRequestHandler(ListToolsRequestSchema, async (request) => {
-      const tools: Tool[] = [];
-      let nextCursor: string | undefined;
-      for (const target of await servers()) {
-        const listed = await this.execution
-          .listTools(caller.ctx, target, { input: this.input(caller, 'mcp.discover'), cursor: single ? request.params?.cursor : undefined })
-          .catch((error) => this.skipOnAggregate(single, error));
-        if (!listed?.tools) continue;
-        for (const tool of listed.tools) tools.push({ ...tool, name: named(target, tool.name) });
-        if (single) nextCursor = listed.nextCursor;
-      }
-      return nextCursor ? { tools, nextCursor } : { tools };
+    registerDiscoveryMethods(server, {
+      single,
+      servers,
+      named,
+      listTools: (target, cursor) => this.execution.listTools(caller.ctx, target, { input: this.input(caller, 'mcp.discover'), cursor }),
+      discover: (target, method, capability, run, count) =>
+        this.execution.governMcp(
+          caller.ctx,
+          target,
+          { action: 'mcp.discover', input: this.input(caller, 'mcp.discover'), request: { method } },
+          'discovery_failed',
+          async (client) => (client.getServerCapabilities()?.[capability] ? run(client) : null),
+          (r) => ({ [capability]: r ? count(r) : 0 }),
+          { idempotent: true },
+        ),
+      skipOnAggregate: (error) => this.skipOnAggregate(single, error),
     });
 
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
@@ -201,104 +193,14 @@ export class McpGateway {
 
     this.taskMethods.register(server, caller, single);
 
-    const list =
-      <T, R>(
-        capability: 'resources' | 'prompts',
-        method: string,
-        run: (client: Client, cursor: string | undefined) => Promise<R & { nextCursor?: string }>,
-        items: (result: R) => T[],
-        rename: (target: McpTarget, item: T) => T,
-      ) =>
-      async (request: { params?: { cursor?: string } }) => {
-        const all: T[] = [];
-        let nextCursor: string | undefined;
-        for (const target of await servers()) {
-          const listed = await this.execution
-            .governMcp(
-              caller.ctx,
-              target,
-              { action: 'mcp.discover', input: this.input(caller, 'mcp.discover'), request: { method } },
-              'discovery_failed',
-              async (client) =>
-                client.getServerCapabilities()?.[capability] ? run(client, single ? request.params?.cursor : undefined) : null,
-              (r) => ({ [capability]: r ? items(r).length : 0 }),
-              { idempotent: true },
-            )
-            .catch((error) => this.skipOnAggregate(single, error));
-          if (!listed?.value) continue;
-          for (const item of items(listed.value)) all.push(rename(target, item));
-          if (single) nextCursor = listed.value.nextCursor;
-        }
-        return { all, nextCursor };
-      };
-
-    const listResources = list<Resource, { resources: Resource[] }>(
-      'resources',
-      'resources/list',
-      (client, cursor) => client.listResources(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
-      (r) => r.resources,
-      (target, item) => ({ ...item, uri: named(target, item.uri) }),
-    );
-    server.setRequestHandler(ListResourcesRequestSchema, async (request) => {
-      const { all, nextCursor } = await listResources(request);
-      return nextCursor ? { resources: all, nextCursor } : { resources: all };
-    });
-    const listTemplates = list<ResourceTemplate, { resourceTemplates: ResourceTemplate[] }>(
-      'resources',
-      'resources/templates/list',
-      (client, cursor) => client.listResourceTemplates(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
-      (r) => r.resourceTemplates,
-      (target, item) => ({ ...item, uriTemplate: named(target, item.uriTemplate) }),
-    );
-    server.setRequestHandler(ListResourceTemplatesRequestSchema, async (request) => {
-      const { all, nextCursor } = await listTemplates(request);
-      return nextCursor ? { resourceTemplates: all, nextCursor } : { resourceTemplates: all };
-    });
-    const listPrompts = list<Prompt, { prompts: Prompt[] }>(
-      'prompts',
-      'prompts/list',
-      (client, cursor) => client.listPrompts(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
-      (r) => r.prompts,
-      (target, item) => ({ ...item, name: named(target, item.name) }),
-    );
-    server.setRequestHandler(ListPromptsRequestSchema, async (request) => {
-      const { all, nextCursor } = await listPrompts(request);
-      return nextCursor ? { prompts: all, nextCursor } : { prompts: all };
-    });
-
-    server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
-      const { target, name } = await route(request.params.uri);
-      // decided on, and sent in, one form (resource-uri.ts); the client's `_meta` is not forwarded (act.ts McpFacts)
-      const { _meta, ...params } = request.params;
-      const sent = { ...params, uri: resourceUri(name) };
-      const result = await this.governed(
-        caller,
-        target,
-        { action: 'mcp.resources.read', resource: sent.uri, method: 'resources/read', params: sent, signal: extra.signal },
-        (client) => client.readResource(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
-      );
-      // the aggregate's URIs are namespaced: so are those of what it answers
-      return single ? result : { ...result, contents: result.contents.map((c) => ({ ...c, uri: named(target, c.uri) })) };
-    });
-
-    registerUtilityMethods(server, {
+    registerGovernedMethods(server, {
       servers,
       route,
       governed: (target, act, work) => this.governed(caller, target, act, work),
       resourceUri,
+      namespaced: single ? null : named,
     });
 
-    server.setRequestHandler(GetPromptRequestSchema, async (request, extra) => {
-      const { target, name } = await route(request.params.name);
-      const { _meta, ...params } = request.params;
-      const sent = { ...params, name };
-      return this.governed(
-        caller,
-        target,
-        { action: 'mcp.prompts.get', resource: name, method: 'prompts/get', params: sent, signal: extra.signal },
-        (client) => client.getPrompt(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
-      );
-    });
     return server;
   }
 

@@ -1,19 +1,27 @@
 /**
- * The gateway's MCP utilities: each a governed act with an action of its own (decided by the
- * one decision path, ExecutionService.governMcp, audited, blockable by policy), forwarded to
- * the upstream once allowed, its answer or JSON-RPC error relayed as the upstream sent it:
+ * The gateway's MCP methods other than tools and listings: each a governed act with an action
+ * of its own (decided by the one decision path, ExecutionService.governMcp, audited, blockable
+ * by policy), forwarded to the upstream once allowed, its answer or JSON-RPC error relayed as
+ * the upstream sent it:
  *
+ * - `resources/read`: `mcp.resources.read`, resource the URI, normalised and sent in that form
+ *   (decisions/resource-uri.ts); on the aggregate the answer's URIs are namespaced too;
+ * - `prompts/get`: `mcp.prompts.get`, resource the prompt's name; decided on every parameter
+ *   sent, so an approval binds the arguments too;
  * - `logging/setLevel`: `mcp.logging`, resource the level; on the aggregate, sent to every
  *   server (the first refusal or failure is the answer, after all were tried);
  * - `completion/complete`: `mcp.completion`, resource the prompt's name or the template's URI;
  * - `resources/subscribe` and `resources/unsubscribe`: `mcp.resources.subscribe`, resource the URI.
  *
- * The upstream's log notifications during a request reach the client through relay.ts.
+ * The client's `_meta` is never forwarded (decisions/act.ts, McpFacts). The upstream's log
+ * notifications during a request reach the client through relay.ts.
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   CompleteRequestSchema,
+  GetPromptRequestSchema,
+  ReadResourceRequestSchema,
   SetLevelRequestSchema,
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
@@ -21,15 +29,17 @@ import {
 import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
 import type { McpTarget } from '../execution/mcp-connector.ts';
 
-/** The fixed actions of the utilities (a policy matches them in `match.action`). */
-export const UTILITY_ACTIONS = {
+/** The fixed actions of these methods (a policy matches them in `match.action`). */
+export const GOVERNED_ACTIONS = {
+  read: 'mcp.resources.read',
+  prompt: 'mcp.prompts.get',
   logging: 'mcp.logging',
   completion: 'mcp.completion',
   subscribe: 'mcp.resources.subscribe',
 } as const;
 
-/** What the gateway lends the utilities for one request: its servers, its routing and its governed path. */
-export interface UtilityContext {
+/** What the gateway lends these methods for one request: its servers, its routing and its governed path. */
+export interface GovernedContext {
   /** The servers of this endpoint (one, or every enabled server on the aggregate). */
   servers: () => Promise<McpTarget[]>;
   /** The server a (possibly namespaced) name or URI belongs to, and the name it knows it by. */
@@ -42,10 +52,36 @@ export interface UtilityContext {
   ) => Promise<T>;
   /** A resource URI in the one form it is decided on and sent in (decisions/resource-uri.ts). */
   resourceUri: (uri: string) => string;
+  /** On the aggregate, the name a client sees for a server's URI; null on a server's own endpoint. */
+  namespaced: ((target: McpTarget, name: string) => string) | null;
 }
 
-/** Registers the utilities on a request's Server (its capabilities must declare `logging`, `completions` and `resources`). */
-export function registerUtilityMethods(server: Server, gateway: UtilityContext): void {
+/** Registers these methods on a request's Server (its capabilities must declare `resources`, `prompts`, `logging` and `completions`). */
+export function registerGovernedMethods(server: Server, gateway: GovernedContext): void {
+  server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
+    const { target, name } = await gateway.route(request.params.uri);
+    const { _meta, ...params } = request.params;
+    const sent = { ...params, uri: gateway.resourceUri(name) };
+    const result = await gateway.governed(
+      target,
+      { action: GOVERNED_ACTIONS.read, resource: sent.uri, method: request.method, params: sent, signal: extra.signal },
+      (client) => client.readResource(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+    );
+    const { namespaced } = gateway;
+    return namespaced ? { ...result, contents: result.contents.map((c) => ({ ...c, uri: namespaced(target, c.uri) })) } : result;
+  });
+
+  server.setRequestHandler(GetPromptRequestSchema, async (request, extra) => {
+    const { target, name } = await gateway.route(request.params.name);
+    const { _meta, ...params } = request.params;
+    const sent = { ...params, name };
+    return gateway.governed(
+      target,
+      { action: GOVERNED_ACTIONS.prompt, resource: name, method: request.method, params: sent, signal: extra.signal },
+      (client) => client.getPrompt(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
+    );
+  });
+
   server.setRequestHandler(SetLevelRequestSchema, async (request, extra) => {
     const { _meta, ...sent } = request.params;
     const failures: unknown[] = [];
@@ -53,7 +89,7 @@ export function registerUtilityMethods(server: Server, gateway: UtilityContext):
       await gateway
         .governed(
           target,
-          { action: UTILITY_ACTIONS.logging, resource: sent.level, method: request.method, params: sent, signal: extra.signal },
+          { action: GOVERNED_ACTIONS.logging, resource: sent.level, method: request.method, params: sent, signal: extra.signal },
           (client) => client.setLoggingLevel(sent.level, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
         )
         .catch((error) => failures.push(error));
@@ -70,7 +106,7 @@ export function registerUtilityMethods(server: Server, gateway: UtilityContext):
     const sent = { ...params, ref: routed };
     return gateway.governed(
       target,
-      { action: UTILITY_ACTIONS.completion, resource: name, method: request.method, params: sent, signal: extra.signal },
+      { action: GOVERNED_ACTIONS.completion, resource: name, method: request.method, params: sent, signal: extra.signal },
       (client) => client.complete(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
     );
   });
@@ -84,7 +120,7 @@ export function registerUtilityMethods(server: Server, gateway: UtilityContext):
       const options = { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal };
       await gateway.governed(
         target,
-        { action: UTILITY_ACTIONS.subscribe, resource: sent.uri, method: request.method, params: sent, signal: extra.signal },
+        { action: GOVERNED_ACTIONS.subscribe, resource: sent.uri, method: request.method, params: sent, signal: extra.signal },
         (client) =>
           request.method === 'resources/subscribe' ? client.subscribeResource(sent, options) : client.unsubscribeResource(sent, options),
       );
