@@ -98,7 +98,7 @@ describe('GET /settings (getSettings)', () => {
     const { key } = await freshWorkspace();
     const res = await getSettings(key);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false } });
+    expect(res.body).toEqual({ data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false, audit_mcp_arguments: 'redacted' } });
   });
 
   it('answers with policies:read alone; 403 insufficient_permission without it, 401 without a key', async () => {
@@ -119,18 +119,22 @@ describe('PATCH /settings (updateSettings)', () => {
     expect(await setDefaults(key, { production: 'block' })).toEqual({
       default_decision: { development: 'allow', staging: 'allow', production: 'block' },
       agents_hold_no_credentials: false,
+      audit_mcp_arguments: 'redacted',
     });
     expect(await setDefaults(key, { staging: 'block' })).toEqual({
       default_decision: { development: 'allow', staging: 'block', production: 'block' },
       agents_hold_no_credentials: false,
+      audit_mcp_arguments: 'redacted',
     });
     expect(await setDefaults(key, { development: 'block', staging: 'allow', production: 'allow' })).toEqual({
       default_decision: { development: 'block', staging: 'allow', production: 'allow' },
       agents_hold_no_credentials: false,
+      audit_mcp_arguments: 'redacted',
     });
     expect((await getSettings(key)).body.data).toEqual({
       default_decision: { development: 'block', staging: 'allow', production: 'allow' },
       agents_hold_no_credentials: false,
+      audit_mcp_arguments: 'redacted',
     });
   });
 
@@ -353,7 +357,9 @@ describe('dashboard API /dashboard/api/settings (getDashboardSettings, updateDas
 
     const read = await session.call('GET', '/settings');
     expect(read.status).toBe(200);
-    expect(read.body).toEqual({ data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false } });
+    expect(read.body).toEqual({
+      data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false, audit_mcp_arguments: 'redacted' },
+    });
 
     const changed = await session.call('PATCH', '/settings', { default_decision: { production: 'block' } });
     expect(changed.status).toBe(200);

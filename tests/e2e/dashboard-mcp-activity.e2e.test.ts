@@ -152,4 +152,32 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
       await context.close();
     }, 60_000);
   }
+
+  it('an admin who keeps digests only (Settings) gets calls recorded without their arguments', async () => {
+    const { context, page } = await signedIn(1280);
+    await page.getByTestId('nav-settings').click();
+    const kept = page.getByTestId('settings-audit-mcp-arguments');
+    await expect.poll(() => kept.inputValue()).toBe('redacted');
+    await kept.selectOption('digest');
+    await page.getByTestId('settings-audit-save').click();
+    await page.getByTestId('settings-audit-notice').getByText('Saved').waitFor();
+    await page.screenshot({ path: join(SCREENSHOTS, 'settings-audit-arguments-1280.png'), fullPage: true });
+    expect((await server.api('GET', '/settings', { key })).body.data.audit_mcp_arguments).toBe('digest');
+
+    await client.callTool({ name: 'echo', arguments: { text: 'only-the-hash-please' } });
+    await page.getByTestId('nav-audit').click();
+    await page.getByTestId('audit-table').waitFor();
+    const echoes = page.locator('tr').filter({ hasText: 'tools \u2192 echo' });
+    await expect.poll(() => echoes.count()).toBe(4); // two calls: a decision and an outcome each
+    // the earlier call keeps its arguments; the new one has its hash only
+    expect(
+      await page
+        .locator('tr')
+        .filter({ has: page.getByTestId('audit-arguments') })
+        .filter({ hasText: 'tools \u2192 echo' })
+        .count(),
+    ).toBe(1);
+    expect(await page.content()).not.toContain('only-the-hash-please');
+    await context.close();
+  }, 60_000);
 });

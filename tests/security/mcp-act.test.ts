@@ -306,6 +306,27 @@ describe('prompts/get approvals bind the arguments (attack 3)', { timeout: 60_00
     expect(JSON.stringify(event)).not.toContain('sk-live-123');
   });
 
+  it('a workspace that keeps digests only (audit_mcp_arguments: digest) records no arguments; the change is audited', async () => {
+    const ws = await workspace([{ match: { action: ['mcp.*'] }, effect: 'allow' }]);
+    const patch = (body: unknown) => server.api('PATCH', '/settings', { key: ws.key, body, unchecked: true });
+    expect((await patch({ audit_mcp_arguments: 'everything' })).status).toBe(400);
+    const set = await patch({ audit_mcp_arguments: 'digest' });
+    expect(set.status).toBe(200);
+    expect(set.body.data.audit_mcp_arguments).toBe('digest');
+    await ws.client.getPrompt({ name: 'run_sql', arguments: { sql: 'select 4' } });
+    const events = (await server.api('GET', '/audit-logs', { key: ws.key, unchecked: true })).body.data as {
+      action: string;
+      context: Record<string, unknown> & { execution?: Record<string, unknown> };
+    }[];
+    const prompt = events.find((e) => e.action === 'mcp.prompts.get' && e.context.outcome === undefined);
+    expect(prompt?.context.execution?.arguments).toBeUndefined();
+    expect(prompt?.context.execution?.arguments_bytes).toBeUndefined();
+    expect(prompt?.context.execution?.arguments_sha256).toBe(createHash('sha256').update('{"sql":"select 4"}').digest('hex'));
+    expect(JSON.stringify(events)).not.toContain('select 4');
+    const changed = events.find((e) => e.action === 'settings.updated');
+    expect(changed?.context).toMatchObject({ fields: ['audit_mcp_arguments'], audit_mcp_arguments: 'digest' });
+  });
+
   it('arguments over the audit bound are recorded by size and digest only; an outcome does not repeat them', async () => {
     const ws = await workspace([{ match: { action: ['mcp.*'] }, effect: 'allow' }]);
     const sql = `select '${'x'.repeat(20_000)}'`;

@@ -20,6 +20,7 @@ export type {
   ApprovalResponse,
   AuditEvent,
   AuditEventPage,
+  AuditMcpArguments,
   AuditResult,
   AuditSigningKeyResponse,
   AuditVerification,

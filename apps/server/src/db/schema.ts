@@ -439,6 +439,10 @@ export interface WorkspaceSettings {
    * When true, the HTTP proxy refuses executions whose own headers carry a credential (Authorization, Cookie, API-key headers).
    */
   agents_hold_no_credentials: Generated<boolean>;
+  /**
+   * 'redacted': audit events keep MCP arguments with secret-looking values redacted (up to 8 KiB); 'digest': their SHA-256 only.
+   */
+  audit_mcp_arguments: Generated<string>;
   default_development: Generated<string>;
   default_production: Generated<string>;
   default_staging: Generated<string>;

@@ -168,6 +168,8 @@ export class DecisionService {
 
     // 2. where
     const set = await this.policies.get(workspaceId, ctx.auth.policyVersion);
+    // what the audit keeps of an MCP act's arguments: the workspace's setting (docs/decisions/0026-audited-mcp-arguments.md)
+    const audited = (facts: ExecutionFacts) => auditedExecution(facts, set.auditMcpArguments !== 'digest');
     if (input.environment !== undefined && input.environment !== agent.environment) {
       throw new ApiError('environment_mismatch', `agent '${agent.slug}' is registered for ${agent.environment}, not ${input.environment}`);
     }
@@ -203,7 +205,7 @@ export class DecisionService {
           workspaceId,
           record(
             { result: 'blocked', severity: 'high', message: refusal.message, policy: null },
-            { context: { refusal: refusal.code, ...(facts ? { execution: auditedExecution(facts) } : {}) } },
+            { context: { refusal: refusal.code, ...(facts ? { execution: audited(facts) } : {}) } },
           ),
         ),
       );
@@ -223,7 +225,7 @@ export class DecisionService {
           workspaceId,
           record(
             { result: 'blocked', severity: 'high', message, policy: error.policy },
-            { context: { rule: error.ruleId, ...(facts ? { execution: auditedExecution(facts) } : {}) } },
+            { context: { rule: error.ruleId, ...(facts ? { execution: audited(facts) } : {}) } },
           ),
         ),
       );
@@ -290,7 +292,7 @@ export class DecisionService {
     if (decision.ruleId) context.rule = decision.ruleId;
     if (decision.monitored.length) context.monitored = decision.monitored;
     if (input.context) context.input = input.context;
-    if (facts) context.execution = auditedExecution(facts);
+    if (facts) context.execution = audited(facts);
     // Batched when the decision touches no approval; in a transaction with the approval's
     // change otherwise.
     const writeEvent = (db: Kysely<DB>, approvalId: string | null) =>

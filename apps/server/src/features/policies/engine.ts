@@ -101,6 +101,8 @@ export interface PolicySet {
   defaultDecision: DefaultDecisions;
   /** The setting "agents hold no credentials": an HTTP act whose own headers carry one is refused (decisions.ts). */
   agentsHoldNoCredentials?: boolean;
+  /** What audit events keep of an MCP act's arguments (decisions/act.ts); redacted when not said. */
+  auditMcpArguments?: 'redacted' | 'digest';
 }
 
 /** The decision per environment when no enforcing rule matches; an environment not named allows. */

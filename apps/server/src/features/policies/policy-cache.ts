@@ -24,7 +24,7 @@ export class PolicyCache {
     // Policies and defaults are read after the version was, so they are at least that new:
     // caching them under that version can only cause one extra reload, never a stale decision.
     const set = Promise.all([enabledPolicies(this.db, workspaceId), loadPolicySettings(this.db, workspaceId)]).then(
-      ([rows, { defaults, agentsHoldNoCredentials }]) => ({
+      ([rows, { defaults, agentsHoldNoCredentials, auditMcpArguments }]) => ({
         ...compilePolicySet(
           rows.map((row) => ({
             name: row.name,
@@ -36,6 +36,7 @@ export class PolicyCache {
           defaults,
         ),
         agentsHoldNoCredentials,
+        auditMcpArguments,
       }),
     );
     set.catch(() => this.sets.delete(workspaceId));

@@ -7,13 +7,13 @@ export type SettingsRow = Awaited<ReturnType<typeof findSettings>> & {};
 export const findSettings = (db: Kysely<DB>, workspaceId: string) =>
   db
     .selectFrom('workspace_settings')
-    .select(['default_development', 'default_staging', 'default_production', 'agents_hold_no_credentials'])
+    .select(['default_development', 'default_staging', 'default_production', 'agents_hold_no_credentials', 'audit_mcp_arguments'])
     .where('workspace_id', '=', workspaceId)
     .executeTakeFirst();
 
 type Changes = Pick<
   Updateable<WorkspaceSettings>,
-  'default_development' | 'default_staging' | 'default_production' | 'agents_hold_no_credentials'
+  'default_development' | 'default_staging' | 'default_production' | 'agents_hold_no_credentials' | 'audit_mcp_arguments'
 >;
 
 /**
@@ -25,5 +25,5 @@ export const upsertSettings = (db: Kysely<DB>, workspaceId: string, changes: Cha
     .insertInto('workspace_settings')
     .values({ workspace_id: workspaceId, ...changes })
     .onConflict((oc) => oc.column('workspace_id').doUpdateSet({ ...changes, updated_at: new Date() }))
-    .returning(['default_development', 'default_staging', 'default_production', 'agents_hold_no_credentials'])
+    .returning(['default_development', 'default_staging', 'default_production', 'agents_hold_no_credentials', 'audit_mcp_arguments'])
     .executeTakeFirstOrThrow();

@@ -1,11 +1,12 @@
 /**
  * Workspace settings: the default decision per agent environment for an act that no rule of an
- * enforcing policy matches, and whether agents may hold upstream credentials (the HTTP proxy
- * refuses their credential headers when not: decisions.ts). Stored in workspace_settings, whose trigger bumps the workspace's
+ * enforcing policy matches, whether agents may hold upstream credentials (the HTTP proxy
+ * refuses their credential headers when not: decisions.ts), and what the audit log keeps of an
+ * MCP act's arguments (decisions/act.ts). Stored in workspace_settings, whose trigger bumps the workspace's
  * policy_version, so the compiled policy sets (which carry the defaults) are rebuilt by every
  * server process at its next request, as after a policy change.
  */
-import type { AgentEnvironment, DefaultDecision, DefaultDecisions, Settings, SettingsUpdate } from '@warden/contract';
+import type { AgentEnvironment, AuditMcpArguments, DefaultDecision, DefaultDecisions, Settings, SettingsUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
@@ -35,15 +36,24 @@ function toDefaults(row: repo.SettingsRow | undefined): DefaultDecisions {
 export const loadDefaultDecisions = async (db: Kysely<DB>, workspaceId: string): Promise<DefaultDecisions> =>
   toDefaults(await repo.findSettings(db, workspaceId));
 
-/** The settings the policy set carries (see PolicyCache): the defaults and "agents hold no credentials". */
+/** What the audit keeps of MCP arguments; anything but `digest` reads as `redacted`. */
+const auditMcpArguments = (row: repo.SettingsRow | undefined): AuditMcpArguments =>
+  row?.audit_mcp_arguments === 'digest' ? 'digest' : 'redacted';
+
+/** The settings the policy set carries (see PolicyCache): the defaults, "agents hold no credentials" and the MCP arguments kept. */
 export async function loadPolicySettings(db: Kysely<DB>, workspaceId: string) {
   const row = await repo.findSettings(db, workspaceId);
-  return { defaults: toDefaults(row), agentsHoldNoCredentials: row?.agents_hold_no_credentials ?? false };
+  return {
+    defaults: toDefaults(row),
+    agentsHoldNoCredentials: row?.agents_hold_no_credentials ?? false,
+    auditMcpArguments: auditMcpArguments(row),
+  };
 }
 
 const toSettings = (row: repo.SettingsRow | undefined): Settings => ({
   default_decision: toDefaults(row),
   agents_hold_no_credentials: row?.agents_hold_no_credentials ?? false,
+  audit_mcp_arguments: auditMcpArguments(row),
 });
 
 export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<Settings> =>
@@ -54,7 +64,12 @@ export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<
  * A change writes its `settings.updated` audit event (the defaults it sets) in its transaction.
  */
 export async function updateSettings(db: Kysely<DB>, workspaceId: string, input: SettingsUpdate, actor: Actor): Promise<Settings> {
-  const changes: Partial<Record<(typeof COLUMN)[AgentEnvironment], DefaultDecision> & { agents_hold_no_credentials: boolean }> = {};
+  const changes: Partial<
+    Record<(typeof COLUMN)[AgentEnvironment], DefaultDecision> & {
+      agents_hold_no_credentials: boolean;
+      audit_mcp_arguments: AuditMcpArguments;
+    }
+  > = {};
   const set: Partial<Record<AgentEnvironment, DefaultDecision>> = {};
   for (const environment of ENVIRONMENTS) {
     const value = input.default_decision?.[environment];
@@ -68,6 +83,10 @@ export async function updateSettings(db: Kysely<DB>, workspaceId: string, input:
     changes.agents_hold_no_credentials = input.agents_hold_no_credentials;
     fields.push('agents_hold_no_credentials');
   }
+  if (input.audit_mcp_arguments !== undefined) {
+    changes.audit_mcp_arguments = input.audit_mcp_arguments;
+    fields.push('audit_mcp_arguments');
+  }
   if (Object.keys(changes).length === 0) return getSettings(db, workspaceId);
   return inTransaction(db, async (trx) => {
     await recordChange(trx, workspaceId, actor, {
@@ -77,6 +96,7 @@ export async function updateSettings(db: Kysely<DB>, workspaceId: string, input:
         fields,
         ...(Object.keys(set).length ? { default_decision: set } : {}),
         ...(input.agents_hold_no_credentials !== undefined ? { agents_hold_no_credentials: input.agents_hold_no_credentials } : {}),
+        ...(input.audit_mcp_arguments !== undefined ? { audit_mcp_arguments: input.audit_mcp_arguments } : {}),
       },
     });
     return toSettings(await repo.upsertSettings(trx, workspaceId, changes));

@@ -564,6 +564,7 @@ export type DefaultDecisions = {
 export type Settings = {
     default_decision: DefaultDecisions;
     agents_hold_no_credentials: AgentsHoldNoCredentials;
+    audit_mcp_arguments: AuditMcpArguments;
 };
 
 /**
@@ -579,6 +580,7 @@ export type SettingsUpdate = {
         production?: DefaultDecision;
     };
     agents_hold_no_credentials?: AgentsHoldNoCredentials;
+    audit_mcp_arguments?: AuditMcpArguments;
 };
 
 /**
@@ -593,6 +595,17 @@ export type SettingsUpdate = {
  *
  */
 export type AgentsHoldNoCredentials = boolean;
+
+/**
+ * What an audit event keeps of the arguments of an MCP act (a tool call or a prompt):
+ * `redacted` (the default) keeps them as sent, values under secret-looking names redacted,
+ * when they take at most 8 KiB of canonical JSON (larger ones by their size,
+ * `arguments_bytes`); `digest` keeps only `arguments_sha256`, for a workspace whose tools
+ * carry data its audit log must not hold. Either way the digest is of the arguments as sent.
+ * Events recorded before a change keep what they were recorded with.
+ *
+ */
+export type AuditMcpArguments = 'redacted' | 'digest';
 
 export type SettingsResponse = {
     data: Settings;
@@ -824,7 +837,8 @@ export type AuditEvent = {
      * `resource` stay what the caller declared). `arguments` are the tool's or prompt's
      * arguments as sent, values under secret-looking names redacted, when they take at most
      * 8 KiB of canonical JSON; larger ones are recorded as `arguments_bytes` (their size as
-     * sent) instead. `arguments_sha256` is the digest of the arguments as sent, secrets
+     * sent) instead, and neither when the workspace's setting `audit_mcp_arguments` is
+     * `digest`. `arguments_sha256` is the digest of the arguments as sent, secrets
      * included. An outcome event adds `outcome`, `duration_ms` and `decision_event_id`; its
      * `execution` leaves the arguments to the decision event it names.
      *
