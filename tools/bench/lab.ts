@@ -250,7 +250,8 @@ export async function warden(config: BenchConfig, options: WardenOptions): Promi
   const origin = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 90_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`Warden exited during start (code ${child.exitCode}); see ${logFile}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`Warden exited during start (code ${child.exitCode}, signal ${child.signalCode}); see ${logFile}`);
     if (Date.now() > deadline) throw new Error(`Warden did not answer /api/v1/health within 90 s; see ${logFile}`);
     const healthy = await fetch(`${origin}/api/v1/health`).then(
       (res) => res.text().then(() => res.status === 200),
@@ -271,7 +272,10 @@ export async function warden(config: BenchConfig, options: WardenOptions): Promi
   const serverPid = (found[0] as { pid: number }).pid;
   const baseUrl = `${origin}/api/v1`;
   const stop = async (sig: NodeJS.Signals = 'SIGTERM') => {
-    const exited = child.exitCode !== null ? Promise.resolve() : new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const exited =
+      child.exitCode !== null || child.signalCode !== null
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => child.once('exit', () => resolve()));
     try {
       process.kill(serverPid, sig); // the server closes itself; the wrappers follow it
     } catch {

@@ -15,6 +15,19 @@ describe('redactSecrets and redactUrl', () => {
     );
   });
 
+  it('replaces a list or an object under a secret-looking name whole, and what lies deeper than the walk', () => {
+    expect(redactSecrets({ api_key: ['sk-live-1'], token: { value: 'sk-live-2' }, has_token: false, password: null })).toEqual({
+      api_key: REDACTED,
+      token: REDACTED,
+      has_token: false,
+      password: null,
+    });
+    let deep: unknown = { password: 'sk-live-3' };
+    for (let i = 0; i < 40; i++) deep = { a: deep };
+    expect(JSON.stringify(redactSecrets(deep))).not.toContain('sk-live-3');
+    expect(JSON.stringify(redactSecrets(deep))).toContain(REDACTED);
+  });
+
   it("keeps a key's hint, the public part shown by design, in members and query parameters", () => {
     expect(redactSecrets({ agent: { api_key_hint: 'wak_0123456789abcdef_…', has_api_key: true } })).toEqual({
       agent: { api_key_hint: 'wak_0123456789abcdef_…', has_api_key: true },

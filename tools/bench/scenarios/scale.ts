@@ -47,7 +47,8 @@ export const scaleScenario: Scenario = {
   about: 'what an auditor asks of the audit log, at 10,000 and 1,000,000 events (npm run bench:scale)',
   inFullRun: false,
   async run(config) {
-    const sizesArg = config.argv.find((a) => a.startsWith('--sizes='))?.slice(8) ?? config.argv[config.argv.indexOf('--sizes') + 1];
+    const at = config.argv.indexOf('--sizes');
+    const sizesArg = config.argv.find((a) => a.startsWith('--sizes='))?.slice(8) ?? (at >= 0 ? config.argv[at + 1] : undefined);
     const sizes = [
       ...new Set((sizesArg ?? process.env.BENCH_SCALE_SIZES ?? '10000,1000000').split(',').filter(Boolean).map(parseSize)),
     ].sort((a, b) => a - b);

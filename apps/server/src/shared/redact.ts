@@ -48,15 +48,21 @@ export function redactQuery(search: string): string {
   return `?${pairs.join('&')}`;
 }
 
-/** A copy of a JSON value whose secret-looking members are replaced (for showing, never for deciding). */
+/**
+ * A copy of a JSON value whose secret-looking members are replaced (for showing, never for
+ * deciding): a list or an object under such a name is replaced whole, and what lies deeper than
+ * the walk goes is replaced too, so that nothing it could not look at is shown (the audit log
+ * keeps what this returns for good).
+ */
 export function redactSecrets(value: unknown, depth = 0): unknown {
-  if (depth > 32 || value === null || typeof value !== 'object') return value;
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > 32) return REDACTED;
   if (Array.isArray(value)) return value.map((item) => redactSecrets(item, depth + 1));
   const out: Record<string, unknown> = {};
   for (const [key, member] of Object.entries(value)) {
     // A boolean or null says whether there is a secret, never what it is (`has_api_key: false`).
-    const secretValue = typeof member === 'string' || typeof member === 'number' || typeof member === 'bigint';
-    out[key] = isSecretName(key) && secretValue ? REDACTED : redactSecrets(member, depth + 1);
+    const shown = member === null || typeof member === 'boolean' || member === undefined;
+    out[key] = isSecretName(key) && !shown ? REDACTED : redactSecrets(member, depth + 1);
   }
   return out;
 }
