@@ -12,6 +12,7 @@ import { backendPids, type Target } from './lab.ts';
 import type { LoadResult, RunSpec } from './loadgen.ts';
 import { cpuTimes, forkBench, machineTicks, memoryMb, nextMessage, sleep, stopChild } from './procs.ts';
 import { percentiles } from './report.ts';
+import { EVALUATE_BODY, jsonHeaders } from './workload.ts';
 
 export interface Usage {
   cpuMs: number;
@@ -75,6 +76,18 @@ export interface Load {
   /** Rows the server writes per 2xx answer into `table` (checked exactly). */
   audit?: { table: string; perOk: number };
 }
+
+/** POST /policy/evaluate with the benchmark's one body, answered by `server` at `url`; `table`: the rows it writes, one per 2xx. */
+export const evaluateLoad = (target: string, server: Target, url: string, key: string, table?: string): Load => ({
+  target,
+  scenario: 'evaluate',
+  server,
+  url,
+  method: 'POST',
+  headers: jsonHeaders(key),
+  body: JSON.stringify(EVALUATE_BODY),
+  ...(table && { audit: { table, perOk: 1 } }),
+});
 
 export interface Measured {
   target: string;

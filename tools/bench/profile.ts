@@ -10,9 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { log, mcpUpstream, OUT_DIR, onCleanup, type Scenario, warden } from './lab.ts';
-import { describeRun, runLoad } from './load.ts';
+import { describeRun, evaluateLoad, runLoad } from './load.ts';
 import { observabilitySetting } from './scenarios/compare.ts';
-import { EVALUATE_BODY, jsonHeaders } from './workload.ts';
 
 interface ProfileNode {
   id: number;
@@ -99,15 +98,7 @@ export const profileScenario: Scenario = {
       seedWith: mcp.url,
     });
     const window = { startUs: 0, endUs: 0 };
-    const load = {
-      target: 'S',
-      scenario: 'evaluate',
-      server: s,
-      url: `${s.baseUrl}/policy/evaluate`,
-      method: 'POST' as const,
-      headers: jsonHeaders(s.key),
-      body: JSON.stringify(EVALUATE_BODY),
-    };
+    const load = evaluateLoad('S', s, `${s.baseUrl}/policy/evaluate`, s.key);
     const rate = config.profileRate;
     const measured = await runLoad(load, {
       mode: rate ? 'open' : 'closed',

@@ -14,10 +14,9 @@ import { join } from 'node:path';
 import { exportSigningKey, generateSigningKey } from '../../../apps/server/src/features/audit/checkpoint.ts';
 import type { BenchConfig } from '../config.ts';
 import { baseline, log, mcpUpstream, onCleanup, type Scenario, warden } from '../lab.ts';
-import { describeRun, type Load, runLoad } from '../load.ts';
+import { describeRun, evaluateLoad, runLoad } from '../load.ts';
 import { freePort, ROOT, spawnGroup } from '../procs.ts';
 import { median, round } from '../report.ts';
-import { EVALUATE_BODY, jsonHeaders } from '../workload.ts';
 import { type CheckpointLag, checkpointLag } from './decide.ts';
 
 interface Setting {
@@ -137,21 +136,10 @@ async function compare(config: BenchConfig, setting: Setting) {
   const off = await warden(config, { label: `${setting.name}-off`, seedWith: mcp.url });
   const on = await warden(config, { label: `${setting.name}-on`, seedWith: mcp.url, env: prepared.env });
   const b1 = await baseline('b1', off.db);
-  const body = JSON.stringify(EVALUATE_BODY);
-  const load = (target: string, server: typeof b1, url: string, table: string, key = off.key): Load => ({
-    target,
-    scenario: 'evaluate',
-    server,
-    url,
-    method: 'POST',
-    headers: jsonHeaders(key),
-    body,
-    audit: { table, perOk: 1 },
-  });
   const loads = {
-    b1: load('B1', b1, `${b1.origin}/api/v1/policy/evaluate`, 'bench_audit_events'),
-    off: load(`S (${setting.name} off)`, off, `${off.baseUrl}/policy/evaluate`, 'audit_events'),
-    on: load(`S (${setting.name} on)`, on, `${on.baseUrl}/policy/evaluate`, 'audit_events', on.key),
+    b1: evaluateLoad('B1', b1, `${b1.origin}/api/v1/policy/evaluate`, off.key, 'bench_audit_events'),
+    off: evaluateLoad(`S (${setting.name} off)`, off, `${off.baseUrl}/policy/evaluate`, off.key, 'audit_events'),
+    on: evaluateLoad(`S (${setting.name} on)`, on, `${on.baseUrl}/policy/evaluate`, on.key, 'audit_events'),
   };
   const order = ['b1', 'off', 'on'] as const;
   const { connections } = config;

@@ -10,8 +10,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type pg from 'pg';
 import type { BenchConfig } from '../config.ts';
-import { aborted, baseline, log, mcpUpstream, OUT_DIR, type Outcome, type Scenario, serverFacts, warden } from '../lab.ts';
-import { describeRun, type Load, type Measured, runLoad } from '../load.ts';
+import { aborted, baseline, log, mcpUpstream, OUT_DIR, type Outcome, type Scenario, serverFacts, type Target, warden } from '../lab.ts';
+import { describeRun, evaluateLoad, type Load, type Measured, runLoad } from '../load.ts';
 import type { EvaluatorFigures } from '../micro.ts';
 import { forkBench, nextMessage, stopChild } from '../procs.ts';
 import { formatTables, median, round, summarise, table } from '../report.ts';
@@ -103,16 +103,7 @@ export const decideScenario: Scenario = {
     const [b0, b1] = [await baseline('b0', s.db), await baseline('b1', s.db)];
     const headers = jsonHeaders(s.key);
     const body = JSON.stringify(EVALUATE_BODY);
-    const evaluate = (target: string, server: typeof s | typeof b1, url: string, table?: string): Load => ({
-      target,
-      scenario: 'evaluate',
-      server,
-      url,
-      method: 'POST',
-      headers,
-      body,
-      ...(table && { audit: { table, perOk: 1 } }),
-    });
+    const evaluate = (target: string, server: Target, url: string, table?: string) => evaluateLoad(target, server, url, s.key, table);
     const loads: Record<string, Load> = {
       B0: evaluate('B0', b0, `${b0.origin}/api/v1/policy/evaluate`),
       B1: evaluate('B1', b1, `${b1.origin}/api/v1/policy/evaluate`, 'bench_audit_events'),
