@@ -67,6 +67,8 @@ export const SAMPLES: Record<string, Sample> = {
   getMcpServer: { sdk: "warden.mcpServers.get('github')", path: SERVER },
   updateMcpServer: { sdk: "warden.mcpServers.update('github', BODY)", path: SERVER },
   deleteMcpServer: { sdk: "warden.mcpServers.delete('github')", path: SERVER },
+  connectMcpServerOAuth: { sdk: "warden.mcpServers.connectOAuth('github')", path: SERVER },
+  disconnectMcpServerOAuth: { sdk: "warden.mcpServers.disconnectOAuth('github')", path: SERVER },
 };
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch'];

@@ -59,8 +59,16 @@ export type V1Route = RoutesOf<Operations>;
 export type DashboardRoute = RoutesOf<DashboardOperations>;
 type AnyRoute = { method: HttpMethod; pattern: string; data: OperationTypes['data']; responses: object };
 
-/** A path of an operation with this method, optionally followed by a query string. */
-export type PathOf<R extends AnyRoute, M extends HttpMethod> = R extends { method: M } ? R['pattern'] | `${R['pattern']}?${string}` : never;
+/**
+ * A path of an operation with this method; a GET's optionally followed by a query string (only
+ * reads take one: with the query variants of every method's routes, a route with a parameter
+ * inside its path, `/mcp-servers/{id}/oauth/connect`, made each call too deep for the compiler).
+ */
+export type PathOf<R extends AnyRoute, M extends HttpMethod> = R extends { method: M }
+  ? M extends 'GET'
+    ? R['pattern'] | `${R['pattern']}?${string}`
+    : R['pattern']
+  : never;
 
 type WithoutQuery<P extends string> = P extends `${infer Path}?${string}` ? Path : P;
 

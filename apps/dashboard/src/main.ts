@@ -55,6 +55,8 @@ const ROUTES: Route[] = [
   { pattern: /^#\/policies\/new$/, page: policyEditorPage, nav: '#/policies', title: 'New policy' },
   { pattern: /^#\/policies\/([0-9a-fA-F-]{36})$/, page: policyEditorPage, nav: '#/policies', title: 'Policy' },
   { pattern: /^#\/mcp-servers\/?$/, page: mcpServersPage, nav: '#/mcp-servers', title: 'MCP servers' },
+  // where an OAuth connection's callback sends the browser back (http/upstream-oauth-callback.ts)
+  { pattern: /^#\/mcp-servers\/oauth\/(connected|failed)\?(.*)$/, page: mcpServersPage, nav: '#/mcp-servers', title: 'MCP servers' },
   { pattern: /^#\/keys\/?$/, page: keysPage, nav: '#/keys', title: 'API keys' },
   { pattern: /^#\/oauth-grants\/?$/, page: oauthGrantsPage, nav: '#/oauth-grants', title: 'Connected clients' },
   { pattern: /^#\/oauth\/consent\/([0-9a-fA-F-]{36})$/, page: oauthConsentPage, nav: '#/oauth-grants', title: 'Connect an MCP client' },

@@ -22,13 +22,14 @@ import { jsonBody } from './http/json-body.ts';
 import { sendJson } from './http/json-response.ts';
 import type { KeyCache } from './http/key-cache.ts';
 import { mcpAuthenticate, mcpGatewayErrors, mcpGatewayHandler, mcpOriginGuard } from './http/mcp-gateway.ts';
-import { protectedResourceRouter } from './http/oauth-resource.ts';
+import { protectedResourceRouter, publicOrigin } from './http/oauth-resource.ts';
 import { authorizationServerRouter } from './http/oauth-server.ts';
 import { pipeline } from './http/pipeline.ts';
 import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter, type RouterOptions } from './http/router.ts';
 import { StaticAsset } from './http/static-asset.ts';
+import { upstreamOAuthCallbackRouter } from './http/upstream-oauth-callback.ts';
 import { contractValidator } from './http/validator.ts';
 import type { Logger } from './logger.ts';
 import { createHttpObserver, type HttpObserver } from './observability/http.ts';
@@ -71,6 +72,7 @@ export function createApp(deps: AppDeps): Express {
   // This process's own configuration changes are dropped from the key cache before their answer
   // leaves (other processes learn of them by notification).
   const routerOptions: RouterOptions = {
+    origin: (req) => publicOrigin(config, req),
     onSuccess: (row, auth) => {
       if (row.method !== 'get' && row.permission && CONFIGURATION_PERMISSIONS.has(row.permission)) keys.forgetWorkspace(auth.workspaceId);
     },
@@ -118,6 +120,8 @@ export function createApp(deps: AppDeps): Express {
   app.use(protectedResourceRouter(config));
   // The built-in authorization server (RFC 8414 metadata, /authorize, /token, /register, /revoke).
   if (services.authorizationServer) app.use(authorizationServerRouter(config, services.authorizationServer));
+  // Where upstreams' authorization servers send an admin back after connecting an MCP server.
+  app.use(upstreamOAuthCallbackRouter(services.mcpServers));
   app.use(
     `${BASE_PATH}/mcp`,
     pipeline([

@@ -20,6 +20,8 @@ import { AuditVerifications } from './features/audit/verification-runs.ts';
 import { billingService } from './features/billing/billing.service.ts';
 import { complianceService } from './features/compliance/compliance.service.ts';
 import { credentialsService } from './features/credentials/credentials.service.ts';
+import { oauthFetch, UpstreamOAuth } from './features/credentials/upstream-oauth.ts';
+import { UpstreamTokens } from './features/credentials/upstream-tokens.ts';
 import { dashboardService } from './features/dashboard/dashboard.service.ts';
 import { DecisionService } from './features/decisions/decisions.ts';
 import { ExecutionService } from './features/execution/execution.service.ts';
@@ -117,7 +119,10 @@ export function compose({
   const agentDirectory = new AgentDirectory(db);
   const decisions = new DecisionService(db, new PolicyCache(db), agentDirectory, auditWriter, telemetry);
   const credentials = credentialsService(db, box);
-  const execution = new ExecutionService(db, decisions, mcp, egress, new McpRegistry(db, box), credentials);
+  const oauthEgress = oauthFetch((url, init) => egress.fetch(url, init));
+  const upstreamOAuth = new UpstreamOAuth(db, box, oauthEgress);
+  const registry = new McpRegistry(db, box, new UpstreamTokens(db, box, oauthEgress));
+  const execution = new ExecutionService(db, decisions, mcp, egress, registry, credentials);
   const inlineReplay = inlineReplays(db);
   const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
   const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db, (url, init) => egress.fetch(url, init)) : undefined;
@@ -127,7 +132,7 @@ export function compose({
     sessions: sessionsService(db, loginGuard),
     agents: agentsService(db),
     policies: policiesService(db, simulations),
-    mcpServers: mcpServersService(db, box),
+    mcpServers: mcpServersService(db, box, upstreamOAuth),
     credentials,
     approvals: approvalsService(db, telemetry),
     audit,

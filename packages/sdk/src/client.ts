@@ -245,6 +245,12 @@ export function createWarden(options: WardenOptions) {
       (await unwrap(op.updateMcpServer({ ...call(opts), path: { id }, body }))).data,
     delete: async (id: string, opts?: RequestOptions): Promise<T.Deleted['data']> =>
       (await unwrap(op.deleteMcpServer({ ...call(opts), path: { id } }))).data,
+    /** Starts an OAuth connection: send the admin's browser to `authorization_url`. */
+    connectOAuth: async (id: string, opts?: RequestOptions): Promise<T.McpServerOAuthAuthorization> =>
+      (await unwrap(op.connectMcpServerOAuth({ ...call(opts), path: { id } }))).data,
+    /** Ends an OAuth connection (its refresh token revoked where the authorization server can). */
+    disconnectOAuth: async (id: string, opts?: RequestOptions): Promise<T.McpServer> =>
+      (await unwrap(op.disconnectMcpServerOAuth({ ...call(opts), path: { id } }))).data,
   };
 
   /** Upstream secrets Warden adds for agents (`execution.credential`): write-only, answered with a hint. */
@@ -369,6 +375,8 @@ export const OPERATION_METHODS: Record<keyof typeof op, string> = {
   getMcpServer: 'mcpServers.get',
   updateMcpServer: 'mcpServers.update',
   deleteMcpServer: 'mcpServers.delete',
+  connectMcpServerOAuth: 'mcpServers.connectOAuth',
+  disconnectMcpServerOAuth: 'mcpServers.disconnectOAuth',
   getComplianceStatus: 'compliance.status',
   getAuditVerificationStatus: 'audit.verificationStatus',
   listCredentials: 'credentials.list',

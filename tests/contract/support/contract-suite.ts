@@ -511,7 +511,7 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     name: 'MCP server registry',
-    covers: ['listMcpServers', 'createMcpServer', 'getMcpServer', 'updateMcpServer'],
+    covers: ['listMcpServers', 'createMcpServer', 'getMcpServer', 'updateMcpServer', 'connectMcpServerOAuth', 'disconnectMcpServerOAuth'],
     async run(run) {
       await run.call('listMcpServers', { expect: 200 });
       const created = await run.call('createMcpServer', {
@@ -531,6 +531,21 @@ export const SCENARIOS: Scenario[] = [
       await run.call('getMcpServer', { expect: 200, path: { id: created.body.data.id } });
       await run.call('getMcpServer', { expect: 404, code: 'not_found', path: { id: RANDOM_UUID }, note: 'an unknown id' });
       await run.call('updateMcpServer', { expect: 200, path: { id: created.body.data.id }, body: { description: 'contract suite' } });
+      const plain = { id: created.body.data.id };
+      await run.call('connectMcpServerOAuth', { expect: 409, code: 'conflict', path: plain, note: 'a server without OAuth' });
+      await run.call('disconnectMcpServerOAuth', { expect: 409, code: 'conflict', path: plain, note: 'a server without OAuth' });
+      const oauth = await run.call('createMcpServer', {
+        expect: 201,
+        body: {
+          name: `Contract OAuth MCP ${run.id}`,
+          slug: `contract-oauth-${run.id}`,
+          transport_url: 'https://mcp.example.com/mcp',
+          upstream_auth: { type: 'oauth', scopes: ['read'] },
+        },
+      });
+      // not connected yet: ending the connection changes nothing and answers the server
+      await run.call('disconnectMcpServerOAuth', { expect: 200, path: { id: oauth.body.data.id } });
+      await run.call('deleteMcpServer', { expect: 200, path: { id: oauth.body.data.id } });
     },
   },
   {

@@ -4,11 +4,13 @@ import type { PageContext } from '../context.ts';
 import { h, mount } from '../dom.ts';
 import type { McpServer, McpServerCreate, McpServerPage, McpServerResponse, McpServerUpdate, McpTransport } from '../types.ts';
 import { badge, busy, button, confirmInline, dash, field, fieldError, loading, notice, pageHeader, table, time } from '../ui.ts';
+import { isOAuth, oauthActions, oauthCell, oauthFields, showOAuthOutcome } from './mcp-oauth.ts';
 
-const TRANSPORTS: [McpTransport, string][] = [
-  ['auto', 'Auto (Streamable HTTP, else SSE)'],
-  ['streamable_http', 'Streamable HTTP'],
-  ['sse', 'SSE (older servers)'],
+/** Each transport: its value, its label in the form, its short name in the table. */
+const TRANSPORTS: [McpTransport, string, string][] = [
+  ['auto', 'Auto (Streamable HTTP, else SSE)', 'Auto'],
+  ['streamable_http', 'Streamable HTTP', 'Streamable HTTP'],
+  ['sse', 'SSE (older servers)', 'SSE'],
 ];
 
 /** Which field a refusal names: `transport_url: …`, `/body/slug …`, a slug taken (409). */
@@ -47,6 +49,7 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
       canWrite
         ? mount(
             slot,
+            ...(isOAuth(s.upstream_auth) ? oauthActions(s, s.upstream_auth, status, () => load(false)) : []),
             button('Edit', () => showForm(s), { class: 'btn btn-small', 'data-testid': 'mcp-edit', 'aria-label': `Edit ${s.name}` }),
             button('Delete…', () => ask(), {
               class: 'btn btn-small btn-danger',
@@ -87,23 +90,30 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
         [
           {
             header: 'Server',
+            // the description under the name: one column fewer keeps the row within the page
             cell: (s) =>
-              h('div', null, h('strong', null, s.name), h('div', { class: 'muted mono small', 'data-testid': 'mcp-slug' }, s.slug)),
+              h(
+                'div',
+                null,
+                h('strong', null, s.name),
+                h('div', { class: 'muted mono small', 'data-testid': 'mcp-slug' }, s.slug),
+                s.description ? h('div', { class: 'muted small', 'data-testid': 'mcp-description-text' }, s.description) : null,
+              ),
           },
           { header: 'URL', cell: (s) => h('span', { class: 'mono url', 'data-testid': 'mcp-url' }, s.transport_url) },
-          { header: 'Transport', cell: (s) => TRANSPORTS.find(([v]) => v === s.transport)?.[1] ?? s.transport },
+          { header: 'Transport', cell: (s) => TRANSPORTS.find(([v]) => v === s.transport)?.[2] ?? s.transport },
           {
             header: 'Status',
             cell: (s) => (s.enabled ? badge('Enabled', 'good', 'mcp-enabled') : badge('Disabled', 'neutral', 'mcp-enabled')),
           },
           {
             header: 'Upstream credential',
-            cell: (s) =>
-              s.upstream_auth
-                ? h('span', { class: 'mono small', 'data-testid': 'mcp-auth' }, `${s.upstream_auth.header}: ${s.upstream_auth.hint}`)
-                : dash(null),
+            cell: (s) => {
+              const auth = s.upstream_auth;
+              if (isOAuth(auth)) return oauthCell(auth);
+              return auth ? h('span', { class: 'mono small', 'data-testid': 'mcp-auth' }, `${auth.header}: ${auth.hint}`) : dash(null);
+            },
           },
-          { header: 'Description', cell: (s) => dash(s.description) },
           { header: 'Updated', cell: (s) => time(s.updated_at) },
           { header: 'Actions', cell: actions },
         ],
@@ -137,19 +147,20 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
     const description = text(existing?.description ?? '', { maxlength: 2000, 'data-testid': 'mcp-description' });
     const enabled = h('input', { type: 'checkbox', checked: existing ? existing.enabled : true, 'data-testid': 'mcp-enabled-input' });
     // the secret is write-only: never filled in, only replaced (left empty: kept) or removed
+    const current = existing?.upstream_auth;
+    const currentLabel = isOAuth(current) ? 'OAuth connection' : current ? `${current.header}: ${current.hint}` : '';
     const authType = h(
       'select',
-      { 'data-testid': 'mcp-auth-type' },
+      { 'data-testid': 'mcp-auth-type', onchange: () => oauth.show(authType.value === 'oauth') },
       [
-        [
-          'keep',
-          existing?.upstream_auth ? `Keep the current one (${existing.upstream_auth.header}: ${existing.upstream_auth.hint})` : 'None',
-        ],
+        ['keep', current ? `Keep the current one (${currentLabel})` : 'None'],
         ['bearer', 'Bearer token (Authorization)'],
         ['header', 'API-key header'],
-        ...(existing?.upstream_auth ? [['none', 'Remove it']] : []),
+        ['oauth', 'OAuth connection (an admin connects once)'],
+        ...(current ? [['none', 'Remove it']] : []),
       ].map(([v, l]) => h('option', { value: v as string }, l as string)),
     );
+    const oauth = oauthFields(isOAuth(current) ? current : undefined);
     const authHeader = text('', { maxlength: 100, placeholder: 'X-Api-Key', 'data-testid': 'mcp-auth-header' });
     const authSecret = h('input', { type: 'password', autocomplete: 'new-password', maxlength: 8192, 'data-testid': 'mcp-auth-secret' });
     /** What the form sends as upstream_auth: undefined keeps the stored one. */
@@ -157,6 +168,7 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
       if (authType.value === 'none') return null;
       if (authType.value === 'bearer') return { type: 'bearer', secret: authSecret.value };
       if (authType.value === 'header') return { type: 'header', header: authHeader.value.trim(), secret: authSecret.value };
+      if (authType.value === 'oauth') return oauth.value();
       return undefined;
     };
     const errors = {
@@ -266,6 +278,7 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
         field('Header (API-key header only)', authHeader),
       ),
       field('Secret', authSecret, 'Write-only: stored encrypted, shown afterwards as its last four characters only.'),
+      oauth.el,
       formStatus.el,
       h(
         'div',
@@ -296,5 +309,6 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
     list,
     more,
   );
+  showOAuthOutcome(ctx.params, status);
   await load(false);
 }

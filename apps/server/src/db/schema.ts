@@ -258,6 +258,84 @@ export interface McpGatewayTasks {
   workspace_id: string;
 }
 
+export interface McpServerOauth {
+  /**
+   * The current access token, sealed with the master key; never returned.
+   */
+  access_token_encrypted: string | null;
+  /**
+   * The issuer the admin named; NULL: found from the server's Protected Resource Metadata (RFC 9728).
+   */
+  authorization_server: string | null;
+  /**
+   * The client Warden is at the authorization server: given by the admin, or registered by Warden (client_registered).
+   */
+  client_id: string | null;
+  client_registered: Generated<boolean>;
+  /**
+   * A confidential client's secret, sealed with the master key; never returned.
+   */
+  client_secret_encrypted: string | null;
+  connected_at: Timestamp | null;
+  expires_at: Timestamp | null;
+  /**
+   * Bumped by every connect: part of the upstream session pool key, so a new connection opens new sessions.
+   */
+  generation: Generated<number>;
+  /**
+   * The authorization server the tokens came from (its metadata's issuer, as discovered at the last connect).
+   */
+  issuer: string | null;
+  /**
+   * The authorization server's RFC 8414 metadata as read at the last connect (endpoints for refresh and revocation).
+   */
+  metadata: Json | null;
+  /**
+   * When Warden refreshes the access token: a minute before it expires, or halfway through a shorter life.
+   */
+  refresh_after: Timestamp | null;
+  /**
+   * Set by the one process refreshing the tokens (others wait for its result): a rotated refresh token is never used twice.
+   */
+  refresh_lease_until: Timestamp | null;
+  /**
+   * The current refresh token, sealed; replaced when the authorization server rotates it.
+   */
+  refresh_token_encrypted: string | null;
+  /**
+   * The resource indicator (RFC 8707) tokens are asked for: the server's URL, or its metadata's resource.
+   */
+  resource: string | null;
+  scopes: Generated<string[]>;
+  server_id: string;
+  status: Generated<string>;
+  /**
+   * Why the connection needs an admin (the authorization server's error code), never a token.
+   */
+  status_detail: string | null;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface McpServerOauthPending {
+  /**
+   * Who asked to connect: the connected event is recorded in their name.
+   */
+  actor: Json;
+  /**
+   * The PKCE verifier (RFC 7636), sealed with the master key.
+   */
+  code_verifier_encrypted: string;
+  expires_at: Timestamp;
+  redirect_uri: string;
+  server_id: string;
+  /**
+   * SHA-256 of the OAuth state sent to the authorization server; the state itself is not kept.
+   */
+  state_hash: string;
+  workspace_id: string;
+}
+
 export interface McpServers {
   /**
    * The header the secret travels in, lower-case ('authorization' for bearer).
@@ -466,6 +544,8 @@ export interface DB {
   dashboard_sessions: DashboardSessions;
   idempotency_keys: IdempotencyKeys;
   mcp_gateway_tasks: McpGatewayTasks;
+  mcp_server_oauth: McpServerOauth;
+  mcp_server_oauth_pending: McpServerOauthPending;
   mcp_servers: McpServers;
   mcp_sessions: McpSessions;
   oauth_authorizations: OauthAuthorizations;

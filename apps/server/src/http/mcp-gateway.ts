@@ -126,6 +126,7 @@ export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
     const ctx: RequestContext = {
       requestId: req.requestId,
       auth: req.auth,
+      origin: `${req.protocol}://${req.get('host')}`,
       // a token acts as its granted agent: no agent key is read beside it
       agentKey: req.auth.agent !== undefined ? undefined : ((res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key')),
     };

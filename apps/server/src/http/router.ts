@@ -22,6 +22,8 @@ export interface RouterOptions {
   onSuccess?: (row: OperationRow, auth: AuthContext) => void;
   /** The session cookie of a request, for the handlers that set it (the dashboard API's). */
   session?: (req: Request, res: Response) => SessionCookie;
+  /** The origin clients reach Warden at (oauth-resource.ts publicOrigin); else the request's own. */
+  origin?: (req: Request) => string;
 }
 
 /**
@@ -47,7 +49,8 @@ export function createRouter(
         throw new ApiError('insufficient_permission', `This key lacks the permission ${row.permission}`);
       }
       const agentKey = row.agentKey ? req.get('x-warden-agent-key') : undefined;
-      const ctx: RequestContext = { requestId: req.requestId, auth, agentKey };
+      const origin = options.origin?.(req) ?? `${req.protocol}://${req.get('host')}`;
+      const ctx: RequestContext = { requestId: req.requestId, auth, agentKey, origin };
       if (options.session) ctx.session = options.session(req, res);
       const reply = await handler({ body: req.body, path: openapi?.pathParams ?? {}, query: req.query, ctx });
       options.onSuccess?.(row, auth);

@@ -35,6 +35,8 @@ export interface RequestContext {
   requestId: string;
   /** The caller's key. For the one public operation (health) it holds no workspace and no permission. */
   auth: AuthContext;
+  /** The origin clients reach Warden at (WARDEN_PUBLIC_URL, else the request's own): for URLs a browser is sent back to. */
+  origin: string;
   /** X-Warden-Agent-Key, on operations that accept it. */
   agentKey: string | undefined;
   /** The session cookie, on the dashboard API (its login and logout handlers set it). */

@@ -54,6 +54,8 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   discovery_failed: 502,
   call_failed: 502,
   session_failed: 502,
+  upstream_authorization_required: 502,
+  upstream_authorization_failed: 502,
   audit_persist_failed: 503,
   service_unavailable: 503,
 };

@@ -2,7 +2,7 @@
 
 import { client } from './client.gen.js';
 import type { Client, ClientMeta, Options as Options2, RequestResult, TDataShape } from './client/index.js';
-import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateCredentialData, CreateCredentialErrors, CreateCredentialResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteCredentialData, DeleteCredentialErrors, DeleteCredentialResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetAuditVerificationStatusData, GetAuditVerificationStatusErrors, GetAuditVerificationStatusResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetCredentialData, GetCredentialErrors, GetCredentialResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListCredentialsData, ListCredentialsErrors, ListCredentialsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListOAuthGrantsData, ListOAuthGrantsErrors, ListOAuthGrantsResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, RevokeOAuthGrantData, RevokeOAuthGrantErrors, RevokeOAuthGrantResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateCredentialData, UpdateCredentialErrors, UpdateCredentialResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
+import type { CallMcpToolData, CallMcpToolErrors, CallMcpToolResponses, ConnectMcpServerOAuthData, ConnectMcpServerOAuthErrors, ConnectMcpServerOAuthResponses, CreateAgentData, CreateAgentErrors, CreateAgentResponses, CreateApprovalData, CreateApprovalErrors, CreateApprovalRequestData, CreateApprovalRequestErrors, CreateApprovalRequestResponses, CreateApprovalResponses, CreateAuditEventAliasData, CreateAuditEventAliasErrors, CreateAuditEventAliasResponses, CreateAuditEventData, CreateAuditEventErrors, CreateAuditEventResponses, CreateCredentialData, CreateCredentialErrors, CreateCredentialResponses, CreateMcpServerData, CreateMcpServerErrors, CreateMcpServerResponses, CreatePolicyData, CreatePolicyErrors, CreatePolicyResponses, DecideApprovalData, DecideApprovalErrors, DecideApprovalResponses, DeleteAgentData, DeleteAgentErrors, DeleteAgentResponses, DeleteCredentialData, DeleteCredentialErrors, DeleteCredentialResponses, DeleteMcpServerData, DeleteMcpServerErrors, DeleteMcpServerResponses, DeletePolicyData, DeletePolicyErrors, DeletePolicyResponses, DisconnectMcpServerOAuthData, DisconnectMcpServerOAuthErrors, DisconnectMcpServerOAuthResponses, DiscoverMcpToolsData, DiscoverMcpToolsErrors, DiscoverMcpToolsResponses, EvaluatePolicyData, EvaluatePolicyErrors, EvaluatePolicyResponses, ExecuteRuntimeData, ExecuteRuntimeErrors, ExecuteRuntimeResponses, GetAgentData, GetAgentErrors, GetAgentResponses, GetApprovalData, GetApprovalErrors, GetApprovalResponses, GetAuditCheckpointData, GetAuditCheckpointErrors, GetAuditCheckpointResponses, GetAuditConsistencyProofData, GetAuditConsistencyProofErrors, GetAuditConsistencyProofResponses, GetAuditInclusionProofData, GetAuditInclusionProofErrors, GetAuditInclusionProofResponses, GetAuditSigningKeyData, GetAuditSigningKeyErrors, GetAuditSigningKeyResponses, GetAuditVerificationStatusData, GetAuditVerificationStatusErrors, GetAuditVerificationStatusResponses, GetComplianceStatusData, GetComplianceStatusErrors, GetComplianceStatusResponses, GetCredentialData, GetCredentialErrors, GetCredentialResponses, GetHealthData, GetHealthErrors, GetHealthResponses, GetMcpServerData, GetMcpServerErrors, GetMcpServerResponses, GetPolicyData, GetPolicyErrors, GetPolicyResponses, GetSettingsData, GetSettingsErrors, GetSettingsResponses, ListAgentsData, ListAgentsErrors, ListAgentsResponses, ListApprovalRequestsData, ListApprovalRequestsErrors, ListApprovalRequestsResponses, ListApprovalsData, ListApprovalsErrors, ListApprovalsResponses, ListAuditLogsData, ListAuditLogsErrors, ListAuditLogsResponses, ListCredentialsData, ListCredentialsErrors, ListCredentialsResponses, ListEventsData, ListEventsErrors, ListEventsResponses, ListMcpServersData, ListMcpServersErrors, ListMcpServersResponses, ListOAuthGrantsData, ListOAuthGrantsErrors, ListOAuthGrantsResponses, ListPoliciesData, ListPoliciesErrors, ListPoliciesResponses, OpenMcpSessionData, OpenMcpSessionErrors, OpenMcpSessionResponses, RevokeOAuthGrantData, RevokeOAuthGrantErrors, RevokeOAuthGrantResponses, SimulatePoliciesData, SimulatePoliciesErrors, SimulatePoliciesResponses, UpdateAgentData, UpdateAgentErrors, UpdateAgentResponses, UpdateCredentialData, UpdateCredentialErrors, UpdateCredentialResponses, UpdateMcpServerData, UpdateMcpServerErrors, UpdateMcpServerResponses, UpdatePolicyData, UpdatePolicyErrors, UpdatePolicyResponses, UpdateSettingsData, UpdateSettingsErrors, UpdateSettingsResponses, VerifyAuditChainData, VerifyAuditChainErrors, VerifyAuditChainResponses } from './types.gen.js';
 
 export type Options<TData extends TDataShape = TDataShape, ThrowOnError extends boolean = boolean, TResponse = unknown> = Options2<TData, ThrowOnError, TResponse> & {
     /**
@@ -721,6 +721,47 @@ export const updateMcpServer = <ThrowOnError extends boolean = false>(options: O
         'Content-Type': 'application/json',
         ...options.headers
     }
+});
+
+/**
+ * Start the OAuth connection of an MCP server
+ *
+ * For a server whose `upstream_auth` is `oauth`: finds its authorization server (configured,
+ * else from the server's Protected Resource Metadata, RFC 9728; its RFC 8414 or OpenID
+ * metadata), registers Warden as a client there when no `client_id` was given (RFC 7591),
+ * and answers the URL to send the admin's browser to: authorization code with PKCE S256, a
+ * one-use `state` valid for 10 minutes, the configured scopes and the server's URL as
+ * resource indicator (RFC 8707). The authorization server then sends the browser to
+ * `redirect_uri`, Warden's `GET /oauth/upstream/callback` (outside `/api/v1`), which
+ * exchanges the code, keeps the tokens sealed, writes the `mcp_server.oauth_connected`
+ * audit event in the caller's name and sends the browser to the dashboard's MCP servers
+ * page. Upstream sessions opened with an earlier connection are closed. The redirect URI is
+ * built from `WARDEN_PUBLIC_URL`, else from the request's own origin.
+ * A server without OAuth is 409 `conflict`; an authorization server that cannot be found,
+ * read or registered at is 502 `upstream_authorization_failed`.
+ *
+ */
+export const connectMcpServerOAuth = <ThrowOnError extends boolean = false>(options: Options<ConnectMcpServerOAuthData, ThrowOnError>): RequestResult<ConnectMcpServerOAuthResponses, ConnectMcpServerOAuthErrors, ThrowOnError> => (options.client ?? client).post<ConnectMcpServerOAuthResponses, ConnectMcpServerOAuthErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/mcp-servers/{id}/oauth/connect',
+    ...options
+});
+
+/**
+ * End the OAuth connection of an MCP server
+ *
+ * Forgets the connection's tokens (revoking the refresh token at the authorization server
+ * when it has a revocation endpoint, RFC 7009; a failure there does not keep the tokens) and
+ * closes the upstream sessions opened with them; the configuration stays, `status` becomes
+ * `not_connected`, and calls are 502 `upstream_authorization_required` until an admin
+ * connects again. Writes the `mcp_server.oauth_disconnected` audit event. A server without
+ * OAuth is 409 `conflict`.
+ *
+ */
+export const disconnectMcpServerOAuth = <ThrowOnError extends boolean = false>(options: Options<DisconnectMcpServerOAuthData, ThrowOnError>): RequestResult<DisconnectMcpServerOAuthResponses, DisconnectMcpServerOAuthErrors, ThrowOnError> => (options.client ?? client).delete<DisconnectMcpServerOAuthResponses, DisconnectMcpServerOAuthErrors, ThrowOnError>({
+    security: [{ scheme: 'bearer', type: 'http' }],
+    url: '/mcp-servers/{id}/oauth/connection',
+    ...options
 });
 
 /**

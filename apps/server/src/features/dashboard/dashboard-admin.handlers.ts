@@ -36,6 +36,14 @@ export function dashboardAdminHandlers({ workspaces, agents, mcpServers, policie
       status: 200,
       body: { data: await mcpServers.remove(workspaceOf(ctx), path.id, actorOf(ctx)) },
     }),
+    connectDashboardMcpServerOAuth: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await mcpServers.connectOAuth(workspaceOf(ctx), path.id, ctx.origin, actorOf(ctx)) },
+    }),
+    disconnectDashboardMcpServerOAuth: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await mcpServers.disconnectOAuth(workspaceOf(ctx), path.id, actorOf(ctx)) },
+    }),
     listDashboardPolicies: async ({ query, ctx }) => ({ status: 200, body: await policies.list(workspaceOf(ctx), query ?? {}) }),
     getDashboardPolicy: async ({ path, ctx }) => ({ status: 200, body: { data: await policies.get(workspaceOf(ctx), path.id) } }),
     simulateDashboardPolicies: async ({ body, ctx }) => ({

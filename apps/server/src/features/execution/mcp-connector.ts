@@ -56,6 +56,11 @@ const SSE_ONLY_STATUSES = new Set([400, 404, 405]);
 const speaksOnlySse = (error: unknown) => error instanceof StreamableHTTPError && SSE_ONLY_STATUSES.has(error.code ?? 0);
 /** What a server answers a request on a session it no longer has (404 per the specification; many SDK servers say 400). */
 const deadSession = (error: unknown) => error instanceof StreamableHTTPError && (error.code === 404 || error.code === 400);
+/** Warden's own refusal inside an SDK error (an OAuth connection that needs an admin, thrown from fetchFor). */
+const apiErrorIn = (error: unknown): ApiError | undefined => {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) if (e instanceof ApiError) return e;
+  return undefined;
+};
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
 const networkFailure = (error: unknown): boolean => {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
@@ -66,9 +71,12 @@ const networkFailure = (error: unknown): boolean => {
 
 /** The secret header Warden sends a server (mcp-registry.ts): opened only when a request is built. */
 export interface UpstreamCredential {
-  /** Changes with every rotation; says nothing of the secret. */
+  /** Changes with every rotation (or new OAuth connection); says nothing of the secret. */
   revision: string;
-  header: () => [name: string, value: string];
+  /** The header as sent; given the value the server has just answered 401 to, a renewed one if it can. */
+  header: (rejected?: string) => [name: string, value: string] | Promise<[name: string, value: string]>;
+  /** True when a 401 may be answered by renewing the value (an OAuth access token): the request is sent once more. */
+  renewable?: boolean;
 }
 
 export interface McpTarget {
@@ -214,11 +222,19 @@ export class McpConnector {
   private fetchFor(target: McpTarget, url: URL): typeof fetch {
     const auth = target.auth;
     if (!auth) return this.fetch;
-    return (input, init = {}) => {
+    return async (input, init = {}) => {
       const to = new URL(input instanceof Request ? input.url : String(input));
       if (to.origin !== url.origin) return this.fetch(input, init);
       const headers = new Headers(init.headers);
-      headers.set(...auth.header());
+      const [name, value] = await auth.header();
+      headers.set(name, value);
+      const answer = await this.fetch(input, { ...init, headers });
+      if (answer.status !== 401 || !auth.renewable) return answer;
+      // an access token revoked or expired early: renewed once, and the request (its body a string) sent again
+      const [, renewed] = await auth.header(value);
+      if (renewed === value) return answer;
+      await answer.body?.cancel();
+      headers.set(name, renewed);
       return this.fetch(input, { ...init, headers });
     };
   }
@@ -426,7 +442,8 @@ export class McpConnector {
 
   /** A failure as the ApiError callers answer: 403 execution_target_denied for the egress guard, else `failure` (502). */
   private failed(target: McpTarget, failure: ErrorCode, error: unknown): unknown {
-    if (error instanceof ApiError) return error;
+    const own = apiErrorIn(error);
+    if (own) return own;
     const denied = findEgressDenied(error);
     if (denied) return new ApiError('execution_target_denied', `MCP server '${target.slug}': ${denied.message}`, { cause: error });
     if (error instanceof InvalidTarget)

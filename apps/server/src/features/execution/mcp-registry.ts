@@ -9,6 +9,7 @@ import { hash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { openAuth } from '../credentials/upstream-auth.ts';
+import type { UpstreamTokens } from '../credentials/upstream-tokens.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import type { McpTarget } from './mcp-connector.ts';
 import { listEnabledServers } from './mcp-registry.repository.ts';
@@ -29,15 +30,35 @@ export class McpRegistry {
   constructor(
     private readonly db: Kysely<DB>,
     private readonly box: SecretBox,
+    private readonly tokens: UpstreamTokens,
   ) {}
 
-  /** A row as a target: its upstream secret, if any, opened only when a connection is made (a function: never serialised). */
+  /**
+   * A row as a target: its upstream secret, if any, opened only when a request is built (a
+   * function: never serialised); an OAuth connection's current access token, likewise.
+   */
   private target({
     auth_type,
     auth_header,
     auth_secret_encrypted,
+    oauth_generation,
     ...row
   }: Awaited<ReturnType<typeof listEnabledServers>>[number]): McpTarget {
+    if (auth_type === 'oauth') {
+      const generation = oauth_generation ?? 0;
+      const tokens = this.tokens;
+      return {
+        ...row,
+        auth: {
+          revision: `oauth:${generation}`,
+          renewable: true,
+          header: async (rejected) => {
+            const token = await tokens.accessToken(row.workspace_id, row.id, generation, rejected?.replace(/^Bearer /, ''));
+            return ['authorization', `Bearer ${token}`];
+          },
+        },
+      };
+    }
     if (!auth_type || !auth_header || !auth_secret_encrypted) return { ...row };
     const box = this.box;
     return {

@@ -18,4 +18,12 @@ export const mcpServerHandlers = ({ mcpServers }: Services) =>
       status: 200,
       body: { data: await mcpServers.remove(ctx.auth.workspaceId, path.id, actorOf(ctx)) },
     }),
+    connectMcpServerOAuth: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await mcpServers.connectOAuth(ctx.auth.workspaceId, path.id, ctx.origin, actorOf(ctx)) },
+    }),
+    disconnectMcpServerOAuth: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await mcpServers.disconnectOAuth(ctx.auth.workspaceId, path.id, actorOf(ctx)) },
+    }),
   }) satisfies Partial<Handlers>;

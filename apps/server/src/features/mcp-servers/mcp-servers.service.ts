@@ -1,6 +1,12 @@
 /** The MCP server registry: the only place an upstream MCP URL may come from. */
 import { randomUUID } from 'node:crypto';
-import type { McpServer, McpServerCreateWritable as McpServerCreate, McpServerUpdateWritable as McpServerUpdate } from '@warden/contract';
+import type {
+  McpServer,
+  McpServerCreateWritable as McpServerCreate,
+  McpServerUpdateWritable as McpServerUpdate,
+  UpstreamAuthInputWritable as UpstreamAuthInput,
+  UpstreamOAuthInputWritable as UpstreamOAuthInput,
+} from '@warden/contract';
 import type { Kysely } from 'kysely';
 import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
@@ -9,7 +15,9 @@ import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { slugify } from '../../shared/slug.ts';
 import { recordChange } from '../audit/audit.service.ts';
-import { authView, type SealedAuth, sealAuth } from '../credentials/upstream-auth.ts';
+import { authView, sealAuth } from '../credentials/upstream-auth.ts';
+import { deleteConnection } from '../credentials/upstream-oauth.repository.ts';
+import { configureOAuth, oauthView, type UpstreamOAuth } from '../credentials/upstream-oauth.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './mcp-servers.repository.ts';
 
@@ -22,7 +30,12 @@ export function toMcpServer(row: repo.McpServerRow): McpServer {
     transport: row.transport as McpServer['transport'],
     description: row.description,
     enabled: row.enabled,
-    upstream_auth: row.auth_type && row.auth_header && row.auth_hint ? authView(row.auth_type, row.auth_header, row.auth_hint) : null,
+    upstream_auth:
+      row.auth_type === 'oauth'
+        ? oauthView(row)
+        : row.auth_type && row.auth_header && row.auth_hint
+          ? authView(row.auth_type, row.auth_header, row.auth_hint)
+          : null,
     created_at: iso(row.created_at),
     updated_at: iso(row.updated_at),
   };
@@ -39,13 +52,33 @@ function checkTransportUrl(url: string): string {
   throw new ApiError('invalid_request', 'body/transport_url must be an absolute http(s) URL');
 }
 
-/** The columns of a server's upstream secret: sealed, or all null to send none. */
-const authColumns = (sealed: SealedAuth | null) => ({
-  auth_type: sealed?.auth_type ?? null,
-  auth_header: sealed?.auth_header ?? null,
-  auth_secret_encrypted: sealed?.secret_encrypted ?? null,
-  auth_hint: sealed?.hint ?? null,
-});
+type AuthInput = UpstreamAuthInput | UpstreamOAuthInput;
+const isOAuth = (input: AuthInput | null): input is UpstreamOAuthInput => input?.type === 'oauth';
+
+/** The columns of a server's upstream auth: a sealed secret, an OAuth connection (its own table), or all null to send none. */
+function authColumns(box: SecretBox, input: AuthInput | null) {
+  if (isOAuth(input)) return { auth_type: 'oauth', auth_header: 'authorization', auth_secret_encrypted: null, auth_hint: null };
+  const sealed = input ? sealAuth(box, input, 'body/upstream_auth') : null;
+  return {
+    auth_type: sealed?.auth_type ?? null,
+    auth_header: sealed?.auth_header ?? null,
+    auth_secret_encrypted: sealed?.secret_encrypted ?? null,
+    auth_hint: sealed?.hint ?? null,
+  };
+}
+
+/** Keeps a server's OAuth connection in step with its upstream auth: configured anew, or gone. */
+async function syncOAuth(trx: Kysely<DB>, box: SecretBox, workspaceId: string, serverId: string, input: AuthInput | null) {
+  if (isOAuth(input)) await configureOAuth(trx, box, workspaceId, serverId, input);
+  else await deleteConnection(trx, workspaceId, serverId);
+}
+
+/** The server as answers show it, read in the change's transaction. */
+async function reread(trx: Kysely<DB>, workspaceId: string, id: string): Promise<McpServer> {
+  const row = await repo.findMcpServer(trx, workspaceId, id);
+  if (!row) throw notFound('MCP server', id);
+  return toMcpServer(row);
+}
 
 const slugTaken = (slug: string) => new ApiError('conflict', `an MCP server with slug '${slug}' already exists`);
 
@@ -72,16 +105,16 @@ export async function createMcpServer(
 ): Promise<McpServer> {
   const slug = input.slug ?? slugify(input.name);
   const transportUrl = checkTransportUrl(input.transport_url);
-  const auth = input.upstream_auth ? sealAuth(box, input.upstream_auth, 'body/upstream_auth') : null;
+  const auth = authColumns(box, input.upstream_auth ?? null);
   const id = randomUUID();
   try {
     return await inTransaction(db, async (trx) => {
       await recordChange(trx, workspaceId, actor, {
         action: 'mcp_server.created',
         resource: id,
-        context: { slug, name: input.name, fields: Object.keys(input), ...(auth ? { upstream_auth: auth.auth_header } : {}) },
+        context: { slug, name: input.name, fields: Object.keys(input), ...(auth.auth_header ? { upstream_auth: auth.auth_header } : {}) },
       });
-      const row = await repo.insertMcpServer(trx, {
+      await repo.insertMcpServer(trx, {
         workspace_id: workspaceId,
         id,
         slug,
@@ -90,9 +123,10 @@ export async function createMcpServer(
         transport: input.transport ?? 'auto',
         description: input.description ?? null,
         enabled: input.enabled ?? true,
-        ...authColumns(auth),
+        ...auth,
       });
-      return toMcpServer(row);
+      if (input.upstream_auth) await syncOAuth(trx, box, workspaceId, id, input.upstream_auth);
+      return reread(trx, workspaceId, id);
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(slug);
@@ -115,7 +149,7 @@ export async function updateMcpServer(
   const changes = {
     ...fields,
     ...(input.transport_url ? { transport_url: checkTransportUrl(input.transport_url) } : {}),
-    ...(auth !== undefined ? authColumns(auth === null ? null : sealAuth(box, auth, 'body/upstream_auth')) : {}),
+    ...(auth !== undefined ? authColumns(box, auth) : {}),
   };
   try {
     return await inTransaction(db, async (trx) => {
@@ -126,7 +160,8 @@ export async function updateMcpServer(
       });
       const row = await repo.updateMcpServer(trx, workspaceId, existing.id, changes);
       if (!row) throw notFound('MCP server', idOrSlug);
-      return toMcpServer(row);
+      if (auth !== undefined) await syncOAuth(trx, box, workspaceId, existing.id, auth);
+      return reread(trx, workspaceId, existing.id);
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw slugTaken(input.slug ?? existing.slug);
@@ -151,7 +186,7 @@ export async function deleteMcpServer(db: Kysely<DB>, workspaceId: string, idOrS
   return { id: deleted.id, deleted: true as const };
 }
 
-export function mcpServersService(db: Kysely<DB>, box: SecretBox) {
+export function mcpServersService(db: Kysely<DB>, box: SecretBox, oauth: UpstreamOAuth) {
   return {
     list: (workspaceId: string, query: PageRequest) => listMcpServers(db, workspaceId, query),
     get: (workspaceId: string, idOrSlug: string) => getMcpServer(db, workspaceId, idOrSlug),
@@ -159,6 +194,14 @@ export function mcpServersService(db: Kysely<DB>, box: SecretBox) {
     update: (workspaceId: string, idOrSlug: string, input: McpServerUpdate, actor: Actor) =>
       updateMcpServer(db, box, workspaceId, idOrSlug, input, actor),
     remove: (workspaceId: string, idOrSlug: string, actor: Actor) => deleteMcpServer(db, workspaceId, idOrSlug, actor),
+    connectOAuth: (workspaceId: string, idOrSlug: string, origin: string, actor: Actor) =>
+      oauth.connect(workspaceId, idOrSlug, origin, actor),
+    async disconnectOAuth(workspaceId: string, idOrSlug: string, actor: Actor): Promise<McpServer> {
+      await oauth.disconnect(workspaceId, idOrSlug, actor);
+      return getMcpServer(db, workspaceId, idOrSlug);
+    },
+    /** The authorization server's answer to a connect (http/upstream-oauth-callback.ts). */
+    completeOAuth: (query: URLSearchParams) => oauth.complete(query),
   };
 }
 

@@ -99,6 +99,12 @@ import type {
   UpdateDashboardMcpServerData,
   UpdateDashboardMcpServerErrors,
   UpdateDashboardMcpServerResponses,
+  ConnectDashboardMcpServerOAuthData,
+  ConnectDashboardMcpServerOAuthErrors,
+  ConnectDashboardMcpServerOAuthResponses,
+  DisconnectDashboardMcpServerOAuthData,
+  DisconnectDashboardMcpServerOAuthErrors,
+  DisconnectDashboardMcpServerOAuthResponses,
   ListDashboardPoliciesData,
   ListDashboardPoliciesErrors,
   ListDashboardPoliciesResponses,
@@ -169,6 +175,8 @@ export interface DashboardOperations {
   createDashboardMcpServer: { method: 'POST'; data: CreateDashboardMcpServerData; responses: CreateDashboardMcpServerResponses; errors: CreateDashboardMcpServerErrors };
   deleteDashboardMcpServer: { method: 'DELETE'; data: DeleteDashboardMcpServerData; responses: DeleteDashboardMcpServerResponses; errors: DeleteDashboardMcpServerErrors };
   updateDashboardMcpServer: { method: 'PATCH'; data: UpdateDashboardMcpServerData; responses: UpdateDashboardMcpServerResponses; errors: UpdateDashboardMcpServerErrors };
+  connectDashboardMcpServerOAuth: { method: 'POST'; data: ConnectDashboardMcpServerOAuthData; responses: ConnectDashboardMcpServerOAuthResponses; errors: ConnectDashboardMcpServerOAuthErrors };
+  disconnectDashboardMcpServerOAuth: { method: 'DELETE'; data: DisconnectDashboardMcpServerOAuthData; responses: DisconnectDashboardMcpServerOAuthResponses; errors: DisconnectDashboardMcpServerOAuthErrors };
   listDashboardPolicies: { method: 'GET'; data: ListDashboardPoliciesData; responses: ListDashboardPoliciesResponses; errors: ListDashboardPoliciesErrors };
   createDashboardPolicy: { method: 'POST'; data: CreateDashboardPolicyData; responses: CreateDashboardPolicyResponses; errors: CreateDashboardPolicyErrors };
   simulateDashboardPolicies: { method: 'POST'; data: SimulateDashboardPoliciesData; responses: SimulateDashboardPoliciesResponses; errors: SimulateDashboardPoliciesErrors };
@@ -231,6 +239,8 @@ export const dashboardOperations: readonly OperationRow[] = [
   { operationId: 'createDashboardMcpServer', method: 'post', path: '/mcp-servers', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'deleteDashboardMcpServer', method: 'delete', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'updateDashboardMcpServer', method: 'patch', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'connectDashboardMcpServerOAuth', method: 'post', path: '/mcp-servers/{id}/oauth/connect', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'disconnectDashboardMcpServerOAuth', method: 'delete', path: '/mcp-servers/{id}/oauth/connection', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'listDashboardPolicies', method: 'get', path: '/policies', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'createDashboardPolicy', method: 'post', path: '/policies', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'simulateDashboardPolicies', method: 'post', path: '/policies/simulate', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },

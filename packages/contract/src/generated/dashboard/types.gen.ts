@@ -20,11 +20,12 @@ export type ClientOptions = {
  * `idempotency_key_reused`, `idempotency_key_in_progress`, `agent_key_in_use`;
  * 413 `payload_too_large`; 415 `unsupported_media_type`; 429 `rate_limited`;
  * 500 `internal_error`; 501 `not_implemented`;
- * 502 `execution_failed`, `discovery_failed`, `call_failed`, `session_failed`;
+ * 502 `execution_failed`, `discovery_failed`, `call_failed`, `session_failed`,
+ * `upstream_authorization_required`, `upstream_authorization_failed`;
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'credential_host_not_bound' | 'agent_credentials_refused' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'credential_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'credential_host_not_bound' | 'agent_credentials_refused' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'credential_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'upstream_authorization_required' | 'upstream_authorization_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
@@ -1563,7 +1564,7 @@ export type McpServer = {
     /**
      * How Warden authenticates to the server (its secret never shown); null when it sends no credential.
      */
-    upstream_auth: UpstreamAuth | null;
+    upstream_auth: UpstreamAuth | UpstreamOAuth | null;
     created_at: Timestamp;
     updated_at: Timestamp;
 };
@@ -1581,7 +1582,10 @@ export type McpServerCreate = {
     transport?: McpTransport;
     description?: string;
     enabled?: boolean;
-    upstream_auth?: UpstreamAuthInput;
+    /**
+     * A secret header, or an OAuth connection an admin then makes (`POST /mcp-servers/{id}/oauth/connect`).
+     */
+    upstream_auth?: UpstreamAuthInput | UpstreamOAuthInput;
 };
 
 export type McpServerUpdate = {
@@ -1593,10 +1597,11 @@ export type McpServerUpdate = {
     enabled?: boolean;
     /**
      * A new secret (rotation: upstream sessions opened with the old one are closed, the next
-     * call opens one with the new, no restart), or null to send none.
+     * call opens one with the new, no restart), an OAuth connection's configuration (which
+     * drops the tokens of the current connection: connect again), or null to send none.
      *
      */
-    upstream_auth?: UpstreamAuthInput | null;
+    upstream_auth?: UpstreamAuthInput | UpstreamOAuthInput | null;
 };
 
 export type McpServerResponse = {
@@ -1643,6 +1648,96 @@ export type UpstreamAuth = {
      * `…` and the secret's last four characters (all of it hidden when it has fewer than 12).
      */
     hint: string;
+};
+
+/**
+ * An OAuth connection to the server's authorization server (OAuth 2.1), made once by an
+ * admin: `POST /mcp-servers/{id}/oauth/connect` answers the URL to send a browser to
+ * (authorization code with PKCE S256 and the server's URL as resource indicator, RFC 8707);
+ * the authorization server sends it back to Warden's `/oauth/upstream/callback`, and Warden
+ * keeps the tokens, sealed with the master key, refreshing them before they expire. Agents
+ * never hold them; they are never returned, logged, traced, audited or sent in webhooks.
+ * Without `authorization_server`, Warden finds it from the server's Protected Resource
+ * Metadata (RFC 9728). Without `client_id`, Warden registers itself (RFC 7591) when it
+ * connects. A `client_secret` needs a `client_id` (400 `invalid_request`).
+ *
+ */
+export type UpstreamOAuthInput = {
+    type: 'oauth';
+    /**
+     * The authorization server's issuer URL (its RFC 8414 or OpenID metadata is read from it).
+     */
+    authorization_server?: string;
+    /**
+     * Scopes to ask for; omitted, the server's metadata's `scopes_supported`, else none.
+     */
+    scopes?: Array<string>;
+    /**
+     * The client Warden is, registered by hand at the authorization server (its redirect URI is `<Warden's public URL>/oauth/upstream/callback`).
+     */
+    client_id?: string;
+};
+
+/**
+ * `not_connected`: no admin has connected yet (or the configuration changed); `connected`:
+ * Warden holds tokens and refreshes them; `reauthorization_required`: the authorization
+ * server refused a refresh (`status_detail` says why): an admin connects again. Calls while
+ * not connected are 502 `upstream_authorization_required`.
+ *
+ */
+export type UpstreamOAuthStatus = 'not_connected' | 'connected' | 'reauthorization_required';
+
+/**
+ * An OAuth connection as answers show it (no token, no client secret).
+ */
+export type UpstreamOAuth = {
+    type: 'oauth';
+    /**
+     * The access token travels as `Authorization: Bearer <token>`.
+     */
+    header: 'authorization';
+    /**
+     * Always `…`: no token is shown. There so that reading `hint` works on any `upstream_auth`, as it did before OAuth.
+     */
+    hint: '…';
+    /**
+     * The issuer of the tokens (as discovered at the last connect), else the one configured, else null.
+     */
+    authorization_server: string | null;
+    /**
+     * The client Warden is at the authorization server (configured, or registered by Warden); null before the first connect.
+     */
+    client_id: string | null;
+    /**
+     * The scopes configured to ask for.
+     */
+    scopes: Array<string>;
+    status: UpstreamOAuthStatus;
+    /**
+     * Why the connection needs an admin (the authorization server's error), else null.
+     */
+    status_detail: string | null;
+    connected_at: Timestamp | null;
+    /**
+     * When the current access token expires (Warden refreshes it before), if the authorization server said.
+     */
+    expires_at: Timestamp | null;
+};
+
+export type McpServerOAuthAuthorization = {
+    /**
+     * Where to send the admin's browser (the authorization server's authorize endpoint, with PKCE S256, state and resource).
+     */
+    authorization_url: string;
+    /**
+     * Where the authorization server sends the browser back (Warden's `/oauth/upstream/callback`).
+     */
+    redirect_uri: string;
+    expires_at: Timestamp;
+};
+
+export type McpServerOAuthAuthorizationResponse = {
+    data: McpServerOAuthAuthorization;
 };
 
 export type Health = {
@@ -2340,7 +2435,10 @@ export type McpServerCreateWritable = {
     transport?: McpTransport;
     description?: string;
     enabled?: boolean;
-    upstream_auth?: UpstreamAuthInputWritable;
+    /**
+     * A secret header, or an OAuth connection an admin then makes (`POST /mcp-servers/{id}/oauth/connect`).
+     */
+    upstream_auth?: UpstreamAuthInputWritable | UpstreamOAuthInputWritable;
 };
 
 export type McpServerUpdateWritable = {
@@ -2352,10 +2450,11 @@ export type McpServerUpdateWritable = {
     enabled?: boolean;
     /**
      * A new secret (rotation: upstream sessions opened with the old one are closed, the next
-     * call opens one with the new, no restart), or null to send none.
+     * call opens one with the new, no restart), an OAuth connection's configuration (which
+     * drops the tokens of the current connection: connect again), or null to send none.
      *
      */
-    upstream_auth?: UpstreamAuthInputWritable | null;
+    upstream_auth?: UpstreamAuthInputWritable | UpstreamOAuthInputWritable | null;
 };
 
 /**
@@ -2376,6 +2475,38 @@ export type UpstreamAuthInputWritable = {
      * Printable ASCII, no surrounding spaces (a header value).
      */
     secret: string;
+};
+
+/**
+ * An OAuth connection to the server's authorization server (OAuth 2.1), made once by an
+ * admin: `POST /mcp-servers/{id}/oauth/connect` answers the URL to send a browser to
+ * (authorization code with PKCE S256 and the server's URL as resource indicator, RFC 8707);
+ * the authorization server sends it back to Warden's `/oauth/upstream/callback`, and Warden
+ * keeps the tokens, sealed with the master key, refreshing them before they expire. Agents
+ * never hold them; they are never returned, logged, traced, audited or sent in webhooks.
+ * Without `authorization_server`, Warden finds it from the server's Protected Resource
+ * Metadata (RFC 9728). Without `client_id`, Warden registers itself (RFC 7591) when it
+ * connects. A `client_secret` needs a `client_id` (400 `invalid_request`).
+ *
+ */
+export type UpstreamOAuthInputWritable = {
+    type: 'oauth';
+    /**
+     * The authorization server's issuer URL (its RFC 8414 or OpenID metadata is read from it).
+     */
+    authorization_server?: string;
+    /**
+     * Scopes to ask for; omitted, the server's metadata's `scopes_supported`, else none.
+     */
+    scopes?: Array<string>;
+    /**
+     * The client Warden is, registered by hand at the authorization server (its redirect URI is `<Warden's public URL>/oauth/upstream/callback`).
+     */
+    client_id?: string;
+    /**
+     * A confidential client's secret. Sealed with the master key, never returned.
+     */
+    client_secret?: string;
 };
 
 /**
@@ -4411,6 +4542,128 @@ export type UpdateDashboardMcpServerResponses = {
 };
 
 export type UpdateDashboardMcpServerResponse = UpdateDashboardMcpServerResponses[keyof UpdateDashboardMcpServerResponses];
+
+export type ConnectDashboardMcpServerOAuthData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/mcp-servers/{id}/oauth/connect';
+};
+
+export type ConnectDashboardMcpServerOAuthErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`, `agent_key_in_use`).
+     */
+    409: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The upstream failed (`execution_failed`, `discovery_failed`, `call_failed`, `session_failed`), or its OAuth connection needs an admin (`upstream_authorization_required`) or could not be made (`upstream_authorization_failed`).
+     */
+    502: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ConnectDashboardMcpServerOAuthError = ConnectDashboardMcpServerOAuthErrors[keyof ConnectDashboardMcpServerOAuthErrors];
+
+export type ConnectDashboardMcpServerOAuthResponses = {
+    /**
+     * Where to send the browser.
+     */
+    200: McpServerOAuthAuthorizationResponse;
+};
+
+export type ConnectDashboardMcpServerOAuthResponse = ConnectDashboardMcpServerOAuthResponses[keyof ConnectDashboardMcpServerOAuthResponses];
+
+export type DisconnectDashboardMcpServerOAuthData = {
+    body?: never;
+    path: {
+        id: Uuid;
+    };
+    query?: never;
+    url: '/mcp-servers/{id}/oauth/connection';
+};
+
+export type DisconnectDashboardMcpServerOAuthErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`, `agent_key_in_use`).
+     */
+    409: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type DisconnectDashboardMcpServerOAuthError = DisconnectDashboardMcpServerOAuthErrors[keyof DisconnectDashboardMcpServerOAuthErrors];
+
+export type DisconnectDashboardMcpServerOAuthResponses = {
+    /**
+     * The server, not connected.
+     */
+    200: McpServerResponse;
+};
+
+export type DisconnectDashboardMcpServerOAuthResponse = DisconnectDashboardMcpServerOAuthResponses[keyof DisconnectDashboardMcpServerOAuthResponses];
 
 export type ListDashboardPoliciesData = {
     body?: never;

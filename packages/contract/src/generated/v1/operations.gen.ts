@@ -123,6 +123,12 @@ import type {
   UpdateMcpServerData,
   UpdateMcpServerErrors,
   UpdateMcpServerResponses,
+  ConnectMcpServerOAuthData,
+  ConnectMcpServerOAuthErrors,
+  ConnectMcpServerOAuthResponses,
+  DisconnectMcpServerOAuthData,
+  DisconnectMcpServerOAuthErrors,
+  DisconnectMcpServerOAuthResponses,
   GetSettingsData,
   GetSettingsErrors,
   GetSettingsResponses,
@@ -189,6 +195,8 @@ export interface Operations {
   getMcpServer: { method: 'GET'; data: GetMcpServerData; responses: GetMcpServerResponses; errors: GetMcpServerErrors };
   deleteMcpServer: { method: 'DELETE'; data: DeleteMcpServerData; responses: DeleteMcpServerResponses; errors: DeleteMcpServerErrors };
   updateMcpServer: { method: 'PATCH'; data: UpdateMcpServerData; responses: UpdateMcpServerResponses; errors: UpdateMcpServerErrors };
+  connectMcpServerOAuth: { method: 'POST'; data: ConnectMcpServerOAuthData; responses: ConnectMcpServerOAuthResponses; errors: ConnectMcpServerOAuthErrors };
+  disconnectMcpServerOAuth: { method: 'DELETE'; data: DisconnectMcpServerOAuthData; responses: DisconnectMcpServerOAuthResponses; errors: DisconnectMcpServerOAuthErrors };
   getSettings: { method: 'GET'; data: GetSettingsData; responses: GetSettingsResponses; errors: GetSettingsErrors };
   updateSettings: { method: 'PATCH'; data: UpdateSettingsData; responses: UpdateSettingsResponses; errors: UpdateSettingsErrors };
   listCredentials: { method: 'GET'; data: ListCredentialsData; responses: ListCredentialsResponses; errors: ListCredentialsErrors };
@@ -255,6 +263,8 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'getMcpServer', method: 'get', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:read", validationErrorCodes: {} },
   { operationId: 'deleteMcpServer', method: 'delete', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'updateMcpServer', method: 'patch', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'connectMcpServerOAuth', method: 'post', path: '/mcp-servers/{id}/oauth/connect', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'disconnectMcpServerOAuth', method: 'delete', path: '/mcp-servers/{id}/oauth/connection', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'getSettings', method: 'get', path: '/settings', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'updateSettings', method: 'patch', path: '/settings', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'listCredentials', method: 'get', path: '/credentials', authenticated: true, agentKey: false, permission: "mcp_servers:read", validationErrorCodes: {} },

@@ -1,0 +1,116 @@
+/**
+ * The OAuth connection of an MCP server, on the MCP servers page: its state and the Connect /
+ * Disconnect buttons in the table, its fields in the form, and the notice the callback's return
+ * (#/mcp-servers/oauth/<connected|failed>?server=…&detail=…) shows.
+ */
+import { api } from '../api.ts';
+import { h } from '../dom.ts';
+import type { McpServer, McpServerOAuthAuthorizationResponse, UpstreamOAuth, UpstreamOAuthInput } from '../types.ts';
+import { badge, busy, button, field, type Notice } from '../ui.ts';
+
+const STATUS: Record<UpstreamOAuth['status'], [string, 'good' | 'warn' | 'bad']> = {
+  connected: ['OAuth: connected', 'good'],
+  not_connected: ['OAuth: not connected', 'warn'],
+  reauthorization_required: ['OAuth: connect again', 'bad'],
+};
+
+export const isOAuth = (auth: McpServer['upstream_auth'] | undefined): auth is UpstreamOAuth => auth?.type === 'oauth';
+
+/** The credential cell: the connection's state, and why it needs an admin if it does. */
+export function oauthCell(auth: UpstreamOAuth): HTMLElement {
+  const [label, tone] = STATUS[auth.status];
+  return h(
+    'div',
+    { class: 'stack' },
+    badge(label, tone, 'mcp-oauth-status'),
+    auth.status_detail ? h('div', { class: 'muted small', 'data-testid': 'mcp-oauth-detail' }, auth.status_detail) : null,
+  );
+}
+
+/** The row's OAuth actions, for writers: Connect (the browser goes to the authorization server), and Disconnect once connected. */
+export function oauthActions(s: McpServer, auth: UpstreamOAuth, status: Notice, reload: () => Promise<void>): HTMLElement[] {
+  const connect = button(
+    auth.status === 'not_connected' ? 'Connect' : 'Reconnect',
+    async () => {
+      status.clear();
+      try {
+        const started = await busy(connect, () => api<McpServerOAuthAuthorizationResponse>('POST', `/mcp-servers/${s.id}/oauth/connect`));
+        location.assign(started.data.authorization_url);
+      } catch (err) {
+        status.error(err);
+      }
+    },
+    { class: 'btn btn-small', 'data-testid': 'mcp-oauth-connect', 'aria-label': `Connect ${s.name} by OAuth` },
+  );
+  const disconnect = button(
+    'Disconnect',
+    async () => {
+      status.clear();
+      try {
+        await busy(disconnect, () => api('DELETE', `/mcp-servers/${s.id}/oauth/connection`));
+        status.ok(`“${s.name}” disconnected: Warden no longer holds its tokens.`);
+        await reload();
+      } catch (err) {
+        status.error(err);
+      }
+    },
+    { class: 'btn btn-small', 'data-testid': 'mcp-oauth-disconnect', 'aria-label': `Disconnect ${s.name}` },
+  );
+  return auth.status === 'connected' ? [connect, disconnect] : [connect];
+}
+
+/** The form's OAuth fields (shown when the credential is an OAuth connection) and the upstream_auth they make. */
+export function oauthFields(existing?: UpstreamOAuth) {
+  const input = (testid: string, attrs: Record<string, string | number>) =>
+    h('input', { type: 'text', autocomplete: 'off', spellcheck: 'false', 'data-testid': testid, ...attrs });
+  const scopes = input('mcp-oauth-scopes', { maxlength: 2000, placeholder: 'repo read:org', value: existing?.scopes.join(' ') ?? '' });
+  const server = input('mcp-oauth-server', { maxlength: 2048, placeholder: 'found from the server’s metadata' });
+  const clientId = input('mcp-oauth-client-id', { maxlength: 512, placeholder: 'Warden registers itself' });
+  const clientSecret = h('input', {
+    type: 'password',
+    autocomplete: 'new-password',
+    maxlength: 1024,
+    'data-testid': 'mcp-oauth-client-secret',
+  });
+  const el = h(
+    'div',
+    { 'data-testid': 'mcp-oauth-fields', hidden: true },
+    h(
+      'div',
+      { class: 'grid-2' },
+      field('Scopes (optional)', scopes, 'Space-separated; empty: those the server publishes.'),
+      field('Authorization server (optional)', server, 'Its issuer URL; empty: found from the server (RFC 9728).'),
+    ),
+    h(
+      'div',
+      { class: 'grid-2' },
+      field(
+        'Client ID (optional)',
+        clientId,
+        'For a client registered by hand; its redirect URI is this origin + /oauth/upstream/callback.',
+      ),
+      field('Client secret (optional)', clientSecret, 'Write-only, stored encrypted.'),
+    ),
+  );
+  const value = (): UpstreamOAuthInput => {
+    const list = scopes.value.split(/\s+/).filter(Boolean);
+    return {
+      type: 'oauth',
+      ...(list.length > 0 ? { scopes: list } : {}),
+      ...(server.value.trim() ? { authorization_server: server.value.trim() } : {}),
+      ...(clientId.value.trim() ? { client_id: clientId.value.trim() } : {}),
+      ...(clientSecret.value ? { client_secret: clientSecret.value } : {}),
+    };
+  };
+  return { el, value, show: (on: boolean) => el.toggleAttribute('hidden', !on) };
+}
+
+/** The notice of the callback's return, if the page was opened by it. */
+export function showOAuthOutcome(params: string[], status: Notice): void {
+  const [outcome, query] = params;
+  if (!outcome) return;
+  const shown = new URLSearchParams(query ?? '');
+  const server = shown.get('server') ?? 'the server';
+  if (outcome === 'connected') status.ok(`“${server}” connected: Warden holds its OAuth tokens and refreshes them; agents never see them.`);
+  else status.error(new Error(`Connecting “${server}” failed: ${shown.get('detail') ?? 'the authorization server refused'}.`));
+}
