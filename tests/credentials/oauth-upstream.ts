@@ -40,6 +40,8 @@ export interface OAuthUpstream {
   grants: () => string[];
   /** Refresh tokens revoked at the revocation endpoint. */
   revocations: () => number;
+  /** Every authorization code and refresh token the server issued (opaque: their value is their id). */
+  issued: () => string[];
   close: () => Promise<void>;
 }
 
@@ -103,6 +105,9 @@ export async function startOAuthUpstream(wardenCallback: string): Promise<OAuthU
   events.on('refresh_token.destroyed', () => {
     revocations += 1;
   });
+  const issued: string[] = [];
+  for (const kind of ['authorization_code.saved', 'refresh_token.saved'])
+    events.on(kind, (token: { jti: string }) => issued.push(token.jti));
   let refusing = false;
   const handle = provider.callback();
   idp.on('request', (req, res) => {
@@ -191,6 +196,7 @@ export async function startOAuthUpstream(wardenCallback: string): Promise<OAuthU
     callers: () => [...callers],
     grants: () => [...grants],
     revocations: () => revocations,
+    issued: () => [...issued],
     close: async () => {
       for (const transport of transports.values()) await transport.close().catch(() => undefined);
       for (const http of [mcp, idp]) {

@@ -2,10 +2,11 @@
  * Brokered secrets leave Warden only towards their own upstream. A server started in this
  * process with its log captured (debug level, request lines on) and its traces kept by an
  * exporter of this test; a webhook endpoint subscribed to every event. Known secrets are
- * stored (an MCP server's bearer token, then a rotated one; HTTP credentials) and used through
- * the MCP gateway, the REST runtime and the HTTP proxy, refusals included; then every API
- * answer, the log, every span, every audit event and every webhook delivery is searched for
- * each secret, and the database rows for its plaintext.
+ * stored (an MCP server's bearer token, then a rotated one; HTTP credentials; an OAuth
+ * connection's client secret, and the codes and tokens its authorization server issues) and
+ * used through the MCP gateway, the REST runtime and the HTTP proxy, refusals included; then
+ * every API answer, the log, every span, every audit event and every webhook delivery is
+ * searched for each secret, and the database rows for its plaintext.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -19,6 +20,7 @@ import { type RunningServer, startServer } from '../../apps/server/src/server.ts
 import { connectClient } from '../mcp-gateway/support.ts';
 import { assertDatabaseAllowed, freshDatabase } from '../support/database.ts';
 import { type ApiResponse, type RequestOptions, request } from '../support/server.ts';
+import { consent, type OAuthUpstream, startOAuthUpstream } from './oauth-upstream.ts';
 import { type HeaderUpstream, startHeaderUpstream, startTokenMcpServer, type TokenMcpServer } from './support.ts';
 
 const SECRETS = {
@@ -40,6 +42,7 @@ let tracing: Tracing;
 let mcp: TokenMcpServer;
 let http: HeaderUpstream;
 let receiver: Server;
+let oauth: OAuthUpstream;
 let dropDatabase: (() => Promise<void>) | undefined;
 const clients: Client[] = [];
 
@@ -108,6 +111,7 @@ beforeAll(async () => {
     },
     createLogger(false, { level: 'debug', destination }),
   );
+  oauth = await startOAuthUpstream(`${new URL(server.url).origin}/oauth/upstream/callback`);
   const { runAdminCommand } = await import('../../apps/server/src/admin/commands.ts');
   await runAdminCommand({ database: server.database, webhooks: server.webhooks }, 'webhooks.create', {
     workspace: 'default',
@@ -123,6 +127,7 @@ afterAll(async () => {
   await dropDatabase?.();
   await mcp?.close();
   await http?.close();
+  await oauth?.close();
   await new Promise((resolve) => receiver?.close(resolve));
 });
 
@@ -198,6 +203,32 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
     const unbound = await api('POST', '/runtime/execute', { headers: agent, body: execution({ credential: 'other' }) });
     expect(unbound.body.error?.code).toBe('credential_host_not_bound');
 
+    // an OAuth connection, as a hand-registered confidential client: connected, used, refreshed on a 401, disconnected
+    const connection = {
+      type: 'oauth',
+      authorization_server: oauth.issuer,
+      client_id: oauth.staticClient.id,
+      client_secret: oauth.staticClient.secret,
+    };
+    expect(
+      (await api('POST', '/mcp-servers', { body: { name: 'OAuth', slug: 'oauthed', transport_url: oauth.url, upstream_auth: connection } }))
+        .status,
+    ).toBe(201);
+    const started = await api('POST', '/mcp-servers/oauthed/oauth/connect');
+    const back = await consent(started.body.data.authorization_url, new URL(server.url).origin);
+    const landed = await fetch(back, { redirect: 'manual' });
+    expect(decodeURIComponent(landed.headers.get('location') ?? '')).toContain('oauth/connected');
+    const oauthClient = await connectClient(`${server.url}/mcp/oauthed`, { authorization: `Bearer ${AGENT_KEY}` });
+    clients.push(oauthClient);
+    expect(await oauthClient.callTool({ name: 'whoami', arguments: { text: 'oauth' } })).toMatchObject({
+      content: [{ text: 'oauth as alice' }],
+    });
+    oauth.reject(oauth.authorizations().filter(Boolean).at(-1)?.slice('Bearer '.length) ?? '');
+    expect(await oauthClient.callTool({ name: 'whoami', arguments: { text: 'renewed' } })).toMatchObject({
+      content: [{ text: 'renewed as alice' }],
+    });
+    expect((await api('DELETE', '/mcp-servers/oauthed/oauth/connection')).status).toBe(200);
+
     for (const path of ['/mcp-servers', '/mcp-servers/hosted', '/credentials', '/credentials/billing', '/settings', '/compliance/status'])
       expect((await api('GET', path)).status).toBe(200);
   }, 60_000);
@@ -207,6 +238,9 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
     expect(mcp.authorizations()).toContain(`Bearer ${SECRETS.mcpRotated}`);
     expect(http.requests().map((h) => h['x-api-key'])).toContain(SECRETS.httpKey);
     expect(http.requests().every((h) => h.authorization === undefined)).toBe(true);
+    // two access tokens (the second after the 401), the code and the refresh token (a confidential client's is not rotated)
+    expect(new Set(oauth.authorizations().filter(Boolean)).size).toBeGreaterThanOrEqual(2);
+    expect(oauth.issued().length).toBeGreaterThanOrEqual(2);
   });
 
   it('are in no answer, log line, span, audit event or webhook delivery, and not in the database in plaintext', async () => {
@@ -230,7 +264,12 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
       .selectFrom('credentials')
       .selectAll()
       .execute()
-      .then(async (credentials) => [...credentials, ...(await server.database.db.selectFrom('mcp_servers').selectAll().execute())]);
+      .then(async (credentials) => [
+        ...credentials,
+        ...(await server.database.db.selectFrom('mcp_servers').selectAll().execute()),
+        ...(await server.database.db.selectFrom('mcp_server_oauth').selectAll().execute()),
+        ...(await server.database.db.selectFrom('mcp_server_oauth_pending').selectAll().execute()),
+      ]);
 
     const places: Record<string, string> = {
       answers: answers.join('\n'),
@@ -240,7 +279,17 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
       webhooks: deliveries.join('\n'),
       database: JSON.stringify(rows),
     };
-    for (const [name, secret] of Object.entries(SECRETS))
+    const oauthSecrets = {
+      oauthClientSecret: oauth.staticClient.secret,
+      ...Object.fromEntries(oauth.issued().map((token, i) => [`oauthIssued${i}`, token])),
+      ...Object.fromEntries(
+        [...new Set(oauth.authorizations().filter(Boolean))].map((header, i) => [
+          `oauthAccessToken${i}`,
+          (header as string).slice('Bearer '.length),
+        ]),
+      ),
+    };
+    for (const [name, secret] of Object.entries({ ...SECRETS, ...oauthSecrets }))
       for (const [place, text] of Object.entries(places)) {
         // the whole secret, and its distinctive middle (a secret cut or re-encoded would still carry it)
         expect(text.includes(secret), `${name} found in ${place}`).toBe(false);

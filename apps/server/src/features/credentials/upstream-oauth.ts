@@ -8,7 +8,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import {
   discoverAuthorizationServerMetadata,
-  discoverOAuthServerInfo,
+  discoverOAuthProtectedResourceMetadata,
   exchangeAuthorization,
   registerClient,
   startAuthorization,
@@ -174,22 +174,19 @@ export class UpstreamOAuth {
     let resource = resourceUrlFromServerUrl(serverUrl);
     let scopes = connection.scopes;
     try {
-      if (connection.authorization_server) {
-        issuer = connection.authorization_server;
-        metadata = await discoverAuthorizationServerMetadata(issuer, { fetchFn: this.fetchFn });
-      } else {
-        const found = await discoverOAuthServerInfo(serverUrl, { fetchFn: this.fetchFn });
-        issuer = found.authorizationServerUrl;
-        metadata = found.authorizationServerMetadata;
-        const named = found.resourceMetadata?.resource;
-        // a server may name itself more generally (its origin), never another resource
-        if (named) {
-          if (!checkResourceAllowed({ requestedResource: resource, configuredResource: named }))
-            throw failed(`MCP server '${connection.slug}' names another resource in its metadata (${named})`);
-          resource = new URL(named);
-        }
-        if (scopes.length === 0) scopes = found.resourceMetadata?.scopes_supported ?? [];
+      // the server's own metadata (RFC 9728), if it publishes one: its resource, its scopes, its authorization server
+      const published = await discoverOAuthProtectedResourceMetadata(serverUrl, {}, this.fetchFn).catch(() => undefined);
+      const named = published?.resource;
+      // a server may name itself more generally (its origin), never another resource
+      if (named) {
+        if (!checkResourceAllowed({ requestedResource: resource, configuredResource: named }))
+          throw failed(`MCP server '${connection.slug}' names another resource in its metadata (${named})`);
+        resource = new URL(named);
       }
+      if (scopes.length === 0) scopes = published?.scopes_supported ?? [];
+      // as the MCP authorization spec says: else the server's origin is its authorization server
+      issuer = connection.authorization_server ?? published?.authorization_servers?.[0] ?? new URL('/', serverUrl).href;
+      metadata = await discoverAuthorizationServerMetadata(issuer, { fetchFn: this.fetchFn });
     } catch (error) {
       if (error instanceof ApiError) throw error;
       throw failed(`finding the authorization server of MCP server '${connection.slug}' failed: ${why(error)}`, error);
