@@ -82,6 +82,7 @@ describe('an MCP server with an OAuth connection', () => {
       status_detail: null,
       connected_at: null,
       expires_at: null,
+      agents: [],
     });
   });
 
@@ -180,10 +181,10 @@ describe('an MCP server with an OAuth connection', () => {
     back.searchParams.set('iss', 'https://attacker.example');
     const refused = await land(back.href);
     expect(refused.headers.get('location')).toContain('/oauth/failed?');
-    const oauth = await oauthOf('hosted');
-    expect(oauth.status).toBe('connected');
-    expect(oauth.status_detail).toContain('iss');
-    expect((await auditActions('mcp_server.oauth_failed')).length).toBe(2);
+    expect((await oauthOf('hosted')).status).toBe('connected');
+    const failures = await auditActions('mcp_server.oauth_failed');
+    expect(failures.length).toBe(2);
+    expect(JSON.stringify(failures)).toContain('(iss)');
     expect((await restCall('hosted', 'still connected')).status).toBe(200);
   });
 
@@ -260,6 +261,63 @@ describe('a connection the authorization server ends', () => {
     expect((await connect('hosted')).status).toBe(303);
     expect((await oauthOf('hosted')).status).toBe('connected');
     expect((await restCall('hosted', 'reconnected')).status).toBe(200);
+  });
+});
+
+describe('an agent’s own connection', () => {
+  const OTHER_KEY = 'ak_upstream_oauth_other_agent_0123456789';
+  const callAs = (agentKey: string, agent: string, text: string) =>
+    server.api('POST', '/runtime/mcp/call', {
+      unchecked: true,
+      headers: { 'x-warden-agent-key': agentKey },
+      body: { server: 'hosted', tool: 'whoami', arguments: { text }, input: { agent } },
+    });
+  const connectFor = async (agent: string, login: string) => {
+    const started = await server.api('POST', '/mcp-servers/hosted/oauth/connect' as '/mcp-servers/{id}/oauth/connect', {
+      unchecked: true,
+      body: { agent },
+    });
+    expect(started.status, JSON.stringify(started.body)).toBe(200);
+    return land(await consent(started.body.data.authorization_url, callback, login));
+  };
+
+  it('acts upstream as whoever consented for that agent; other agents keep the workspace’s', async () => {
+    const other = await server.api('POST', '/agents', { body: { name: 'Other', slug: 'other', provider: 'local', api_key: OTHER_KEY } });
+    expect(other.status).toBe(201);
+    expect((await oauthOf('hosted')).status).toBe('connected');
+    expect((await connectFor('other', 'dave')).status).toBe(303);
+    const oauth = await oauthOf('hosted');
+    expect(oauth.agents).toEqual([expect.objectContaining({ agent: 'other', status: 'connected', status_detail: null })]);
+    expect(oauth.status).toBe('connected');
+    expect(textOf((await callAs(OTHER_KEY, 'other', 'own')).body.data.execution)).toBe('own as dave');
+    expect(textOf((await callAs(AGENT_KEY, 'bot', 'shared')).body.data.execution)).toBe('shared as alice');
+    const client = await connectClient(`${server.url}/mcp/hosted`, { authorization: `Bearer ${OTHER_KEY}` });
+    clients.push(client);
+    expect(textOf(await client.callTool({ name: 'whoami', arguments: { text: 'gateway' } }))).toBe('gateway as dave');
+    const connected = await auditActions('mcp_server.oauth_connected');
+    expect(connected.some((e) => e.context.agent === 'other')).toBe(true);
+  });
+
+  it('ends on its own: the agent then uses the workspace’s connection again', async () => {
+    const res = await server.api('DELETE', '/mcp-servers/hosted/oauth/connection?agent=other' as '/mcp-servers/{id}/oauth/connection', {
+      unchecked: true,
+    });
+    expect(res.status).toBe(200);
+    expect(res.body.data.upstream_auth).toMatchObject({ status: 'connected', agents: [] });
+    expect(textOf((await callAs(OTHER_KEY, 'other', 'back')).body.data.execution)).toBe('back as alice');
+    const again = await server.api('DELETE', '/mcp-servers/hosted/oauth/connection?agent=other' as '/mcp-servers/{id}/oauth/connection', {
+      unchecked: true,
+    });
+    expect(again.status).toBe(404);
+  });
+
+  it('refuses an unknown agent: 403 agent_not_found, nothing stored', async () => {
+    const res = await server.api('POST', '/mcp-servers/hosted/oauth/connect' as '/mcp-servers/{id}/oauth/connect', {
+      unchecked: true,
+      body: { agent: 'nobody' },
+    });
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe('agent_not_found');
   });
 });
 

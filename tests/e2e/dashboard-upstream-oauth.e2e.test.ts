@@ -3,8 +3,9 @@
  * in the dashboard": in headless Chromium an admin registers an MCP server with an OAuth
  * connection, presses Connect, signs in and consents at the upstream's authorization server
  * (oidc-provider, tests/credentials/oauth-upstream.ts), and is brought back to the MCP servers
- * page, which says the server is connected. An agent then calls the server's tool through the
- * gateway with its own key only, as the user who consented. Screenshot:
+ * page, which says the server is connected; then connects it again for one agent, as another
+ * user. That agent then calls the server's tool through the gateway with its own key only, as
+ * the user who consented for it. Screenshot:
  * test-output/screenshots/mcp-oauth-connected.png.
  */
 import { existsSync, mkdirSync } from 'node:fs';
@@ -64,17 +65,28 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('an upstream OAuth c
       await page.getByTestId('mcp-save').click();
       await expect.poll(() => page.getByTestId('mcp-oauth-status').textContent(), { timeout: 15_000 }).toBe('OAuth: not connected');
 
+      /** The authorization server's own pages (sign in as `login`, consent), then back on the dashboard by Warden's callback. */
+      const signInAndConsent = async (login: string) => {
+        await page.waitForURL((url) => url.origin === upstream.issuer);
+        await page.locator('input[name="login"]').fill(login);
+        await page.locator('input[name="password"]').fill('any');
+        await page.locator('button[type="submit"]').click();
+        await page.locator('button[type="submit"]', { hasText: 'Continue' }).click();
+        await page.waitForURL((url) => url.origin === server.origin && url.hash.startsWith('#/mcp-servers/oauth/connected'));
+      };
       await page.getByTestId('mcp-oauth-connect').click();
-      // the authorization server's own pages: sign in, then consent
-      await page.waitForURL((url) => url.origin === upstream.issuer);
-      await page.locator('input[name="login"]').fill('carol');
-      await page.locator('input[name="password"]').fill('any');
-      await page.locator('button[type="submit"]').click();
-      await page.locator('button[type="submit"]', { hasText: 'Continue' }).click();
-      // back on the dashboard, by Warden's callback
-      await page.waitForURL((url) => url.origin === server.origin && url.hash.startsWith('#/mcp-servers/oauth/connected'));
+      await signInAndConsent('carol');
       await expect.poll(() => page.getByTestId('mcp-notice').textContent()).toContain('“hosted” connected');
       await expect.poll(() => page.getByTestId('mcp-oauth-status').textContent()).toBe('OAuth: connected');
+
+      // and the agent's own connection: its calls act upstream as whoever consents for it (another
+      // user: the authorization server's session, a cookie on the same host as Warden's, is ended)
+      await context.clearCookies({ name: /^_session/ });
+      await page.getByTestId('mcp-oauth-for-agent').click();
+      await page.getByTestId('mcp-oauth-agent-select').selectOption('desk');
+      await page.getByTestId('mcp-oauth-agent-connect').click();
+      await signInAndConsent('erin');
+      await expect.poll(() => page.getByTestId('mcp-oauth-agent').textContent()).toContain('desk: own connection');
       await page.screenshot({ path: join(SCREENSHOTS, 'mcp-oauth-connected.png'), fullPage: true });
       // the row, its OAuth buttons included, fits the page at 1280 px
       const fit = await page.getByTestId('mcp-table').evaluate((table) => ({
@@ -89,7 +101,7 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('an upstream OAuth c
     const client = await connectClient(`${server.url}/mcp/hosted`, { authorization: `Bearer ${AGENT_KEY}` });
     try {
       const result = (await client.callTool({ name: 'whoami', arguments: { text: 'from the desk' } })) as { content: { text: string }[] };
-      expect(result.content[0]?.text).toBe('from the desk as carol');
+      expect(result.content[0]?.text).toBe('from the desk as erin');
     } finally {
       await client.close();
     }

@@ -245,12 +245,15 @@ export function createWarden(options: WardenOptions) {
       (await unwrap(op.updateMcpServer({ ...call(opts), path: { id }, body }))).data,
     delete: async (id: string, opts?: RequestOptions): Promise<T.Deleted['data']> =>
       (await unwrap(op.deleteMcpServer({ ...call(opts), path: { id } }))).data,
-    /** Starts an OAuth connection: send the admin's browser to `authorization_url`. */
-    connectOAuth: async (id: string, opts?: RequestOptions): Promise<T.McpServerOAuthAuthorization> =>
-      (await unwrap(op.connectMcpServerOAuth({ ...call(opts), path: { id } }))).data,
-    /** Ends an OAuth connection (its refresh token revoked where the authorization server can). */
-    disconnectOAuth: async (id: string, opts?: RequestOptions): Promise<T.McpServer> =>
-      (await unwrap(op.disconnectMcpServerOAuth({ ...call(opts), path: { id } }))).data,
+    /** Starts an OAuth connection, the workspace's or `{ agent }`'s own: send the admin's browser to `authorization_url`. */
+    connectOAuth: async (
+      id: string,
+      body?: T.ConnectMcpServerOAuthData['body'],
+      opts?: RequestOptions,
+    ): Promise<T.McpServerOAuthAuthorization> => (await unwrap(op.connectMcpServerOAuth({ ...call(opts), path: { id }, body }))).data,
+    /** Ends an OAuth connection, the workspace's or `{ agent }`'s (its refresh token revoked where the authorization server can). */
+    disconnectOAuth: async (id: string, query?: Query<T.DisconnectMcpServerOAuthData>, opts?: RequestOptions): Promise<T.McpServer> =>
+      (await unwrap(op.disconnectMcpServerOAuth({ ...call(opts), path: { id }, query }))).data,
   };
 
   /** Upstream secrets Warden adds for agents (`execution.credential`): write-only, answered with a hint. */

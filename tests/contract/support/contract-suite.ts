@@ -543,8 +543,13 @@ export const SCENARIOS: Scenario[] = [
           upstream_auth: { type: 'oauth', scopes: ['read'] },
         },
       });
-      // not connected yet: ending the connection changes nothing and answers the server
-      await run.call('disconnectMcpServerOAuth', { expect: 200, path: { id: oauth.body.data.id } });
+      // not connected yet: there is no connection to end
+      await run.call('disconnectMcpServerOAuth', {
+        expect: 404,
+        code: 'not_found',
+        path: { id: oauth.body.data.id },
+        note: 'not connected',
+      });
       await run.call('deleteMcpServer', { expect: 200, path: { id: oauth.body.data.id } });
     },
   },

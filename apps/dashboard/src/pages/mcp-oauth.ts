@@ -3,9 +3,9 @@
  * Disconnect buttons in the table, its fields in the form, and the notice the callback's return
  * (#/mcp-servers/oauth/<connected|failed>?server=…&detail=…) shows.
  */
-import { api } from '../api.ts';
-import { h } from '../dom.ts';
-import type { McpServer, McpServerOAuthAuthorizationResponse, UpstreamOAuth, UpstreamOAuthInput } from '../types.ts';
+import { api, withQuery } from '../api.ts';
+import { h, mount } from '../dom.ts';
+import type { AgentPage, McpServer, McpServerOAuthAuthorizationResponse, UpstreamOAuth, UpstreamOAuthInput } from '../types.ts';
 import { badge, busy, button, field, type Notice } from '../ui.ts';
 
 const STATUS: Record<UpstreamOAuth['status'], [string, 'good' | 'warn' | 'bad']> = {
@@ -16,47 +16,98 @@ const STATUS: Record<UpstreamOAuth['status'], [string, 'good' | 'warn' | 'bad']>
 
 export const isOAuth = (auth: McpServer['upstream_auth'] | undefined): auth is UpstreamOAuth => auth?.type === 'oauth';
 
-/** The credential cell: the connection's state, and why it needs an admin if it does. */
-export function oauthCell(auth: UpstreamOAuth): HTMLElement {
+/** The credential cell: the workspace's connection, then each agent's own, and why one needs an admin. */
+export function oauthCell(s: McpServer, auth: UpstreamOAuth, canWrite: boolean, status: Notice, reload: () => Promise<void>): HTMLElement {
   const [label, tone] = STATUS[auth.status];
   return h(
     'div',
     { class: 'stack' },
     badge(label, tone, 'mcp-oauth-status'),
     auth.status_detail ? h('div', { class: 'muted small', 'data-testid': 'mcp-oauth-detail' }, auth.status_detail) : null,
+    ...auth.agents.map((a) =>
+      h(
+        'div',
+        { class: 'small', 'data-testid': 'mcp-oauth-agent' },
+        h('span', { class: 'mono' }, a.agent),
+        a.status === 'connected' ? ': own connection ' : ': connect again ',
+        canWrite
+          ? button('Disconnect', () => void disconnect(s, a.agent, status, reload), {
+              class: 'btn btn-small',
+              'data-testid': 'mcp-oauth-agent-disconnect',
+              'aria-label': `Disconnect ${a.agent} from ${s.name}`,
+            })
+          : null,
+      ),
+    ),
   );
 }
 
-/** The row's OAuth actions, for writers: Connect (the browser goes to the authorization server), and Disconnect once connected. */
+/** Sends the browser to the authorization server to connect the workspace, or `agent`. */
+async function connect(s: McpServer, agent: string | undefined, btn: HTMLButtonElement, status: Notice): Promise<void> {
+  status.clear();
+  try {
+    const started = await busy(btn, () =>
+      api<McpServerOAuthAuthorizationResponse>('POST', `/mcp-servers/${s.id}/oauth/connect`, agent ? { agent } : undefined),
+    );
+    location.assign(started.data.authorization_url);
+  } catch (err) {
+    status.error(err);
+  }
+}
+
+async function disconnect(s: McpServer, agent: string | undefined, status: Notice, reload: () => Promise<void>): Promise<void> {
+  status.clear();
+  try {
+    await api('DELETE', withQuery(`/mcp-servers/${s.id}/oauth/connection`, { agent: agent ?? null }));
+    status.ok(`${agent ? `${agent}’s connection to “${s.name}”` : `“${s.name}”`} disconnected: Warden no longer holds its tokens.`);
+    await reload();
+  } catch (err) {
+    status.error(err);
+  }
+}
+
+/**
+ * The row's OAuth actions, for writers: Connect (the workspace's connection), Disconnect once
+ * connected, and Connect for an agent (its own upstream identity), which asks which agent.
+ */
 export function oauthActions(s: McpServer, auth: UpstreamOAuth, status: Notice, reload: () => Promise<void>): HTMLElement[] {
-  const connect = button(
+  const connectButton: HTMLButtonElement = button(
     auth.status === 'not_connected' ? 'Connect' : 'Reconnect',
-    async () => {
-      status.clear();
-      try {
-        const started = await busy(connect, () => api<McpServerOAuthAuthorizationResponse>('POST', `/mcp-servers/${s.id}/oauth/connect`));
-        location.assign(started.data.authorization_url);
-      } catch (err) {
-        status.error(err);
-      }
-    },
+    () => void connect(s, undefined, connectButton, status),
     { class: 'btn btn-small', 'data-testid': 'mcp-oauth-connect', 'aria-label': `Connect ${s.name} by OAuth` },
   );
-  const disconnect = button(
-    'Disconnect',
-    async () => {
-      status.clear();
-      try {
-        await busy(disconnect, () => api('DELETE', `/mcp-servers/${s.id}/oauth/connection`));
-        status.ok(`“${s.name}” disconnected: Warden no longer holds its tokens.`);
-        await reload();
-      } catch (err) {
-        status.error(err);
-      }
-    },
-    { class: 'btn btn-small', 'data-testid': 'mcp-oauth-disconnect', 'aria-label': `Disconnect ${s.name}` },
+  const disconnectButton = button('Disconnect', () => void disconnect(s, undefined, status, reload), {
+    class: 'btn btn-small',
+    'data-testid': 'mcp-oauth-disconnect',
+    'aria-label': `Disconnect ${s.name}`,
+  });
+  const forAgent = h('span', { class: 'row-actions' });
+  const askAgent = async () => {
+    try {
+      const agents = await api<AgentPage>('GET', withQuery('/agents', { limit: 100 }));
+      const select = h(
+        'select',
+        { 'data-testid': 'mcp-oauth-agent-select', 'aria-label': 'Agent' },
+        agents.data.map((a) => h('option', { value: a.slug }, a.slug)),
+      );
+      const go: HTMLButtonElement = button('Connect', () => void connect(s, select.value, go, status), {
+        class: 'btn btn-small',
+        'data-testid': 'mcp-oauth-agent-connect',
+      });
+      mount(forAgent, select, go);
+    } catch (err) {
+      status.error(err);
+    }
+  };
+  mount(
+    forAgent,
+    button('For an agent…', () => void askAgent(), {
+      class: 'btn btn-small',
+      'data-testid': 'mcp-oauth-for-agent',
+      'aria-label': `Connect ${s.name} by OAuth for one agent`,
+    }),
   );
-  return auth.status === 'connected' ? [connect, disconnect] : [connect];
+  return [connectButton, ...(auth.status === 'connected' ? [disconnectButton] : []), forAgent];
 }
 
 /** The form's OAuth fields (shown when the credential is an OAuth connection) and the upstream_auth they make. */
@@ -110,7 +161,8 @@ export function showOAuthOutcome(params: string[], status: Notice): void {
   const [outcome, query] = params;
   if (!outcome) return;
   const shown = new URLSearchParams(query ?? '');
-  const server = shown.get('server') ?? 'the server';
-  if (outcome === 'connected') status.ok(`“${server}” connected: Warden holds its OAuth tokens and refreshes them; agents never see them.`);
-  else status.error(new Error(`Connecting “${server}” failed: ${shown.get('detail') ?? 'the authorization server refused'}.`));
+  const agent = shown.get('agent');
+  const server = `“${shown.get('server') ?? 'the server'}”${agent ? ` for ${agent}` : ''}`;
+  if (outcome === 'connected') status.ok(`${server} connected: Warden holds its OAuth tokens and refreshes them; agents never see them.`);
+  else status.error(new Error(`Connecting ${server} failed: ${shown.get('detail') ?? 'the authorization server refused'}.`));
 }

@@ -110,7 +110,7 @@ export async function mcpServersPage(ctx: PageContext): Promise<void> {
             header: 'Upstream credential',
             cell: (s) => {
               const auth = s.upstream_auth;
-              if (isOAuth(auth)) return oauthCell(auth);
+              if (isOAuth(auth)) return oauthCell(s, auth, canWrite, status, () => load(false));
               return auth ? h('span', { class: 'mono small', 'data-testid': 'mcp-auth' }, `${auth.header}: ${auth.hint}`) : dash(null);
             },
           },

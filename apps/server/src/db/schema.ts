@@ -260,15 +260,11 @@ export interface McpGatewayTasks {
 
 export interface McpServerOauth {
   /**
-   * The current access token, sealed with the master key; never returned.
-   */
-  access_token_encrypted: string | null;
-  /**
    * The issuer the admin named; NULL: found from the server's Protected Resource Metadata (RFC 9728).
    */
   authorization_server: string | null;
   /**
-   * The client Warden is at the authorization server: given by the admin, or registered by Warden (client_registered).
+   * The client Warden is at the authorization server: given by the admin, or registered by Warden at the last connect (client_registered).
    */
   client_id: string | null;
   client_registered: Generated<boolean>;
@@ -276,20 +272,45 @@ export interface McpServerOauth {
    * A confidential client's secret, sealed with the master key; never returned.
    */
   client_secret_encrypted: string | null;
-  connected_at: Timestamp | null;
-  expires_at: Timestamp | null;
   /**
-   * Bumped by every connect: part of the upstream session pool key, so a new connection opens new sessions.
+   * Bumped by every connect and disconnect: part of the upstream session pool key, so sessions of an earlier connection are closed.
    */
   generation: Generated<number>;
   /**
-   * The authorization server the tokens came from (its metadata's issuer, as discovered at the last connect).
+   * The authorization server of the last connect (its metadata's issuer).
    */
   issuer: string | null;
   /**
    * The authorization server's RFC 8414 metadata as read at the last connect (endpoints for refresh and revocation).
    */
   metadata: Json | null;
+  /**
+   * The resource indicator (RFC 8707) tokens are asked for: the server's URL, or its metadata's resource.
+   */
+  resource: string | null;
+  scopes: Generated<string[]>;
+  server_id: string;
+  updated_at: Generated<Timestamp>;
+  workspace_id: string;
+}
+
+export interface McpServerOauthGrants {
+  /**
+   * The current access token, sealed with the master key; never returned. NULL once a refresh was refused.
+   */
+  access_token_encrypted: string | null;
+  /**
+   * The agent this connection acts for; NULL: every agent of the workspace without one of its own.
+   */
+  agent_id: string | null;
+  /**
+   * The client the tokens were issued to (refreshes use it, whatever the server's registration later becomes).
+   */
+  client_id: string;
+  client_secret_encrypted: string | null;
+  connected_at: Timestamp;
+  expires_at: Timestamp | null;
+  id: string;
   /**
    * When Warden refreshes the access token: a minute before it expires, or halfway through a shorter life.
    */
@@ -302,13 +323,8 @@ export interface McpServerOauth {
    * The current refresh token, sealed; replaced when the authorization server rotates it.
    */
   refresh_token_encrypted: string | null;
-  /**
-   * The resource indicator (RFC 8707) tokens are asked for: the server's URL, or its metadata's resource.
-   */
-  resource: string | null;
-  scopes: Generated<string[]>;
   server_id: string;
-  status: Generated<string>;
+  status: string;
   /**
    * Why the connection needs an admin (the authorization server's error code), never a token.
    */
@@ -322,6 +338,10 @@ export interface McpServerOauthPending {
    * Who asked to connect: the connected event is recorded in their name.
    */
   actor: Json;
+  /**
+   * The agent the connection is for; NULL: the workspace's.
+   */
+  agent_id: string | null;
   /**
    * The PKCE verifier (RFC 7636), sealed with the master key.
    */
@@ -545,6 +565,7 @@ export interface DB {
   idempotency_keys: IdempotencyKeys;
   mcp_gateway_tasks: McpGatewayTasks;
   mcp_server_oauth: McpServerOauth;
+  mcp_server_oauth_grants: McpServerOauthGrants;
   mcp_server_oauth_pending: McpServerOauthPending;
   mcp_servers: McpServers;
   mcp_sessions: McpSessions;

@@ -27,7 +27,11 @@ export function upstreamOAuthCallbackRouter(mcpServers: McpServersService): Rout
         );
       return;
     }
-    const shown = new URLSearchParams({ server: outcome.slug, ...(outcome.detail ? { detail: outcome.detail } : {}) });
+    const shown = new URLSearchParams({
+      server: outcome.slug,
+      ...(outcome.agent ? { agent: outcome.agent } : {}),
+      ...(outcome.detail ? { detail: outcome.detail } : {}),
+    });
     res.redirect(303, `/dashboard/#/mcp-servers/oauth/${outcome.connected ? 'connected' : 'failed'}?${shown}`);
   });
   return router;

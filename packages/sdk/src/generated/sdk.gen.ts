@@ -736,7 +736,10 @@ export const updateMcpServer = <ThrowOnError extends boolean = false>(options: O
  * exchanges the code, keeps the tokens sealed, writes the `mcp_server.oauth_connected`
  * audit event in the caller's name and sends the browser to the dashboard's MCP servers
  * page. Upstream sessions opened with an earlier connection are closed. The redirect URI is
- * built from `WARDEN_PUBLIC_URL`, else from the request's own origin.
+ * built from `WARDEN_PUBLIC_URL`, else from the request's own origin. With `agent`, the
+ * connection is that agent's own (its calls act upstream as whoever consents now); without,
+ * the workspace's, used by every agent without one of its own. An unknown agent is 403
+ * `agent_not_found`.
  * A server without OAuth is 409 `conflict`; an authorization server that cannot be found,
  * read or registered at is 502 `upstream_authorization_failed`.
  *
@@ -744,7 +747,11 @@ export const updateMcpServer = <ThrowOnError extends boolean = false>(options: O
 export const connectMcpServerOAuth = <ThrowOnError extends boolean = false>(options: Options<ConnectMcpServerOAuthData, ThrowOnError>): RequestResult<ConnectMcpServerOAuthResponses, ConnectMcpServerOAuthErrors, ThrowOnError> => (options.client ?? client).post<ConnectMcpServerOAuthResponses, ConnectMcpServerOAuthErrors, ThrowOnError>({
     security: [{ scheme: 'bearer', type: 'http' }],
     url: '/mcp-servers/{id}/oauth/connect',
-    ...options
+    ...options,
+    headers: {
+        'Content-Type': 'application/json',
+        ...options.headers
+    }
 });
 
 /**
@@ -754,8 +761,9 @@ export const connectMcpServerOAuth = <ThrowOnError extends boolean = false>(opti
  * when it has a revocation endpoint, RFC 7009; a failure there does not keep the tokens) and
  * closes the upstream sessions opened with them; the configuration stays, `status` becomes
  * `not_connected`, and calls are 502 `upstream_authorization_required` until an admin
- * connects again. Writes the `mcp_server.oauth_disconnected` audit event. A server without
- * OAuth is 409 `conflict`.
+ * connects again (with `agent`: that agent's calls use the workspace's connection again).
+ * Writes the `mcp_server.oauth_disconnected` audit event. A server without OAuth is 409
+ * `conflict`; no such connection is 404 `not_found`.
  *
  */
 export const disconnectMcpServerOAuth = <ThrowOnError extends boolean = false>(options: Options<DisconnectMcpServerOAuthData, ThrowOnError>): RequestResult<DisconnectMcpServerOAuthResponses, DisconnectMcpServerOAuthErrors, ThrowOnError> => (options.client ?? client).delete<DisconnectMcpServerOAuthResponses, DisconnectMcpServerOAuthErrors, ThrowOnError>({

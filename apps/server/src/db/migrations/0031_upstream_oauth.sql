@@ -1,8 +1,9 @@
 -- OAuth connections to upstream MCP servers (docs/decisions/0027-upstream-oauth-connections.md):
 -- an admin connects once (authorization code with PKCE at the upstream's authorization server),
--- Warden keeps the tokens sealed with the master key and refreshes them; agents never hold them.
+-- for the workspace or for one agent; Warden keeps the tokens sealed with the master key and
+-- refreshes them. Agents never hold them.
 
--- A third kind of upstream auth: 'oauth' (Authorization: Bearer <the connection's access token>).
+-- A third kind of upstream auth: 'oauth' (Authorization: Bearer <a connection's access token>).
 ALTER TABLE mcp_servers
   DROP CONSTRAINT mcp_servers_auth_complete,
   DROP CONSTRAINT mcp_servers_auth_type_check,
@@ -13,8 +14,7 @@ ALTER TABLE mcp_servers
     OR (auth_type = 'oauth' AND auth_header = 'authorization' AND auth_secret_encrypted IS NULL AND auth_hint IS NULL)
   );
 
--- One connection per server: its configuration (as the admin gave it) and its state (as the
--- authorization server left it). Tokens and client secrets are sealed; none is ever returned.
+-- Per server: the configuration (as the admin gave it) and what the last connect found.
 CREATE TABLE mcp_server_oauth (
   workspace_id uuid NOT NULL,
   server_id uuid NOT NULL,
@@ -26,44 +26,64 @@ CREATE TABLE mcp_server_oauth (
   issuer text,
   metadata jsonb,
   resource text,
-  access_token_encrypted text,
-  refresh_token_encrypted text,
-  expires_at timestamptz,
-  refresh_after timestamptz,
-  refresh_lease_until timestamptz,
   generation integer NOT NULL DEFAULT 0,
-  status text NOT NULL DEFAULT 'not_connected' CHECK (status IN ('not_connected', 'connected', 'reauthorization_required')),
-  status_detail text,
-  connected_at timestamptz,
   updated_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (workspace_id, server_id),
   FOREIGN KEY (workspace_id, server_id) REFERENCES mcp_servers (workspace_id, id) ON DELETE CASCADE
 );
 COMMENT ON COLUMN mcp_server_oauth.authorization_server IS 'The issuer the admin named; NULL: found from the server''s Protected Resource Metadata (RFC 9728).';
-COMMENT ON COLUMN mcp_server_oauth.client_id IS 'The client Warden is at the authorization server: given by the admin, or registered by Warden (client_registered).';
+COMMENT ON COLUMN mcp_server_oauth.client_id IS 'The client Warden is at the authorization server: given by the admin, or registered by Warden at the last connect (client_registered).';
 COMMENT ON COLUMN mcp_server_oauth.client_secret_encrypted IS 'A confidential client''s secret, sealed with the master key; never returned.';
-COMMENT ON COLUMN mcp_server_oauth.issuer IS 'The authorization server the tokens came from (its metadata''s issuer, as discovered at the last connect).';
+COMMENT ON COLUMN mcp_server_oauth.issuer IS 'The authorization server of the last connect (its metadata''s issuer).';
 COMMENT ON COLUMN mcp_server_oauth.metadata IS 'The authorization server''s RFC 8414 metadata as read at the last connect (endpoints for refresh and revocation).';
 COMMENT ON COLUMN mcp_server_oauth.resource IS 'The resource indicator (RFC 8707) tokens are asked for: the server''s URL, or its metadata''s resource.';
-COMMENT ON COLUMN mcp_server_oauth.access_token_encrypted IS 'The current access token, sealed with the master key; never returned.';
-COMMENT ON COLUMN mcp_server_oauth.refresh_token_encrypted IS 'The current refresh token, sealed; replaced when the authorization server rotates it.';
-COMMENT ON COLUMN mcp_server_oauth.refresh_after IS 'When Warden refreshes the access token: a minute before it expires, or halfway through a shorter life.';
-COMMENT ON COLUMN mcp_server_oauth.refresh_lease_until IS 'Set by the one process refreshing the tokens (others wait for its result): a rotated refresh token is never used twice.';
-COMMENT ON COLUMN mcp_server_oauth.generation IS 'Bumped by every connect: part of the upstream session pool key, so a new connection opens new sessions.';
-COMMENT ON COLUMN mcp_server_oauth.status_detail IS 'Why the connection needs an admin (the authorization server''s error code), never a token.';
+COMMENT ON COLUMN mcp_server_oauth.generation IS 'Bumped by every connect and disconnect: part of the upstream session pool key, so sessions of an earlier connection are closed.';
+
+-- The connections: the workspace's (agent_id NULL) and each agent's own. No row: not connected.
+CREATE TABLE mcp_server_oauth_grants (
+  id uuid PRIMARY KEY,
+  workspace_id uuid NOT NULL,
+  server_id uuid NOT NULL,
+  agent_id uuid,
+  client_id text NOT NULL,
+  client_secret_encrypted text,
+  access_token_encrypted text,
+  refresh_token_encrypted text,
+  expires_at timestamptz,
+  refresh_after timestamptz,
+  refresh_lease_until timestamptz,
+  status text NOT NULL CHECK (status IN ('connected', 'reauthorization_required')),
+  status_detail text,
+  connected_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  FOREIGN KEY (workspace_id, server_id) REFERENCES mcp_server_oauth (workspace_id, server_id) ON DELETE CASCADE,
+  FOREIGN KEY (workspace_id, agent_id) REFERENCES agents (workspace_id, id) ON DELETE CASCADE
+);
+CREATE UNIQUE INDEX mcp_server_oauth_grants_workspace ON mcp_server_oauth_grants (workspace_id, server_id) WHERE agent_id IS NULL;
+CREATE UNIQUE INDEX mcp_server_oauth_grants_agent ON mcp_server_oauth_grants (workspace_id, server_id, agent_id) WHERE agent_id IS NOT NULL;
+COMMENT ON COLUMN mcp_server_oauth_grants.agent_id IS 'The agent this connection acts for; NULL: every agent of the workspace without one of its own.';
+COMMENT ON COLUMN mcp_server_oauth_grants.client_id IS 'The client the tokens were issued to (refreshes use it, whatever the server''s registration later becomes).';
+COMMENT ON COLUMN mcp_server_oauth_grants.access_token_encrypted IS 'The current access token, sealed with the master key; never returned. NULL once a refresh was refused.';
+COMMENT ON COLUMN mcp_server_oauth_grants.refresh_token_encrypted IS 'The current refresh token, sealed; replaced when the authorization server rotates it.';
+COMMENT ON COLUMN mcp_server_oauth_grants.refresh_after IS 'When Warden refreshes the access token: a minute before it expires, or halfway through a shorter life.';
+COMMENT ON COLUMN mcp_server_oauth_grants.refresh_lease_until IS 'Set by the one process refreshing the tokens (others wait for its result): a rotated refresh token is never used twice.';
+COMMENT ON COLUMN mcp_server_oauth_grants.status_detail IS 'Why the connection needs an admin (the authorization server''s error code), never a token.';
 
 -- Authorizations under way: the state is the only key the callback has; one use, ten minutes.
 CREATE TABLE mcp_server_oauth_pending (
   state_hash text PRIMARY KEY,
   workspace_id uuid NOT NULL,
   server_id uuid NOT NULL,
+  agent_id uuid,
   code_verifier_encrypted text NOT NULL,
   redirect_uri text NOT NULL,
   actor jsonb NOT NULL,
   expires_at timestamptz NOT NULL,
-  FOREIGN KEY (workspace_id, server_id) REFERENCES mcp_servers (workspace_id, id) ON DELETE CASCADE
+  FOREIGN KEY (workspace_id, server_id) REFERENCES mcp_server_oauth (workspace_id, server_id) ON DELETE CASCADE,
+  FOREIGN KEY (workspace_id, agent_id) REFERENCES agents (workspace_id, id) ON DELETE CASCADE
 );
 CREATE INDEX mcp_server_oauth_pending_expiry ON mcp_server_oauth_pending (expires_at);
 COMMENT ON COLUMN mcp_server_oauth_pending.state_hash IS 'SHA-256 of the OAuth state sent to the authorization server; the state itself is not kept.';
+COMMENT ON COLUMN mcp_server_oauth_pending.agent_id IS 'The agent the connection is for; NULL: the workspace''s.';
 COMMENT ON COLUMN mcp_server_oauth_pending.code_verifier_encrypted IS 'The PKCE verifier (RFC 7636), sealed with the master key.';
 COMMENT ON COLUMN mcp_server_oauth_pending.actor IS 'Who asked to connect: the connected event is recorded in their name.';

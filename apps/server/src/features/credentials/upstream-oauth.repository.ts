@@ -1,10 +1,11 @@
 import type { Insertable, Kysely, Updateable } from 'kysely';
-import type { DB, McpServerOauth } from '../../db/schema.ts';
+import type { DB, McpServerOauth, McpServerOauthGrants } from '../../db/schema.ts';
 
-export type OAuthConnectionRow = Awaited<ReturnType<typeof findConnection>> & {};
+export type OAuthConfigRow = Awaited<ReturnType<typeof findConfig>> & {};
+export type OAuthGrantRow = Awaited<ReturnType<typeof findGrant>> & {};
 
-/** A server's OAuth connection, with the server's slug and URL (its configuration and its state). */
-export const findConnection = (db: Kysely<DB>, workspaceId: string, serverId: string) =>
+/** A server's OAuth configuration and what its last connect found, with the server's slug and URL. */
+export const findConfig = (db: Kysely<DB>, workspaceId: string, serverId: string) =>
   db
     .selectFrom('mcp_server_oauth as o')
     .innerJoin('mcp_servers as s', (join) => join.onRef('s.workspace_id', '=', 'o.workspace_id').onRef('s.id', '=', 'o.server_id'))
@@ -14,14 +15,18 @@ export const findConnection = (db: Kysely<DB>, workspaceId: string, serverId: st
     .where('o.server_id', '=', serverId)
     .executeTakeFirst();
 
-/** Sets the configuration of a server's connection, forgetting any tokens (a new configuration needs a new consent). */
-export const configureConnection = (db: Kysely<DB>, row: Insertable<McpServerOauth>) =>
-  db
+/** Sets a server's OAuth configuration, ending its connections (a new configuration needs a new consent). */
+export async function configure(db: Kysely<DB>, row: Insertable<McpServerOauth>) {
+  await db
+    .deleteFrom('mcp_server_oauth_grants')
+    .where('workspace_id', '=', row.workspace_id)
+    .where('server_id', '=', row.server_id)
+    .execute();
+  await db
     .insertInto('mcp_server_oauth')
     .values(row)
     .onConflict((oc) =>
       oc.columns(['workspace_id', 'server_id']).doUpdateSet({
-        ...disconnected,
         authorization_server: row.authorization_server ?? null,
         scopes: row.scopes ?? [],
         client_id: row.client_id ?? null,
@@ -30,62 +35,93 @@ export const configureConnection = (db: Kysely<DB>, row: Insertable<McpServerOau
         issuer: null,
         metadata: null,
         resource: null,
-        status_detail: null,
         generation: (eb) => eb('mcp_server_oauth.generation', '+', 1),
         updated_at: new Date(),
       }),
     )
     .execute();
+}
 
-/** What a connection keeps of its tokens when it ends. */
-export const disconnected = {
-  access_token_encrypted: null,
-  refresh_token_encrypted: null,
-  expires_at: null,
-  refresh_after: null,
-  refresh_lease_until: null,
-  connected_at: null,
-  status: 'not_connected',
-} as const;
-
-export const deleteConnection = (db: Kysely<DB>, workspaceId: string, serverId: string) =>
+export const deleteConfig = (db: Kysely<DB>, workspaceId: string, serverId: string) =>
   db.deleteFrom('mcp_server_oauth').where('workspace_id', '=', workspaceId).where('server_id', '=', serverId).execute();
 
-export const updateConnection = (db: Kysely<DB>, workspaceId: string, serverId: string, changes: Updateable<McpServerOauth>) =>
+export const updateConfig = (db: Kysely<DB>, workspaceId: string, serverId: string, changes: Updateable<McpServerOauth>) =>
   db
     .updateTable('mcp_server_oauth')
     .set({ ...changes, updated_at: new Date() })
     .where('workspace_id', '=', workspaceId)
     .where('server_id', '=', serverId)
-    .returningAll()
-    .executeTakeFirst();
+    .execute();
 
-/**
- * Claims the right to refresh for `leaseMs` when no other process holds it and the connection
- * still holds the refresh token the caller read: true when this caller is the one to refresh.
- */
-export async function claimRefresh(db: Kysely<DB>, workspaceId: string, serverId: string, refreshSealed: string, leaseMs: number) {
-  const now = new Date();
-  const claimed = await db
+/** Moves the server's connection generation on and touches its row (the registry's version bump): upstream sessions of earlier connections are closed. */
+export async function nextGeneration(db: Kysely<DB>, workspaceId: string, serverId: string) {
+  await db
     .updateTable('mcp_server_oauth')
-    .set({ refresh_lease_until: new Date(now.getTime() + leaseMs) })
+    .set((eb) => ({ generation: eb('generation', '+', 1), updated_at: new Date() }))
     .where('workspace_id', '=', workspaceId)
     .where('server_id', '=', serverId)
-    .where('refresh_token_encrypted', '=', refreshSealed)
-    .where((eb) => eb.or([eb('refresh_lease_until', 'is', null), eb('refresh_lease_until', '<', now)]))
-    .returning('server_id')
-    .executeTakeFirst();
-  return claimed !== undefined;
-}
-
-/** Makes the server's registry entry new (its version bump): upstream sessions of an earlier connection are then closed. */
-export const touchServer = (db: Kysely<DB>, workspaceId: string, serverId: string) =>
-  db
+    .execute();
+  await db
     .updateTable('mcp_servers')
     .set({ updated_at: new Date() })
     .where('workspace_id', '=', workspaceId)
     .where('id', '=', serverId)
     .execute();
+}
+
+/** The connection of `agentId` (null: the workspace's), with the server's slug and its authorization server's details. */
+export const findGrant = (db: Kysely<DB>, workspaceId: string, serverId: string, agentId: string | null) =>
+  db
+    .selectFrom('mcp_server_oauth_grants as g')
+    .innerJoin('mcp_server_oauth as o', (join) =>
+      join.onRef('o.workspace_id', '=', 'g.workspace_id').onRef('o.server_id', '=', 'g.server_id'),
+    )
+    .innerJoin('mcp_servers as s', (join) => join.onRef('s.workspace_id', '=', 'g.workspace_id').onRef('s.id', '=', 'g.server_id'))
+    .selectAll('g')
+    .select(['s.slug', 'o.issuer', 'o.metadata', 'o.resource'])
+    .where('g.workspace_id', '=', workspaceId)
+    .where('g.server_id', '=', serverId)
+    .where('g.agent_id', agentId === null ? 'is' : '=', agentId)
+    .executeTakeFirst();
+
+/** Replaces the connection of `row.agent_id` (null: the workspace's) with a new one. */
+export async function replaceGrant(db: Kysely<DB>, row: Insertable<McpServerOauthGrants>) {
+  await deleteGrant(db, row.workspace_id, row.server_id, row.agent_id ?? null);
+  await db.insertInto('mcp_server_oauth_grants').values(row).execute();
+}
+
+export const deleteGrant = (db: Kysely<DB>, workspaceId: string, serverId: string, agentId: string | null) =>
+  db
+    .deleteFrom('mcp_server_oauth_grants')
+    .where('workspace_id', '=', workspaceId)
+    .where('server_id', '=', serverId)
+    .where('agent_id', agentId === null ? 'is' : '=', agentId)
+    .returningAll()
+    .executeTakeFirst();
+
+export const updateGrant = (db: Kysely<DB>, id: string, changes: Updateable<McpServerOauthGrants>) =>
+  db
+    .updateTable('mcp_server_oauth_grants')
+    .set({ ...changes, updated_at: new Date() })
+    .where('id', '=', id)
+    .execute();
+
+/**
+ * Claims the right to refresh for `leaseMs` when no other process holds it and the connection
+ * still holds the refresh token the caller read: true when this caller is the one to refresh.
+ */
+export async function claimRefresh(db: Kysely<DB>, id: string, refreshSealed: string, leaseMs: number) {
+  const now = new Date();
+  const claimed = await db
+    .updateTable('mcp_server_oauth_grants')
+    .set({ refresh_lease_until: new Date(now.getTime() + leaseMs) })
+    .where('id', '=', id)
+    .where('refresh_token_encrypted', '=', refreshSealed)
+    .where((eb) => eb.or([eb('refresh_lease_until', 'is', null), eb('refresh_lease_until', '<', now)]))
+    .returning('id')
+    .executeTakeFirst();
+  return claimed !== undefined;
+}
 
 export const insertPending = (db: Kysely<DB>, row: Insertable<DB['mcp_server_oauth_pending']>) =>
   db.insertInto('mcp_server_oauth_pending').values(row).execute();

@@ -5,7 +5,7 @@
  * sealed with the master key, are handed out and refreshed by upstream-tokens.ts. The OAuth
  * exchanges are the MCP SDK's client functions, over the egress guard (`oauthFetch`).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import {
   discoverAuthorizationServerMetadata,
   discoverOAuthProtectedResourceMetadata,
@@ -24,6 +24,7 @@ import { inTransaction } from '../../db/transaction.ts';
 import { describeNetworkError } from '../../egress/guard.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
+import { findAgent } from '../agents/agents.repository.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
@@ -39,7 +40,8 @@ const REFRESH_AHEAD_MS = 60_000;
 const OAUTH_TIMEOUT_MS = 10_000;
 
 export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
-export type Connection = repo.OAuthConnectionRow;
+export type Config = repo.OAuthConfigRow;
+export type Grant = repo.OAuthGrantRow;
 
 /** The egress guard's fetch as the SDK's OAuth functions need it: bounded in time, answering the global Response. */
 export const oauthFetch =
@@ -50,10 +52,13 @@ export const oauthFetch =
     return new Response(res.body, { status: res.status, statusText: res.statusText, headers: res.headers });
   };
 
-/** The client Warden is at a connection's authorization server (its secret opened). */
-export const clientOf = (box: SecretBox, connection: Connection): OAuthClientInformationMixed & { client_secret?: string } => ({
-  client_id: connection.client_id ?? '',
-  ...(connection.client_secret_encrypted ? { client_secret: box.open(connection.client_secret_encrypted) } : {}),
+/** The client Warden is at an authorization server, as a configuration or a connection holds it (its secret opened). */
+export const clientOf = (
+  box: SecretBox,
+  held: { client_id: string | null; client_secret_encrypted: string | null },
+): OAuthClientInformationMixed & { client_secret?: string } => ({
+  client_id: held.client_id ?? '',
+  ...(held.client_secret_encrypted ? { client_secret: box.open(held.client_secret_encrypted) } : {}),
 });
 
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
@@ -67,36 +72,57 @@ export function lifeOf(tokens: OAuthTokens): { expires_at: Date | null; refresh_
 export const failed = (message: string, cause?: unknown) => new ApiError('upstream_authorization_failed', message, { cause });
 export const why = (error: unknown) => (error instanceof OAuthError ? `${error.errorCode}: ${error.message}` : describeNetworkError(error));
 
-/** The columns answers show of a connection, as mcp-servers.repository.ts selects them. */
+/** A connection as mcp-servers.repository.ts selects it (JSON: times are strings; `agent` null for the workspace's). */
+interface GrantView {
+  agent: string | null;
+  status: 'connected' | 'reauthorization_required';
+  status_detail: string | null;
+  connected_at: string;
+  expires_at: string | null;
+}
+
+/** The columns answers show of a server's OAuth configuration and connections, as mcp-servers.repository.ts selects them. */
 export interface OAuthViewColumns {
   oauth_authorization_server: string | null;
   oauth_issuer: string | null;
   oauth_client_id: string | null;
   oauth_scopes: string[] | null;
-  oauth_status: string | null;
-  oauth_status_detail: string | null;
-  oauth_connected_at: Date | null;
-  oauth_expires_at: Date | null;
+  oauth_grants: (Omit<GrantView, 'status'> & { status: string })[];
 }
 
-export const oauthView = (row: OAuthViewColumns): UpstreamOAuthView => ({
-  type: 'oauth',
-  header: 'authorization',
-  hint: '…',
-  authorization_server: row.oauth_issuer ?? row.oauth_authorization_server,
-  client_id: row.oauth_client_id,
-  scopes: row.oauth_scopes ?? [],
-  status: (row.oauth_status ?? 'not_connected') as UpstreamOAuthView['status'],
-  status_detail: row.oauth_status_detail,
-  connected_at: row.oauth_connected_at ? iso(row.oauth_connected_at) : null,
-  expires_at: row.oauth_expires_at ? iso(row.oauth_expires_at) : null,
-});
+const isoOf = (time: string | null) => (time ? new Date(time).toISOString() : null);
 
-/** Stores a server's OAuth configuration (in the caller's transaction), dropping the tokens of any earlier one. */
+export function oauthView(row: OAuthViewColumns, maxAgents: number): UpstreamOAuthView {
+  const workspace = row.oauth_grants.find((g) => g.agent === null);
+  return {
+    type: 'oauth',
+    header: 'authorization',
+    hint: '…',
+    authorization_server: row.oauth_issuer ?? row.oauth_authorization_server,
+    client_id: row.oauth_client_id,
+    scopes: row.oauth_scopes ?? [],
+    status: (workspace?.status ?? 'not_connected') as UpstreamOAuthView['status'],
+    status_detail: workspace?.status_detail ?? null,
+    connected_at: isoOf(workspace?.connected_at ?? null),
+    expires_at: isoOf(workspace?.expires_at ?? null),
+    agents: row.oauth_grants
+      .filter((g) => g.agent !== null)
+      .slice(0, maxAgents)
+      .map((g) => ({
+        agent: g.agent as string,
+        status: g.status as GrantView['status'],
+        status_detail: g.status_detail,
+        connected_at: isoOf(g.connected_at) as string,
+        expires_at: isoOf(g.expires_at),
+      })),
+  };
+}
+
+/** Stores a server's OAuth configuration (in the caller's transaction), ending its connections. */
 export async function configureOAuth(trx: Kysely<DB>, box: SecretBox, workspaceId: string, serverId: string, input: UpstreamOAuthInput) {
   if (input.client_secret !== undefined && input.client_id === undefined)
     throw new ApiError('invalid_request', 'body/upstream_auth.client_secret needs a client_id');
-  await repo.configureConnection(trx, {
+  await repo.configure(trx, {
     workspace_id: workspaceId,
     server_id: serverId,
     authorization_server: input.authorization_server ? new URL(input.authorization_server).href : null,
@@ -109,6 +135,8 @@ export async function configureOAuth(trx: Kysely<DB>, box: SecretBox, workspaceI
 /** What the callback tells the admin's browser. */
 export interface CallbackOutcome {
   slug?: string;
+  /** The agent the connection was for, if not the workspace's. */
+  agent?: string;
   connected: boolean;
   /** Why not, for the admin: an OAuth error code or Warden's reason, never a token. */
   detail?: string;
@@ -122,24 +150,32 @@ export class UpstreamOAuth {
     private readonly fetchFn: FetchLike,
   ) {}
 
-  private async connection(workspaceId: string, idOrSlug: string): Promise<Connection> {
+  private async config(workspaceId: string, idOrSlug: string): Promise<Config> {
     const server = await findMcpServer(this.db, workspaceId, idOrSlug);
     if (!server) throw notFound('MCP server', idOrSlug);
-    const connection = server.auth_type === 'oauth' ? await repo.findConnection(this.db, workspaceId, server.id) : undefined;
-    if (!connection)
+    const config = server.auth_type === 'oauth' ? await repo.findConfig(this.db, workspaceId, server.id) : undefined;
+    if (!config)
       throw new ApiError(
         'conflict',
         `MCP server '${server.slug}' has no OAuth upstream_auth: set {"upstream_auth": {"type": "oauth"}} first`,
       );
-    return connection;
+    return config;
+  }
+
+  /** The agent a connection is for (null: the workspace's); 404 agent_not_found. */
+  private async agentOf(workspaceId: string, idOrSlug: string | undefined): Promise<{ id: string; slug: string } | null> {
+    if (idOrSlug === undefined) return null;
+    const agent = await findAgent(this.db, workspaceId, idOrSlug);
+    if (!agent) throw new ApiError('agent_not_found', `no agent '${idOrSlug}' in this workspace`);
+    return { id: agent.id, slug: agent.slug };
   }
 
   /**
    * The client Warden is at the authorization server: as configured, else registered now (RFC
    * 7591; at every connect, since the server or Warden's redirect URI may have changed since).
    */
-  private async client(connection: Connection, issuer: string, metadata: AuthorizationServerMetadata, redirectUri: string) {
-    if (connection.client_id && !connection.client_registered) return this.clientOf(connection);
+  private async client(config: Config, issuer: string, metadata: AuthorizationServerMetadata, redirectUri: string) {
+    if (config.client_id && !config.client_registered) return clientOf(this.box, config);
     if (!metadata.registration_endpoint)
       throw failed(
         `the authorization server ${issuer} offers no dynamic client registration: register Warden there (redirect URI ${redirectUri}) and give its client_id`,
@@ -162,17 +198,19 @@ export class UpstreamOAuth {
   }
 
   /**
-   * Starts a connection: finds the authorization server and its metadata, registers Warden if
-   * need be, and answers the URL to send the admin's browser to, with a one-use state.
+   * Starts a connection, the workspace's or `agent`'s: finds the authorization server and its
+   * metadata, registers Warden if need be, and answers the URL to send the admin's browser to,
+   * with a one-use state.
    */
-  async connect(workspaceId: string, idOrSlug: string, origin: string, actor: Actor) {
-    const connection = await this.connection(workspaceId, idOrSlug);
+  async connect(workspaceId: string, idOrSlug: string, origin: string, actor: Actor, agentIdOrSlug?: string) {
+    const config = await this.config(workspaceId, idOrSlug);
+    const agent = await this.agentOf(workspaceId, agentIdOrSlug);
     const redirectUri = `${origin}${CALLBACK_PATH}`;
-    const serverUrl = connection.transport_url;
+    const serverUrl = config.transport_url;
     let issuer: string;
     let metadata: AuthorizationServerMetadata | undefined;
     let resource = resourceUrlFromServerUrl(serverUrl);
-    let scopes = connection.scopes;
+    let scopes = config.scopes;
     try {
       // the server's own metadata (RFC 9728), if it publishes one: its resource, its scopes, its authorization server
       const published = await discoverOAuthProtectedResourceMetadata(serverUrl, {}, this.fetchFn).catch(() => undefined);
@@ -180,19 +218,19 @@ export class UpstreamOAuth {
       // a server may name itself more generally (its origin), never another resource
       if (named) {
         if (!checkResourceAllowed({ requestedResource: resource, configuredResource: named }))
-          throw failed(`MCP server '${connection.slug}' names another resource in its metadata (${named})`);
+          throw failed(`MCP server '${config.slug}' names another resource in its metadata (${named})`);
         resource = new URL(named);
       }
       if (scopes.length === 0) scopes = published?.scopes_supported ?? [];
       // as the MCP authorization spec says: else the server's origin is its authorization server
-      issuer = connection.authorization_server ?? published?.authorization_servers?.[0] ?? new URL('/', serverUrl).href;
+      issuer = config.authorization_server ?? published?.authorization_servers?.[0] ?? new URL('/', serverUrl).href;
       metadata = await discoverAuthorizationServerMetadata(issuer, { fetchFn: this.fetchFn });
     } catch (error) {
       if (error instanceof ApiError) throw error;
-      throw failed(`finding the authorization server of MCP server '${connection.slug}' failed: ${why(error)}`, error);
+      throw failed(`finding the authorization server of MCP server '${config.slug}' failed: ${why(error)}`, error);
     }
     if (!metadata) throw failed(`no OAuth authorization server metadata (RFC 8414 or OpenID) at ${issuer}`);
-    const client = await this.client(connection, metadata.issuer, metadata, redirectUri);
+    const client = await this.client(config, metadata.issuer, metadata, redirectUri);
     const state = randomBytes(32).toString('base64url');
     let started: { authorizationUrl: URL; codeVerifier: string };
     try {
@@ -209,11 +247,11 @@ export class UpstreamOAuth {
     }
     const expiresAt = new Date(Date.now() + PENDING_MS);
     await inTransaction(this.db, async (trx) => {
-      await repo.updateConnection(trx, workspaceId, connection.server_id, {
+      await repo.updateConfig(trx, workspaceId, config.server_id, {
         issuer: metadata.issuer,
         metadata: JSON.stringify(metadata),
         resource: resource.href,
-        ...(connection.client_id && !connection.client_registered
+        ...(config.client_id && !config.client_registered
           ? {}
           : {
               client_id: client.client_id,
@@ -224,7 +262,8 @@ export class UpstreamOAuth {
       await repo.insertPending(trx, {
         state_hash: sha256(state),
         workspace_id: workspaceId,
-        server_id: connection.server_id,
+        server_id: config.server_id,
+        agent_id: agent?.id ?? null,
         code_verifier_encrypted: this.box.seal(started.codeVerifier),
         redirect_uri: redirectUri,
         actor: JSON.stringify(actor),
@@ -236,48 +275,51 @@ export class UpstreamOAuth {
 
   /**
    * The authorization server's answer (the callback's query): the state names the authorization
-   * (once); its code is exchanged with the PKCE verifier; the tokens are sealed and kept, and the
-   * connection's generation moves on, so that upstream sessions of an earlier one are closed.
+   * (once); its code is exchanged with the PKCE verifier; the tokens are sealed and kept as the
+   * connection of the workspace or agent it was for, replacing any earlier one, and the server's
+   * generation moves on, so that upstream sessions of an earlier connection are closed.
    */
   async complete(query: URLSearchParams): Promise<CallbackOutcome> {
     const state = query.get('state');
     const pending = state ? await repo.takePending(this.db, sha256(state)) : undefined;
     if (!pending) return { connected: false, detail: 'This authorization is unknown, already used or expired: connect again' };
-    const connection = await repo.findConnection(this.db, pending.workspace_id, pending.server_id);
-    if (!connection?.issuer || !connection.metadata) return { connected: false, detail: 'The server no longer has an OAuth connection' };
+    const config = await repo.findConfig(this.db, pending.workspace_id, pending.server_id);
+    if (!config?.issuer || !config.metadata || !config.client_id)
+      return { connected: false, detail: 'The server no longer has an OAuth connection' };
     const actor = pending.actor as unknown as Actor;
+    const agent = pending.agent_id ? await findAgent(this.db, pending.workspace_id, pending.agent_id) : undefined;
+    const who = { slug: config.slug, ...(agent ? { agent: agent.slug } : {}) };
     const refuse = async (detail: string): Promise<CallbackOutcome> => {
-      await inTransaction(this.db, async (trx) => {
-        await recordChange(trx, pending.workspace_id, actor, {
+      await inTransaction(this.db, (trx) =>
+        recordChange(trx, pending.workspace_id, actor, {
           action: 'mcp_server.oauth_failed',
           resource: pending.server_id,
           severity: 'medium',
-          context: { slug: connection.slug, error: detail.slice(0, 200) },
-        });
-        await repo.updateConnection(trx, pending.workspace_id, pending.server_id, { status_detail: detail.slice(0, 500) });
-      });
-      return { slug: connection.slug, connected: false, detail };
+          context: { ...who, error: detail.slice(0, 200) },
+        }),
+      );
+      return { ...who, connected: false, detail };
     };
     const error = query.get('error');
     if (error) return refuse(`the authorization server answered ${error.slice(0, 100)}`);
-    const metadata = connection.metadata as unknown as AuthorizationServerMetadata & {
+    const metadata = config.metadata as unknown as AuthorizationServerMetadata & {
       authorization_response_iss_parameter_supported?: boolean;
     };
     // RFC 9207: an answer names the server that gave it; another's answer (a mix-up) is refused
     const iss = query.get('iss');
-    if (iss !== null ? iss !== connection.issuer : metadata.authorization_response_iss_parameter_supported === true)
+    if (iss !== null ? iss !== config.issuer : metadata.authorization_response_iss_parameter_supported === true)
       return refuse('the answer does not come from the authorization server Warden asked (iss)');
     const code = query.get('code');
     if (!code) return refuse('the authorization server sent no code');
     let tokens: OAuthTokens;
     try {
-      tokens = await exchangeAuthorization(connection.issuer, {
+      tokens = await exchangeAuthorization(config.issuer, {
         metadata,
-        clientInformation: this.clientOf(connection),
+        clientInformation: clientOf(this.box, config),
         authorizationCode: code,
         codeVerifier: this.box.open(pending.code_verifier_encrypted),
         redirectUri: pending.redirect_uri,
-        resource: connection.resource ?? undefined,
+        resource: config.resource ?? undefined,
         fetchFn: this.fetchFn,
       });
     } catch (cause) {
@@ -289,56 +331,55 @@ export class UpstreamOAuth {
       await recordChange(trx, pending.workspace_id, actor, {
         action: 'mcp_server.oauth_connected',
         resource: pending.server_id,
-        context: { slug: connection.slug, authorization_server: connection.issuer, scopes: tokens.scope?.split(' ') ?? connection.scopes },
+        context: { ...who, authorization_server: config.issuer, scopes: tokens.scope?.split(' ') ?? config.scopes },
       });
-      await repo.updateConnection(trx, pending.workspace_id, pending.server_id, {
+      await repo.replaceGrant(trx, {
+        id: randomUUID(),
+        workspace_id: pending.workspace_id,
+        server_id: pending.server_id,
+        agent_id: pending.agent_id,
+        client_id: config.client_id as string,
+        client_secret_encrypted: config.client_secret_encrypted,
         access_token_encrypted: this.box.seal(tokens.access_token),
         refresh_token_encrypted: tokens.refresh_token ? this.box.seal(tokens.refresh_token) : null,
         ...lifeOf(tokens),
-        refresh_lease_until: null,
         status: 'connected',
-        status_detail: null,
         connected_at: new Date(),
-        generation: connection.generation + 1,
       });
-      await repo.touchServer(trx, pending.workspace_id, pending.server_id);
+      await repo.nextGeneration(trx, pending.workspace_id, pending.server_id);
     });
-    return { slug: connection.slug, connected: true };
+    return { ...who, connected: true };
   }
 
-  /** Forgets the tokens (revoking the refresh token where the server can), keeping the configuration. */
-  async disconnect(workspaceId: string, idOrSlug: string, actor: Actor): Promise<void> {
-    const connection = await this.connection(workspaceId, idOrSlug);
-    if (connection.refresh_token_encrypted) await this.revoke(connection, this.box.open(connection.refresh_token_encrypted));
-    await inTransaction(this.db, async (trx) => {
+  /** Ends the connection of the workspace or `agent` (revoking its refresh token where the server can), keeping the configuration. */
+  async disconnect(workspaceId: string, idOrSlug: string, actor: Actor, agentIdOrSlug?: string): Promise<void> {
+    const config = await this.config(workspaceId, idOrSlug);
+    const agent = await this.agentOf(workspaceId, agentIdOrSlug);
+    const ended = await inTransaction(this.db, async (trx) => {
+      const grant = await repo.deleteGrant(trx, workspaceId, config.server_id, agent?.id ?? null);
+      if (!grant)
+        throw new ApiError('not_found', `MCP server '${config.slug}' has no OAuth connection${agent ? ` for agent '${agent.slug}'` : ''}`);
       await recordChange(trx, workspaceId, actor, {
         action: 'mcp_server.oauth_disconnected',
-        resource: connection.server_id,
+        resource: config.server_id,
         severity: 'medium',
-        context: { slug: connection.slug },
+        context: { slug: config.slug, ...(agent ? { agent: agent.slug } : {}) },
       });
-      await repo.updateConnection(trx, workspaceId, connection.server_id, {
-        ...repo.disconnected,
-        status_detail: null,
-        generation: connection.generation + 1,
-      });
-      await repo.touchServer(trx, workspaceId, connection.server_id);
+      await repo.nextGeneration(trx, workspaceId, config.server_id);
+      return grant;
     });
+    if (ended.refresh_token_encrypted) await this.revoke(config, ended, this.box.open(ended.refresh_token_encrypted));
   }
 
   /** RFC 7009, best effort: a server that cannot be reached keeps a token Warden no longer holds. */
-  private async revoke(connection: Connection, token: string): Promise<void> {
-    const endpoint = (connection.metadata as { revocation_endpoint?: string } | null)?.revocation_endpoint;
+  private async revoke(config: Config, grant: { client_id: string; client_secret_encrypted: string | null }, token: string): Promise<void> {
+    const endpoint = (config.metadata as { revocation_endpoint?: string } | null)?.revocation_endpoint;
     if (!endpoint) return;
-    const client = this.clientOf(connection);
+    const client = clientOf(this.box, grant);
     const body = new URLSearchParams({ token, token_type_hint: 'refresh_token', client_id: client.client_id });
     if (client.client_secret) body.set('client_secret', client.client_secret);
     await this.fetchFn(endpoint, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body })
       .then((res) => res.body?.cancel())
       .catch(() => undefined);
-  }
-
-  private clientOf(connection: Connection) {
-    return clientOf(this.box, connection);
   }
 }

@@ -36,13 +36,13 @@ export function dashboardAdminHandlers({ workspaces, agents, mcpServers, policie
       status: 200,
       body: { data: await mcpServers.remove(workspaceOf(ctx), path.id, actorOf(ctx)) },
     }),
-    connectDashboardMcpServerOAuth: async ({ path, ctx }) => ({
+    connectDashboardMcpServerOAuth: async ({ path, body, ctx }) => ({
       status: 200,
-      body: { data: await mcpServers.connectOAuth(workspaceOf(ctx), path.id, ctx.origin, actorOf(ctx)) },
+      body: { data: await mcpServers.connectOAuth(workspaceOf(ctx), path.id, ctx.origin, actorOf(ctx), body?.agent) },
     }),
-    disconnectDashboardMcpServerOAuth: async ({ path, ctx }) => ({
+    disconnectDashboardMcpServerOAuth: async ({ path, query, ctx }) => ({
       status: 200,
-      body: { data: await mcpServers.disconnectOAuth(workspaceOf(ctx), path.id, actorOf(ctx)) },
+      body: { data: await mcpServers.disconnectOAuth(workspaceOf(ctx), path.id, actorOf(ctx), query?.agent) },
     }),
     listDashboardPolicies: async ({ query, ctx }) => ({ status: 200, body: await policies.list(workspaceOf(ctx), query ?? {}) }),
     getDashboardPolicy: async ({ path, ctx }) => ({ status: 200, body: { data: await policies.get(workspaceOf(ctx), path.id) } }),

@@ -73,8 +73,11 @@ const networkFailure = (error: unknown): boolean => {
 export interface UpstreamCredential {
   /** Changes with every rotation (or new OAuth connection); says nothing of the secret. */
   revision: string;
-  /** The header as sent; given the value the server has just answered 401 to, a renewed one if it can. */
-  header: (rejected?: string) => [name: string, value: string] | Promise<[name: string, value: string]>;
+  /**
+   * The header as sent for a call of `agentId` (an OAuth connection may be that agent's own);
+   * given the value the server has just answered 401 to (`rejected`), a renewed one if it can.
+   */
+  header: (request?: { rejected?: string; agentId?: string }) => [name: string, value: string] | Promise<[name: string, value: string]>;
   /** True when a 401 may be answered by renewing the value (an OAuth access token): the request is sent once more. */
   renewable?: boolean;
 }
@@ -115,6 +118,8 @@ export interface UseOptions {
 export interface UpstreamSession {
   sessionId: string;
   protocolVersion: string;
+  /** The agent whose session it is: an OAuth connection of its own is used for it. */
+  agentId?: string;
 }
 
 /** The id and protocol version of a connected client's Streamable HTTP session (undefined on SSE). */
@@ -171,9 +176,9 @@ export class McpConnector {
    * same deadline. A timeout, a reset or any other failure is the server's answer: no
    * fallback, so a hanging server costs one timeout, not two.
    */
-  private async connect(target: McpTarget, onClose: () => void): Promise<Client> {
+  private async connect(target: McpTarget, onClose: () => void, agentId?: string): Promise<Client> {
     const url = this.guard.checkUrl(target.transport_url);
-    const fetch = this.fetchFor(target, url);
+    const fetch = this.fetchFor(target, url, agentId);
     const client = () => {
       // what the upstream asks of a client during a call (sampling, elicitation), the gateway relays to its own client
       const c = new Client({ name: 'warden', version: '1.0.0' }, { capabilities: RELAYED_CLIENT_CAPABILITIES });
@@ -219,19 +224,19 @@ export class McpConnector {
    * The guarded fetch, adding the server's secret header to requests to its own origin only
    * (an SSE server names the URL to POST to: another origin never gets the secret).
    */
-  private fetchFor(target: McpTarget, url: URL): typeof fetch {
+  private fetchFor(target: McpTarget, url: URL, agentId?: string): typeof fetch {
     const auth = target.auth;
     if (!auth) return this.fetch;
     return async (input, init = {}) => {
       const to = new URL(input instanceof Request ? input.url : String(input));
       if (to.origin !== url.origin) return this.fetch(input, init);
       const headers = new Headers(init.headers);
-      const [name, value] = await auth.header();
+      const [name, value] = await auth.header({ agentId });
       headers.set(name, value);
       const answer = await this.fetch(input, { ...init, headers });
       if (answer.status !== 401 || !auth.renewable) return answer;
       // an access token revoked or expired early: renewed once, and the request (its body a string) sent again
-      const [, renewed] = await auth.header(value);
+      const [, renewed] = await auth.header({ rejected: value, agentId });
       if (renewed === value) return answer;
       await answer.body?.cancel();
       headers.set(name, renewed);
@@ -303,11 +308,15 @@ export class McpConnector {
       inUse: 0,
       client: Promise.resolve(null as never),
     };
-    entry.client = this.connect(target, () => {
-      // the transport closed under us: forget it, the next call opens a new session
-      if (this.pool.get(key) === entry) this.pool.delete(key);
-      entry.closed = true;
-    });
+    entry.client = this.connect(
+      target,
+      () => {
+        // the transport closed under us: forget it, the next call opens a new session
+        if (this.pool.get(key) === entry) this.pool.delete(key);
+        entry.closed = true;
+      },
+      owner.agentId,
+    );
     // a failed handshake is not pooled
     entry.client.catch(() => {
       if (this.pool.get(key) === entry) this.pool.delete(key);
@@ -347,7 +356,7 @@ export class McpConnector {
     options: UseOptions = {},
   ): Promise<T> {
     try {
-      if (options.dedicated) return await this.dedicated(target, work);
+      if (options.dedicated) return await this.dedicated(target, work, owner.agentId);
       for (let attempt = 0; ; attempt++) {
         const entry = this.acquire(target, owner);
         // counted while the handshake runs too, so that the idle sweep does not end a session being opened
@@ -378,8 +387,8 @@ export class McpConnector {
     }
   }
 
-  private async dedicated<T>(target: McpTarget, work: (client: Client) => Promise<T>): Promise<T> {
-    const client = await this.connect(target, () => undefined);
+  private async dedicated<T>(target: McpTarget, work: (client: Client) => Promise<T>, agentId: string): Promise<T> {
+    const client = await this.connect(target, () => undefined, agentId);
     let kept = false;
     try {
       if (!upstreamSessionOf(client)) throw new Error('MCP tasks need the Streamable HTTP transport, and this server answered over SSE');
@@ -402,7 +411,10 @@ export class McpConnector {
     client.onerror = () => undefined;
     try {
       const url = this.guard.checkUrl(target.transport_url);
-      const transport = new StreamableHTTPClientTransport(url, { fetch: this.fetchFor(target, url), sessionId: upstream.sessionId });
+      const transport = new StreamableHTTPClientTransport(url, {
+        fetch: this.fetchFor(target, url, upstream.agentId),
+        sessionId: upstream.sessionId,
+      });
       transport.setProtocolVersion(upstream.protocolVersion);
       await client.connect(transport);
       return await work(client);

@@ -52,8 +52,9 @@ export class McpRegistry {
         auth: {
           revision: `oauth:${generation}`,
           renewable: true,
-          header: async (rejected) => {
-            const token = await tokens.accessToken(row.workspace_id, row.id, generation, rejected?.replace(/^Bearer /, ''));
+          header: async ({ rejected, agentId } = {}) => {
+            const call = { workspaceId: row.workspace_id, serverId: row.id, slug: row.slug, generation, agentId };
+            const token = await tokens.accessToken({ ...call, rejected: rejected?.replace(/^Bearer /, '') });
             return ['authorization', `Bearer ${token}`];
           },
         },

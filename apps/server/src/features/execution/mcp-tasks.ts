@@ -75,7 +75,7 @@ export class McpTasks {
     return this.connector.attach(
       target,
       'call_failed',
-      { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
+      { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version, agentId: row.agent_id },
       work,
     );
   }

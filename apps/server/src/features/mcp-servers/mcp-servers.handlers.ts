@@ -18,12 +18,12 @@ export const mcpServerHandlers = ({ mcpServers }: Services) =>
       status: 200,
       body: { data: await mcpServers.remove(ctx.auth.workspaceId, path.id, actorOf(ctx)) },
     }),
-    connectMcpServerOAuth: async ({ path, ctx }) => ({
+    connectMcpServerOAuth: async ({ path, body, ctx }) => ({
       status: 200,
-      body: { data: await mcpServers.connectOAuth(ctx.auth.workspaceId, path.id, ctx.origin, actorOf(ctx)) },
+      body: { data: await mcpServers.connectOAuth(ctx.auth.workspaceId, path.id, ctx.origin, actorOf(ctx), body?.agent) },
     }),
-    disconnectMcpServerOAuth: async ({ path, ctx }) => ({
+    disconnectMcpServerOAuth: async ({ path, query, ctx }) => ({
       status: 200,
-      body: { data: await mcpServers.disconnectOAuth(ctx.auth.workspaceId, path.id, actorOf(ctx)) },
+      body: { data: await mcpServers.disconnectOAuth(ctx.auth.workspaceId, path.id, actorOf(ctx), query?.agent) },
     }),
   }) satisfies Partial<Handlers>;

@@ -16,7 +16,7 @@ import { ApiError, notFound } from '../../shared/errors.ts';
 import { slugify } from '../../shared/slug.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { authView, sealAuth } from '../credentials/upstream-auth.ts';
-import { deleteConnection } from '../credentials/upstream-oauth.repository.ts';
+import { deleteConfig } from '../credentials/upstream-oauth.repository.ts';
 import { configureOAuth, oauthView, type UpstreamOAuth } from '../credentials/upstream-oauth.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './mcp-servers.repository.ts';
@@ -32,7 +32,7 @@ export function toMcpServer(row: repo.McpServerRow): McpServer {
     enabled: row.enabled,
     upstream_auth:
       row.auth_type === 'oauth'
-        ? oauthView(row)
+        ? oauthView(row, repo.MAX_CONNECTIONS_SHOWN)
         : row.auth_type && row.auth_header && row.auth_hint
           ? authView(row.auth_type, row.auth_header, row.auth_hint)
           : null,
@@ -70,7 +70,7 @@ function authColumns(box: SecretBox, input: AuthInput | null) {
 /** Keeps a server's OAuth connection in step with its upstream auth: configured anew, or gone. */
 async function syncOAuth(trx: Kysely<DB>, box: SecretBox, workspaceId: string, serverId: string, input: AuthInput | null) {
   if (isOAuth(input)) await configureOAuth(trx, box, workspaceId, serverId, input);
-  else await deleteConnection(trx, workspaceId, serverId);
+  else await deleteConfig(trx, workspaceId, serverId);
 }
 
 /** The server as answers show it, read in the change's transaction. */
@@ -194,10 +194,10 @@ export function mcpServersService(db: Kysely<DB>, box: SecretBox, oauth: Upstrea
     update: (workspaceId: string, idOrSlug: string, input: McpServerUpdate, actor: Actor) =>
       updateMcpServer(db, box, workspaceId, idOrSlug, input, actor),
     remove: (workspaceId: string, idOrSlug: string, actor: Actor) => deleteMcpServer(db, workspaceId, idOrSlug, actor),
-    connectOAuth: (workspaceId: string, idOrSlug: string, origin: string, actor: Actor) =>
-      oauth.connect(workspaceId, idOrSlug, origin, actor),
-    async disconnectOAuth(workspaceId: string, idOrSlug: string, actor: Actor): Promise<McpServer> {
-      await oauth.disconnect(workspaceId, idOrSlug, actor);
+    connectOAuth: (workspaceId: string, idOrSlug: string, origin: string, actor: Actor, agent?: string) =>
+      oauth.connect(workspaceId, idOrSlug, origin, actor, agent),
+    async disconnectOAuth(workspaceId: string, idOrSlug: string, actor: Actor, agent?: string): Promise<McpServer> {
+      await oauth.disconnect(workspaceId, idOrSlug, actor, agent);
       return getMcpServer(db, workspaceId, idOrSlug);
     },
     /** The authorization server's answer to a connect (http/upstream-oauth-callback.ts). */

@@ -1679,7 +1679,8 @@ export type UpstreamOAuthInput = {
 };
 
 /**
- * `not_connected`: no admin has connected yet (or the configuration changed); `connected`:
+ * `not_connected`: no admin has connected yet (or the configuration changed, or an admin
+ * disconnected); `connected`:
  * Warden holds tokens and refreshes them; `reauthorization_required`: the authorization
  * server refused a refresh (`status_detail` says why): an admin connects again. Calls while
  * not connected are 502 `upstream_authorization_required`.
@@ -1688,7 +1689,10 @@ export type UpstreamOAuthInput = {
 export type UpstreamOAuthStatus = 'not_connected' | 'connected' | 'reauthorization_required';
 
 /**
- * An OAuth connection as answers show it (no token, no client secret).
+ * An OAuth connection as answers show it (no token, no client secret). `status`,
+ * `status_detail`, `connected_at` and `expires_at` are the workspace's connection, which
+ * every agent without one of its own uses; `agents` lists the agents' own connections.
+ *
  */
 export type UpstreamOAuth = {
     type: 'oauth';
@@ -1722,6 +1726,28 @@ export type UpstreamOAuth = {
      * When the current access token expires (Warden refreshes it before), if the authorization server said.
      */
     expires_at: Timestamp | null;
+    /**
+     * The agents' own connections, by agent slug (the first 100). An agent's calls use its own connection, else the workspace's.
+     */
+    agents: Array<UpstreamOAuthAgentConnection>;
+};
+
+/**
+ * An agent's own OAuth connection to a server (its calls act upstream as whoever consented for it).
+ */
+export type UpstreamOAuthAgentConnection = {
+    agent: Slug;
+    status: 'connected' | 'reauthorization_required';
+    status_detail: string | null;
+    connected_at: Timestamp;
+    expires_at: Timestamp | null;
+};
+
+export type McpServerOAuthConnect = {
+    /**
+     * An agent's id or slug, to connect for that agent alone; omitted, the workspace's connection.
+     */
+    agent?: string;
 };
 
 export type McpServerOAuthAuthorization = {
@@ -4544,7 +4570,7 @@ export type UpdateDashboardMcpServerResponses = {
 export type UpdateDashboardMcpServerResponse = UpdateDashboardMcpServerResponses[keyof UpdateDashboardMcpServerResponses];
 
 export type ConnectDashboardMcpServerOAuthData = {
-    body?: never;
+    body?: McpServerOAuthConnect;
     path: {
         id: Uuid;
     };
@@ -4611,7 +4637,12 @@ export type DisconnectDashboardMcpServerOAuthData = {
     path: {
         id: Uuid;
     };
-    query?: never;
+    query?: {
+        /**
+         * An agent's id or slug, to end that agent's own connection; omitted, the workspace's.
+         */
+        agent?: string;
+    };
     url: '/mcp-servers/{id}/oauth/connection';
 };
 

@@ -1681,7 +1681,8 @@ export type UpstreamOAuthInput = {
 };
 
 /**
- * `not_connected`: no admin has connected yet (or the configuration changed); `connected`:
+ * `not_connected`: no admin has connected yet (or the configuration changed, or an admin
+ * disconnected); `connected`:
  * Warden holds tokens and refreshes them; `reauthorization_required`: the authorization
  * server refused a refresh (`status_detail` says why): an admin connects again. Calls while
  * not connected are 502 `upstream_authorization_required`.
@@ -1690,7 +1691,10 @@ export type UpstreamOAuthInput = {
 export type UpstreamOAuthStatus = 'not_connected' | 'connected' | 'reauthorization_required';
 
 /**
- * An OAuth connection as answers show it (no token, no client secret).
+ * An OAuth connection as answers show it (no token, no client secret). `status`,
+ * `status_detail`, `connected_at` and `expires_at` are the workspace's connection, which
+ * every agent without one of its own uses; `agents` lists the agents' own connections.
+ *
  */
 export type UpstreamOAuth = {
     type: 'oauth';
@@ -1724,6 +1728,28 @@ export type UpstreamOAuth = {
      * When the current access token expires (Warden refreshes it before), if the authorization server said.
      */
     expires_at: Timestamp | null;
+    /**
+     * The agents' own connections, by agent slug (the first 100). An agent's calls use its own connection, else the workspace's.
+     */
+    agents: Array<UpstreamOAuthAgentConnection>;
+};
+
+/**
+ * An agent's own OAuth connection to a server (its calls act upstream as whoever consented for it).
+ */
+export type UpstreamOAuthAgentConnection = {
+    agent: Slug;
+    status: 'connected' | 'reauthorization_required';
+    status_detail: string | null;
+    connected_at: Timestamp;
+    expires_at: Timestamp | null;
+};
+
+export type McpServerOAuthConnect = {
+    /**
+     * An agent's id or slug, to connect for that agent alone; omitted, the workspace's connection.
+     */
+    agent?: string;
 };
 
 export type McpServerOAuthAuthorization = {
@@ -5028,7 +5054,7 @@ export type UpdateMcpServerResponses = {
 export type UpdateMcpServerResponse = UpdateMcpServerResponses[keyof UpdateMcpServerResponses];
 
 export type ConnectMcpServerOAuthData = {
-    body?: never;
+    body?: McpServerOAuthConnect;
     path: {
         /**
          * UUID of the resource, or its slug (agents, MCP servers) or name (policies).
@@ -5040,6 +5066,10 @@ export type ConnectMcpServerOAuthData = {
 };
 
 export type ConnectMcpServerOAuthErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
     /**
      * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
      */
@@ -5097,11 +5127,20 @@ export type DisconnectMcpServerOAuthData = {
          */
         id: string;
     };
-    query?: never;
+    query?: {
+        /**
+         * An agent's id or slug, to end that agent's own connection; omitted, the workspace's.
+         */
+        agent?: string;
+    };
     url: '/mcp-servers/{id}/oauth/connection';
 };
 
 export type DisconnectMcpServerOAuthErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
     /**
      * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
      */
