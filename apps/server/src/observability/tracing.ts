@@ -17,6 +17,7 @@
  * but the client span's `user_agent.original`.
  */
 
+import { context, propagation, trace } from '@opentelemetry/api';
 import { UndiciInstrumentation, type UndiciRequest } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK, type NodeSDKConfiguration } from '@opentelemetry/sdk-node';
 import { redactQuery, redactUrl } from '../shared/redact.ts';
@@ -65,11 +66,22 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env, exporter?: No
   env.OTEL_METRICS_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
   useDefaultSampler(env);
+  const undici = new UndiciInstrumentation({ startSpanHook: (request) => redactedUrlAttributes(request) ?? {} });
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME || 'warden',
-    instrumentations: [new UndiciInstrumentation({ startSpanHook: (request) => redactedUrlAttributes(request) ?? {} })],
+    instrumentations: [undici],
     ...(exporter ? { traceExporter: exporter } : {}),
   });
   sdk.start();
-  return { shutdown: () => sdk.shutdown() };
+  return {
+    shutdown: async () => {
+      await sdk.shutdown();
+      // the SDK leaves its instrumentation and globals in place: the process's later requests
+      // would still get a traceparent of a trace no one records (replacing their own)
+      undici.disable();
+      trace.disable();
+      propagation.disable();
+      context.disable();
+    },
+  };
 }
