@@ -311,6 +311,25 @@ describe('an agent’s own connection', () => {
     expect(again.status).toBe(404);
   });
 
+  it('completes two connects under way, each with the client it was started with', async () => {
+    const forAgent = await server.api('POST', '/mcp-servers/hosted/oauth/connect' as '/mcp-servers/{id}/oauth/connect', {
+      unchecked: true,
+      body: { agent: 'other' },
+    });
+    // a second connect registers Warden again: the first flow keeps its own client
+    const forWorkspace = await connectStart('hosted');
+    const clientOf = (res: typeof forAgent) => new URL(res.body.data.authorization_url).searchParams.get('client_id');
+    expect(clientOf(forAgent)).not.toBe(clientOf(forWorkspace));
+    expect((await land(await consent(forAgent.body.data.authorization_url, callback, 'frank'))).headers.get('location')).toContain(
+      '/oauth/connected?',
+    );
+    expect((await land(await consent(forWorkspace.body.data.authorization_url, callback, 'alice'))).headers.get('location')).toContain(
+      '/oauth/connected?',
+    );
+    expect(textOf((await callAs(OTHER_KEY, 'other', 'own again')).body.data.execution)).toBe('own again as frank');
+    expect(textOf((await callAs(AGENT_KEY, 'bot', 'shared again')).body.data.execution)).toBe('shared again as alice');
+  });
+
   it('refuses an unknown agent: 403 agent_not_found, nothing stored', async () => {
     const res = await server.api('POST', '/mcp-servers/hosted/oauth/connect' as '/mcp-servers/{id}/oauth/connect', {
       unchecked: true,
@@ -384,6 +403,17 @@ describe('bad OAuth configuration', () => {
     const res = await connectStart('lost');
     expect(res.status).toBe(502);
     expect(res.body.error.code).toBe('upstream_authorization_failed');
+  });
+
+  it('a new URL ends the connections: a token is for the server its owner consented to', async () => {
+    expect((await restCall('static', 'before the move')).status).toBe(200);
+    const moved = await server.api('PATCH', '/mcp-servers/static', { unchecked: true, body: { transport_url: `${upstream.url}?moved=1` } });
+    expect(moved.status).toBe(200);
+    expect(moved.body.data.upstream_auth).toMatchObject({ status: 'not_connected', agents: [] });
+    const before = upstream.authorizations().length;
+    const res = await restCall('static', 'after the move');
+    expect(res.body.error?.code).toBe('upstream_authorization_required');
+    expect(upstream.authorizations().length).toBe(before);
   });
 
   it('switching a server from OAuth to a secret forgets the connection', async () => {

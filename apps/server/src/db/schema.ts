@@ -273,7 +273,7 @@ export interface McpServerOauth {
    */
   client_secret_encrypted: string | null;
   /**
-   * Bumped by every connect and disconnect: part of the upstream session pool key, so sessions of an earlier connection are closed.
+   * Renewed (from a sequence) by every connect, disconnect and change of configuration or URL: part of the upstream session pool key and of the in-memory token cache's.
    */
   generation: Generated<number>;
   /**
@@ -312,6 +312,11 @@ export interface McpServerOauthGrants {
   expires_at: Timestamp | null;
   id: string;
   /**
+   * The authorization server that issued the tokens: refreshes and revocation go to its endpoints (metadata), whatever a later connect finds.
+   */
+  issuer: string;
+  metadata: Json;
+  /**
    * When Warden refreshes the access token: a minute before it expires, or halfway through a shorter life.
    */
   refresh_after: Timestamp | null;
@@ -323,6 +328,7 @@ export interface McpServerOauthGrants {
    * The current refresh token, sealed; replaced when the authorization server rotates it.
    */
   refresh_token_encrypted: string | null;
+  resource: string;
   server_id: string;
   status: string;
   /**
@@ -342,12 +348,20 @@ export interface McpServerOauthPending {
    * The agent the connection is for; NULL: the workspace's.
    */
   agent_id: string | null;
+  client_id: string;
+  client_secret_encrypted: string | null;
   /**
    * The PKCE verifier (RFC 7636), sealed with the master key.
    */
   code_verifier_encrypted: string;
   expires_at: Timestamp;
+  /**
+   * The authorization server asked, its metadata and client: the code goes back to that one, whatever was configured since.
+   */
+  issuer: string;
+  metadata: Json;
   redirect_uri: string;
+  resource: string;
   server_id: string;
   /**
    * SHA-256 of the OAuth state sent to the authorization server; the state itself is not kept.

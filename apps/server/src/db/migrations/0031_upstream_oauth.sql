@@ -14,6 +14,10 @@ ALTER TABLE mcp_servers
     OR (auth_type = 'oauth' AND auth_header = 'authorization' AND auth_secret_encrypted IS NULL AND auth_hint IS NULL)
   );
 
+-- Connection generations never repeat, even across a server switched away from OAuth and back:
+-- an access token kept in memory under one is never served for another connection.
+CREATE SEQUENCE mcp_server_oauth_generation;
+
 -- Per server: the configuration (as the admin gave it) and what the last connect found.
 CREATE TABLE mcp_server_oauth (
   workspace_id uuid NOT NULL,
@@ -26,7 +30,7 @@ CREATE TABLE mcp_server_oauth (
   issuer text,
   metadata jsonb,
   resource text,
-  generation integer NOT NULL DEFAULT 0,
+  generation bigint NOT NULL DEFAULT nextval('mcp_server_oauth_generation'),
   updated_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (workspace_id, server_id),
   FOREIGN KEY (workspace_id, server_id) REFERENCES mcp_servers (workspace_id, id) ON DELETE CASCADE
@@ -37,7 +41,7 @@ COMMENT ON COLUMN mcp_server_oauth.client_secret_encrypted IS 'A confidential cl
 COMMENT ON COLUMN mcp_server_oauth.issuer IS 'The authorization server of the last connect (its metadata''s issuer).';
 COMMENT ON COLUMN mcp_server_oauth.metadata IS 'The authorization server''s RFC 8414 metadata as read at the last connect (endpoints for refresh and revocation).';
 COMMENT ON COLUMN mcp_server_oauth.resource IS 'The resource indicator (RFC 8707) tokens are asked for: the server''s URL, or its metadata''s resource.';
-COMMENT ON COLUMN mcp_server_oauth.generation IS 'Bumped by every connect and disconnect: part of the upstream session pool key, so sessions of an earlier connection are closed.';
+COMMENT ON COLUMN mcp_server_oauth.generation IS 'Renewed (from a sequence) by every connect, disconnect and change of configuration or URL: part of the upstream session pool key and of the in-memory token cache''s.';
 
 -- The connections: the workspace's (agent_id NULL) and each agent's own. No row: not connected.
 CREATE TABLE mcp_server_oauth_grants (
@@ -45,6 +49,9 @@ CREATE TABLE mcp_server_oauth_grants (
   workspace_id uuid NOT NULL,
   server_id uuid NOT NULL,
   agent_id uuid,
+  issuer text NOT NULL,
+  metadata jsonb NOT NULL,
+  resource text NOT NULL,
   client_id text NOT NULL,
   client_secret_encrypted text,
   access_token_encrypted text,
@@ -62,6 +69,7 @@ CREATE TABLE mcp_server_oauth_grants (
 CREATE UNIQUE INDEX mcp_server_oauth_grants_workspace ON mcp_server_oauth_grants (workspace_id, server_id) WHERE agent_id IS NULL;
 CREATE UNIQUE INDEX mcp_server_oauth_grants_agent ON mcp_server_oauth_grants (workspace_id, server_id, agent_id) WHERE agent_id IS NOT NULL;
 COMMENT ON COLUMN mcp_server_oauth_grants.agent_id IS 'The agent this connection acts for; NULL: every agent of the workspace without one of its own.';
+COMMENT ON COLUMN mcp_server_oauth_grants.issuer IS 'The authorization server that issued the tokens: refreshes and revocation go to its endpoints (metadata), whatever a later connect finds.';
 COMMENT ON COLUMN mcp_server_oauth_grants.client_id IS 'The client the tokens were issued to (refreshes use it, whatever the server''s registration later becomes).';
 COMMENT ON COLUMN mcp_server_oauth_grants.access_token_encrypted IS 'The current access token, sealed with the master key; never returned. NULL once a refresh was refused.';
 COMMENT ON COLUMN mcp_server_oauth_grants.refresh_token_encrypted IS 'The current refresh token, sealed; replaced when the authorization server rotates it.';
@@ -75,6 +83,11 @@ CREATE TABLE mcp_server_oauth_pending (
   workspace_id uuid NOT NULL,
   server_id uuid NOT NULL,
   agent_id uuid,
+  issuer text NOT NULL,
+  metadata jsonb NOT NULL,
+  resource text NOT NULL,
+  client_id text NOT NULL,
+  client_secret_encrypted text,
   code_verifier_encrypted text NOT NULL,
   redirect_uri text NOT NULL,
   actor jsonb NOT NULL,
@@ -85,5 +98,6 @@ CREATE TABLE mcp_server_oauth_pending (
 CREATE INDEX mcp_server_oauth_pending_expiry ON mcp_server_oauth_pending (expires_at);
 COMMENT ON COLUMN mcp_server_oauth_pending.state_hash IS 'SHA-256 of the OAuth state sent to the authorization server; the state itself is not kept.';
 COMMENT ON COLUMN mcp_server_oauth_pending.agent_id IS 'The agent the connection is for; NULL: the workspace''s.';
+COMMENT ON COLUMN mcp_server_oauth_pending.issuer IS 'The authorization server asked, its metadata and client: the code goes back to that one, whatever was configured since.';
 COMMENT ON COLUMN mcp_server_oauth_pending.code_verifier_encrypted IS 'The PKCE verifier (RFC 7636), sealed with the master key.';
 COMMENT ON COLUMN mcp_server_oauth_pending.actor IS 'Who asked to connect: the connected event is recorded in their name.';

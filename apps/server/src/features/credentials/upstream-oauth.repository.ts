@@ -1,4 +1,4 @@
-import type { Insertable, Kysely, Updateable } from 'kysely';
+import { type Insertable, type Kysely, sql, type Updateable } from 'kysely';
 import type { DB, McpServerOauth, McpServerOauthGrants } from '../../db/schema.ts';
 
 export type OAuthConfigRow = Awaited<ReturnType<typeof findConfig>> & {};
@@ -15,13 +15,11 @@ export const findConfig = (db: Kysely<DB>, workspaceId: string, serverId: string
     .where('o.server_id', '=', serverId)
     .executeTakeFirst();
 
+const nextGenerationValue = sql<number>`nextval('mcp_server_oauth_generation')`;
+
 /** Sets a server's OAuth configuration, ending its connections (a new configuration needs a new consent). */
 export async function configure(db: Kysely<DB>, row: Insertable<McpServerOauth>) {
-  await db
-    .deleteFrom('mcp_server_oauth_grants')
-    .where('workspace_id', '=', row.workspace_id)
-    .where('server_id', '=', row.server_id)
-    .execute();
+  await endConnections(db, row.workspace_id, row.server_id);
   await db
     .insertInto('mcp_server_oauth')
     .values(row)
@@ -32,13 +30,24 @@ export async function configure(db: Kysely<DB>, row: Insertable<McpServerOauth>)
         client_id: row.client_id ?? null,
         client_secret_encrypted: row.client_secret_encrypted ?? null,
         client_registered: false,
-        issuer: null,
-        metadata: null,
-        resource: null,
-        generation: (eb) => eb('mcp_server_oauth.generation', '+', 1),
         updated_at: new Date(),
       }),
     )
+    .execute();
+}
+
+/**
+ * Ends every connection of a server and every authorization under way, and forgets what the
+ * last connect found: after a new configuration or a new URL, tokens for the old are not sent.
+ */
+export async function endConnections(db: Kysely<DB>, workspaceId: string, serverId: string) {
+  await db.deleteFrom('mcp_server_oauth_grants').where('workspace_id', '=', workspaceId).where('server_id', '=', serverId).execute();
+  await db.deleteFrom('mcp_server_oauth_pending').where('workspace_id', '=', workspaceId).where('server_id', '=', serverId).execute();
+  await db
+    .updateTable('mcp_server_oauth')
+    .set({ issuer: null, metadata: null, resource: null, generation: nextGenerationValue, updated_at: new Date() })
+    .where('workspace_id', '=', workspaceId)
+    .where('server_id', '=', serverId)
     .execute();
 }
 
@@ -53,11 +62,11 @@ export const updateConfig = (db: Kysely<DB>, workspaceId: string, serverId: stri
     .where('server_id', '=', serverId)
     .execute();
 
-/** Moves the server's connection generation on and touches its row (the registry's version bump): upstream sessions of earlier connections are closed. */
+/** Renews the server's connection generation and touches its row (the registry's version bump): upstream sessions of earlier connections are closed. */
 export async function nextGeneration(db: Kysely<DB>, workspaceId: string, serverId: string) {
   await db
     .updateTable('mcp_server_oauth')
-    .set((eb) => ({ generation: eb('generation', '+', 1), updated_at: new Date() }))
+    .set({ generation: nextGenerationValue, updated_at: new Date() })
     .where('workspace_id', '=', workspaceId)
     .where('server_id', '=', serverId)
     .execute();
@@ -69,16 +78,13 @@ export async function nextGeneration(db: Kysely<DB>, workspaceId: string, server
     .execute();
 }
 
-/** The connection of `agentId` (null: the workspace's), with the server's slug and its authorization server's details. */
+/** The connection of `agentId` (null: the workspace's), with the server's slug. */
 export const findGrant = (db: Kysely<DB>, workspaceId: string, serverId: string, agentId: string | null) =>
   db
     .selectFrom('mcp_server_oauth_grants as g')
-    .innerJoin('mcp_server_oauth as o', (join) =>
-      join.onRef('o.workspace_id', '=', 'g.workspace_id').onRef('o.server_id', '=', 'g.server_id'),
-    )
     .innerJoin('mcp_servers as s', (join) => join.onRef('s.workspace_id', '=', 'g.workspace_id').onRef('s.id', '=', 'g.server_id'))
     .selectAll('g')
-    .select(['s.slug', 'o.issuer', 'o.metadata', 'o.resource'])
+    .select(['s.slug'])
     .where('g.workspace_id', '=', workspaceId)
     .where('g.server_id', '=', serverId)
     .where('g.agent_id', agentId === null ? 'is' : '=', agentId)

@@ -69,6 +69,8 @@ export function lifeOf(tokens: OAuthTokens): { expires_at: Date | null; refresh_
   const now = Date.now();
   return { expires_at: new Date(now + lifeMs), refresh_after: new Date(now + lifeMs - Math.min(REFRESH_AHEAD_MS, lifeMs / 2)) };
 }
+/** Two spellings of one issuer (RFC 8414 compares them as given; a trailing slash is tolerated, as the SDK does). */
+const sameIssuer = (a: string, b: string) => a.replace(/\/$/, '') === b.replace(/\/$/, '');
 export const failed = (message: string, cause?: unknown) => new ApiError('upstream_authorization_failed', message, { cause });
 export const why = (error: unknown) => (error instanceof OAuthError ? `${error.errorCode}: ${error.message}` : describeNetworkError(error));
 
@@ -230,6 +232,8 @@ export class UpstreamOAuth {
       throw failed(`finding the authorization server of MCP server '${config.slug}' failed: ${why(error)}`, error);
     }
     if (!metadata) throw failed(`no OAuth authorization server metadata (RFC 8414 or OpenID) at ${issuer}`);
+    // RFC 8414 §3.3: metadata naming another issuer than the one it was read from is not used
+    if (!sameIssuer(metadata.issuer, issuer)) throw failed(`the metadata at ${issuer} names another issuer (${metadata.issuer})`);
     const client = await this.client(config, metadata.issuer, metadata, redirectUri);
     const state = randomBytes(32).toString('base64url');
     let started: { authorizationUrl: URL; codeVerifier: string };
@@ -264,6 +268,12 @@ export class UpstreamOAuth {
         workspace_id: workspaceId,
         server_id: config.server_id,
         agent_id: agent?.id ?? null,
+        // the code goes back to this server, with this client, whatever is configured by then
+        issuer: metadata.issuer,
+        metadata: JSON.stringify(metadata),
+        resource: resource.href,
+        client_id: client.client_id,
+        client_secret_encrypted: client.client_secret ? this.box.seal(client.client_secret) : null,
         code_verifier_encrypted: this.box.seal(started.codeVerifier),
         redirect_uri: redirectUri,
         actor: JSON.stringify(actor),
@@ -284,8 +294,7 @@ export class UpstreamOAuth {
     const pending = state ? await repo.takePending(this.db, sha256(state)) : undefined;
     if (!pending) return { connected: false, detail: 'This authorization is unknown, already used or expired: connect again' };
     const config = await repo.findConfig(this.db, pending.workspace_id, pending.server_id);
-    if (!config?.issuer || !config.metadata || !config.client_id)
-      return { connected: false, detail: 'The server no longer has an OAuth connection' };
+    if (!config) return { connected: false, detail: 'The server no longer has an OAuth connection' };
     const actor = pending.actor as unknown as Actor;
     const agent = pending.agent_id ? await findAgent(this.db, pending.workspace_id, pending.agent_id) : undefined;
     const who = { slug: config.slug, ...(agent ? { agent: agent.slug } : {}) };
@@ -302,24 +311,24 @@ export class UpstreamOAuth {
     };
     const error = query.get('error');
     if (error) return refuse(`the authorization server answered ${error.slice(0, 100)}`);
-    const metadata = config.metadata as unknown as AuthorizationServerMetadata & {
+    const metadata = pending.metadata as unknown as AuthorizationServerMetadata & {
       authorization_response_iss_parameter_supported?: boolean;
     };
     // RFC 9207: an answer names the server that gave it; another's answer (a mix-up) is refused
     const iss = query.get('iss');
-    if (iss !== null ? iss !== config.issuer : metadata.authorization_response_iss_parameter_supported === true)
+    if (iss !== null ? iss !== pending.issuer : metadata.authorization_response_iss_parameter_supported === true)
       return refuse('the answer does not come from the authorization server Warden asked (iss)');
     const code = query.get('code');
     if (!code) return refuse('the authorization server sent no code');
     let tokens: OAuthTokens;
     try {
-      tokens = await exchangeAuthorization(config.issuer, {
+      tokens = await exchangeAuthorization(pending.issuer, {
         metadata,
-        clientInformation: clientOf(this.box, config),
+        clientInformation: clientOf(this.box, pending),
         authorizationCode: code,
         codeVerifier: this.box.open(pending.code_verifier_encrypted),
         redirectUri: pending.redirect_uri,
-        resource: config.resource ?? undefined,
+        resource: pending.resource,
         fetchFn: this.fetchFn,
       });
     } catch (cause) {
@@ -331,15 +340,18 @@ export class UpstreamOAuth {
       await recordChange(trx, pending.workspace_id, actor, {
         action: 'mcp_server.oauth_connected',
         resource: pending.server_id,
-        context: { ...who, authorization_server: config.issuer, scopes: tokens.scope?.split(' ') ?? config.scopes },
+        context: { ...who, authorization_server: pending.issuer, scopes: tokens.scope?.split(' ') ?? config.scopes },
       });
       await repo.replaceGrant(trx, {
         id: randomUUID(),
         workspace_id: pending.workspace_id,
         server_id: pending.server_id,
         agent_id: pending.agent_id,
-        client_id: config.client_id as string,
-        client_secret_encrypted: config.client_secret_encrypted,
+        issuer: pending.issuer,
+        metadata: JSON.stringify(pending.metadata),
+        resource: pending.resource,
+        client_id: pending.client_id,
+        client_secret_encrypted: pending.client_secret_encrypted,
         access_token_encrypted: this.box.seal(tokens.access_token),
         refresh_token_encrypted: tokens.refresh_token ? this.box.seal(tokens.refresh_token) : null,
         ...lifeOf(tokens),
@@ -368,12 +380,15 @@ export class UpstreamOAuth {
       await repo.nextGeneration(trx, workspaceId, config.server_id);
       return grant;
     });
-    if (ended.refresh_token_encrypted) await this.revoke(config, ended, this.box.open(ended.refresh_token_encrypted));
+    if (ended.refresh_token_encrypted) await this.revoke(ended, this.box.open(ended.refresh_token_encrypted));
   }
 
   /** RFC 7009, best effort: a server that cannot be reached keeps a token Warden no longer holds. */
-  private async revoke(config: Config, grant: { client_id: string; client_secret_encrypted: string | null }, token: string): Promise<void> {
-    const endpoint = (config.metadata as { revocation_endpoint?: string } | null)?.revocation_endpoint;
+  private async revoke(
+    grant: { metadata: unknown; client_id: string; client_secret_encrypted: string | null },
+    token: string,
+  ): Promise<void> {
+    const endpoint = (grant.metadata as { revocation_endpoint?: string } | null)?.revocation_endpoint;
     if (!endpoint) return;
     const client = clientOf(this.box, grant);
     const body = new URLSearchParams({ token, token_type_hint: 'refresh_token', client_id: client.client_id });

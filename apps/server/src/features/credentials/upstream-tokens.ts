@@ -73,9 +73,11 @@ export class UpstreamTokens {
    */
   async accessToken(call: TokenCall): Promise<string> {
     const key = `${call.workspaceId}\u0000${call.serverId}\u0000${call.generation}\u0000${call.agentId ?? ''}`;
+    // a renewal waits only for a flight that also renews that token, not for one that may answer it
+    const flightKey = `${key}\u0000${call.rejected ?? ''}`;
     const cached = this.tokens.get(key);
     if (cached && cached.token !== call.rejected && cached.refreshAfter > Date.now()) return cached.token;
-    let flight = this.inflight.get(key);
+    let flight = this.inflight.get(flightKey);
     if (!flight) {
       flight = this.current(call).then((current) => {
         this.tokens.delete(key);
@@ -83,9 +85,9 @@ export class UpstreamTokens {
         this.tokens.set(key, current);
         return current.token;
       });
-      const settled = () => this.inflight.delete(key);
+      const settled = () => this.inflight.delete(flightKey);
       flight.then(settled, settled);
-      this.inflight.set(key, flight);
+      this.inflight.set(flightKey, flight);
     }
     return flight;
   }

@@ -16,7 +16,7 @@ import { ApiError, notFound } from '../../shared/errors.ts';
 import { slugify } from '../../shared/slug.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { authView, sealAuth } from '../credentials/upstream-auth.ts';
-import { deleteConfig } from '../credentials/upstream-oauth.repository.ts';
+import { deleteConfig, endConnections } from '../credentials/upstream-oauth.repository.ts';
 import { configureOAuth, oauthView, type UpstreamOAuth } from '../credentials/upstream-oauth.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './mcp-servers.repository.ts';
@@ -161,6 +161,9 @@ export async function updateMcpServer(
       const row = await repo.updateMcpServer(trx, workspaceId, existing.id, changes);
       if (!row) throw notFound('MCP server', idOrSlug);
       if (auth !== undefined) await syncOAuth(trx, box, workspaceId, existing.id, auth);
+      // a person's token is for the server they consented to: a new URL needs a new consent
+      else if (existing.auth_type === 'oauth' && changes.transport_url && changes.transport_url !== existing.transport_url)
+        await endConnections(trx, workspaceId, existing.id);
       return reread(trx, workspaceId, existing.id);
     });
   } catch (error) {
