@@ -109,8 +109,9 @@ describe('an MCP server with an OAuth connection', () => {
     expect(at.searchParams.get('resource')).toBe(upstream.url);
     expect(at.searchParams.get('scope')).toBe(UPSTREAM_SCOPE);
     expect(at.searchParams.get('redirect_uri')).toBe(callback);
-    // Warden registered itself (RFC 7591): the client id is the provider's
+    // Warden registered itself (RFC 7591): the client id is the provider's, its name says whose workspace asks
     expect(at.searchParams.get('client_id')).toBeTruthy();
+    expect(upstream.clientNames().at(-1)).toMatch(/^Warden \(workspace .+\)$/);
     expect(Date.parse(expires) - Date.now()).toBeGreaterThan(9 * 60_000);
   });
 

@@ -40,6 +40,8 @@ export interface OAuthUpstream {
   grants: () => string[];
   /** Refresh tokens revoked at the revocation endpoint. */
   revocations: () => number;
+  /** The names of the clients registered (RFC 7591), as the consent page shows them. */
+  clientNames: () => string[];
   /** Every authorization code and refresh token the server issued (opaque: their value is their id). */
   issued: () => string[];
   close: () => Promise<void>;
@@ -106,6 +108,10 @@ export async function startOAuthUpstream(wardenCallback: string): Promise<OAuthU
     revocations += 1;
   });
   const issued: string[] = [];
+  const clientNames: string[] = [];
+  events.on('registration_create.success', (ctx: { oidc: { client: { clientName: string } } }) =>
+    clientNames.push(ctx.oidc.client.clientName),
+  );
   for (const kind of ['authorization_code.saved', 'refresh_token.saved'])
     events.on(kind, (token: { jti: string }) => issued.push(token.jti));
   let refusing = false;
@@ -197,6 +203,7 @@ export async function startOAuthUpstream(wardenCallback: string): Promise<OAuthU
     grants: () => [...grants],
     revocations: () => revocations,
     issued: () => [...issued],
+    clientNames: () => [...clientNames],
     close: async () => {
       for (const transport of transports.values()) await transport.close().catch(() => undefined);
       for (const http of [mcp, idp]) {

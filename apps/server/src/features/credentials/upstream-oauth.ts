@@ -26,6 +26,7 @@ import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { findAgent } from '../agents/agents.repository.ts';
 import { recordChange } from '../audit/audit.service.ts';
+import { findWorkspaceById } from '../identity/workspaces.repository.ts';
 import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './upstream-oauth.repository.ts';
@@ -186,7 +187,8 @@ export class UpstreamOAuth {
       return await registerClient(issuer, {
         metadata,
         clientMetadata: {
-          client_name: 'Warden',
+          // what the consent page shows: a person asked to consent sees whose workspace gets their identity
+          client_name: `Warden (workspace ${(await findWorkspaceById(this.db, config.workspace_id))?.name ?? config.workspace_id})`,
           redirect_uris: [redirectUri],
           grant_types: ['authorization_code', 'refresh_token'],
           response_types: ['code'],
