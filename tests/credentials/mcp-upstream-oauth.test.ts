@@ -11,7 +11,7 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectClient } from '../mcp-gateway/support.ts';
-import { useTestServer } from '../support/server.ts';
+import { type DashboardSession, dashboardLogin, useTestServer } from '../support/server.ts';
 import { consent, type OAuthUpstream, startOAuthUpstream, UPSTREAM_SCOPE } from './oauth-upstream.ts';
 
 const AGENT_KEY = 'ak_upstream_oauth_agent_key_0123456789';
@@ -56,11 +56,26 @@ const auditActions = async (action: string) => {
   return res.body.data as { action: string; resource: string; context: Record<string, unknown> }[];
 };
 
-/** Connects `slug` as an admin would: start, sign in and consent as `login`, land on Warden's callback. */
-async function connect(slug: string, login = 'alice'): Promise<Response> {
+let admin: DashboardSession | undefined;
+/** The confirmation a callback sent the browser to (#/mcp-servers/oauth/confirm/<id>). */
+const confirmationOf = (landed: Response) => /#\/mcp-servers\/oauth\/confirm\/([\w-]{43})$/.exec(landed.headers.get('location') ?? '')?.[1];
+/** Lands on the callback, then confirms as a dashboard session of the workspace would: the server as connected. */
+async function finish(callbackUrl: string) {
+  const landed = await land(callbackUrl);
+  expect(landed.status).toBe(303);
+  const id = confirmationOf(landed);
+  expect(id, landed.headers.get('location') ?? '').toBeDefined();
+  admin ??= await dashboardLogin(server.origin, server.key);
+  const confirmed = await admin.call('POST', `/mcp-server-oauth/confirmations/${id}`);
+  expect(confirmed.status, JSON.stringify(confirmed.body)).toBe(200);
+  return confirmed.body.data;
+}
+
+/** Connects `slug` as an admin would: start, sign in and consent as `login`, land on Warden's callback, confirm. */
+async function connect(slug: string, login = 'alice') {
   const started = await connectStart(slug);
   expect(started.status, JSON.stringify(started.body)).toBe(200);
-  return land(await consent(started.body.data.authorization_url, callback, login));
+  return finish(await consent(started.body.data.authorization_url, callback, login));
 }
 const lastToken = () =>
   upstream
@@ -115,11 +130,20 @@ describe('an MCP server with an OAuth connection', () => {
     expect(Date.parse(expires) - Date.now()).toBeGreaterThan(9 * 60_000);
   });
 
-  it('connects: the callback exchanges the code and sends the browser to the dashboard, audited', async () => {
-    const landed = await connect('hosted');
+  it('connects: the callback exchanges the code, a dashboard session of the workspace confirms, audited', async () => {
+    const started = await connectStart('hosted');
+    const landed = await land(await consent(started.body.data.authorization_url, callback));
     expect(landed.status).toBe(303);
-    expect(landed.headers.get('location')).toBe('/dashboard/#/mcp-servers/oauth/connected?server=hosted');
     expect(landed.headers.get('cache-control')).toBe('no-store');
+    const id = confirmationOf(landed) as string;
+    // not connected until confirmed
+    expect((await oauthOf('hosted')).status).toBe('not_connected');
+    admin ??= await dashboardLogin(server.origin, server.key);
+    const shown = await admin.call('GET', `/mcp-server-oauth/confirmations/${id}`);
+    expect(shown.body.data).toMatchObject({ server: 'hosted', agent: null, authorization_server: upstream.issuer, started_by_you: false });
+    expect((await admin.call('POST', `/mcp-server-oauth/confirmations/${id}`)).status).toBe(200);
+    // once only
+    expect((await admin.call('POST', `/mcp-server-oauth/confirmations/${id}`)).status).toBe(404);
     const oauth = await oauthOf('hosted');
     expect(oauth).toMatchObject({ type: 'oauth', status: 'connected', authorization_server: upstream.issuer, status_detail: null });
     expect(oauth.client_id).toBeTruthy();
@@ -127,6 +151,20 @@ describe('an MCP server with an OAuth connection', () => {
     const events = await auditActions('mcp_server.oauth_connected');
     expect(events.length).toBe(1);
     expect(JSON.stringify(events)).toContain(upstream.issuer);
+  });
+
+  it('is not connected by a person lured into consenting: another workspace’s session cannot confirm', async () => {
+    const before = (await oauthOf('hosted')).connected_at;
+    const started = await connectStart('hosted');
+    const landed = await land(await consent(started.body.data.authorization_url, callback, 'mallory'));
+    const id = confirmationOf(landed) as string;
+    await server.admin('workspaces.create', { slug: 'elsewhere' });
+    const key = (await server.admin('keys.create', { workspace: 'elsewhere', permissions: '*' })).key as string;
+    const stranger = await dashboardLogin(server.origin, key);
+    expect((await stranger.call('GET', `/mcp-server-oauth/confirmations/${id}`)).status).toBe(404);
+    expect((await stranger.call('POST', `/mcp-server-oauth/confirmations/${id}`)).status).toBe(404);
+    expect((await oauthOf('hosted')).connected_at).toBe(before);
+    expect((await stranger.call('GET', '/mcp-server-oauth/confirmations/not-a-confirmation')).status).toBe(400);
   });
 
   it('is reached through the gateway and the REST runtime with Warden’s token; agents send only their keys', async () => {
@@ -153,7 +191,7 @@ describe('an MCP server with an OAuth connection', () => {
   it('refuses the same callback again (a state is used once), changing nothing', async () => {
     const started = await connectStart('hosted');
     const back = await consent(started.body.data.authorization_url, callback);
-    expect((await land(back)).status).toBe(303);
+    await finish(back);
     const connectedAt = (await oauthOf('hosted')).connected_at;
     const again = await land(back);
     expect(again.status).toBe(400);
@@ -191,7 +229,7 @@ describe('an MCP server with an OAuth connection', () => {
 
   it('refreshes a token halfway through a short life, with the rotated refresh token each time', async () => {
     upstream.setTokenTtl(2);
-    expect((await connect('hosted')).status).toBe(303);
+    await connect('hosted');
     const refreshes = () => upstream.grants().filter((g) => g === 'refresh_token').length;
     const before = refreshes();
     expect((await restCall('hosted', 'fresh')).status).toBe(200);
@@ -241,7 +279,7 @@ describe('an MCP server with an OAuth connection', () => {
 
 describe('a connection the authorization server ends', () => {
   it('says an admin must connect again when a refresh is refused (invalid_grant), audited once', async () => {
-    expect((await connect('hosted')).status).toBe(303);
+    await connect('hosted');
     expect((await restCall('hosted', 'connected again')).status).toBe(200);
     upstream.refuseTokens(true);
     upstream.reject(lastToken());
@@ -259,7 +297,7 @@ describe('a connection the authorization server ends', () => {
     } finally {
       upstream.refuseTokens(false);
     }
-    expect((await connect('hosted')).status).toBe(303);
+    await connect('hosted');
     expect((await oauthOf('hosted')).status).toBe('connected');
     expect((await restCall('hosted', 'reconnected')).status).toBe(200);
   });
@@ -279,14 +317,14 @@ describe('an agent’s own connection', () => {
       body: { agent },
     });
     expect(started.status, JSON.stringify(started.body)).toBe(200);
-    return land(await consent(started.body.data.authorization_url, callback, login));
+    return finish(await consent(started.body.data.authorization_url, callback, login));
   };
 
   it('acts upstream as whoever consented for that agent; other agents keep the workspace’s', async () => {
     const other = await server.api('POST', '/agents', { body: { name: 'Other', slug: 'other', provider: 'local', api_key: OTHER_KEY } });
     expect(other.status).toBe(201);
     expect((await oauthOf('hosted')).status).toBe('connected');
-    expect((await connectFor('other', 'dave')).status).toBe(303);
+    await connectFor('other', 'dave');
     const oauth = await oauthOf('hosted');
     expect(oauth.agents).toEqual([expect.objectContaining({ agent: 'other', status: 'connected', status_detail: null })]);
     expect(oauth.status).toBe('connected');
@@ -321,12 +359,8 @@ describe('an agent’s own connection', () => {
     const forWorkspace = await connectStart('hosted');
     const clientOf = (res: typeof forAgent) => new URL(res.body.data.authorization_url).searchParams.get('client_id');
     expect(clientOf(forAgent)).not.toBe(clientOf(forWorkspace));
-    expect((await land(await consent(forAgent.body.data.authorization_url, callback, 'frank'))).headers.get('location')).toContain(
-      '/oauth/connected?',
-    );
-    expect((await land(await consent(forWorkspace.body.data.authorization_url, callback, 'alice'))).headers.get('location')).toContain(
-      '/oauth/connected?',
-    );
+    await finish(await consent(forAgent.body.data.authorization_url, callback, 'frank'));
+    await finish(await consent(forWorkspace.body.data.authorization_url, callback, 'alice'));
     expect(textOf((await callAs(OTHER_KEY, 'other', 'own again')).body.data.execution)).toBe('own again as frank');
     expect(textOf((await callAs(AGENT_KEY, 'bot', 'shared again')).body.data.execution)).toBe('shared again as alice');
   });
@@ -363,7 +397,7 @@ describe('a client registered by hand, at a named authorization server', () => {
     expect(created.body.data.upstream_auth).toMatchObject({ client_id: upstream.staticClient.id, scopes: [UPSTREAM_SCOPE] });
     const started = await connectStart('static');
     expect(new URL(started.body.data.authorization_url).searchParams.get('client_id')).toBe(upstream.staticClient.id);
-    expect((await land(await consent(started.body.data.authorization_url, callback, 'bob'))).status).toBe(303);
+    await finish(await consent(started.body.data.authorization_url, callback, 'bob'));
     const res = await restCall('static', 'static client');
     expect(res.status).toBe(200);
     expect(textOf(res.body.data.execution)).toBe('static client as bob');

@@ -19,7 +19,7 @@ import { startTracing, type Tracing } from '../../apps/server/src/observability/
 import { type RunningServer, startServer } from '../../apps/server/src/server.ts';
 import { connectClient } from '../mcp-gateway/support.ts';
 import { assertDatabaseAllowed, freshDatabase } from '../support/database.ts';
-import { type ApiResponse, type RequestOptions, request } from '../support/server.ts';
+import { type ApiResponse, dashboardLogin, type RequestOptions, request } from '../support/server.ts';
 import { consent, type OAuthUpstream, startOAuthUpstream } from './oauth-upstream.ts';
 import { type HeaderUpstream, startHeaderUpstream, startTokenMcpServer, type TokenMcpServer } from './support.ts';
 
@@ -217,7 +217,11 @@ describe('brokered secrets appear nowhere but at their upstream', () => {
     const started = await api('POST', '/mcp-servers/oauthed/oauth/connect');
     const back = await consent(started.body.data.authorization_url, new URL(server.url).origin);
     const landed = await fetch(back, { redirect: 'manual' });
-    expect(decodeURIComponent(landed.headers.get('location') ?? '')).toContain('oauth/connected');
+    const confirmation = /oauth\/confirm\/([\w-]{43})$/.exec(landed.headers.get('location') ?? '')?.[1];
+    const admin = await dashboardLogin(new URL(server.url).origin, key);
+    const confirmed = await admin.call('POST', `/mcp-server-oauth/confirmations/${confirmation}`);
+    answers.push(JSON.stringify(confirmed));
+    expect(confirmed.status).toBe(200);
     const oauthClient = await connectClient(`${server.url}/mcp/oauthed`, { authorization: `Bearer ${AGENT_KEY}` });
     clients.push(oauthClient);
     expect(await oauthClient.callTool({ name: 'whoami', arguments: { text: 'oauth' } })).toMatchObject({

@@ -65,14 +65,17 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('an upstream OAuth c
       await page.getByTestId('mcp-save').click();
       await expect.poll(() => page.getByTestId('mcp-oauth-status').textContent(), { timeout: 15_000 }).toBe('OAuth: not connected');
 
-      /** The authorization server's own pages (sign in as `login`, consent), then back on the dashboard by Warden's callback. */
-      const signInAndConsent = async (login: string) => {
+      /**
+       * The authorization server's own pages (sign in as `login`, consent), then back on the
+       * dashboard by Warden's callback: a connect this session started is confirmed at once.
+       */
+      const signInAndConsent = async (login: string, landing = '#/mcp-servers/oauth/connected') => {
         await page.waitForURL((url) => url.origin === upstream.issuer);
         await page.locator('input[name="login"]').fill(login);
         await page.locator('input[name="password"]').fill('any');
         await page.locator('button[type="submit"]').click();
         await page.locator('button[type="submit"]', { hasText: 'Continue' }).click();
-        await page.waitForURL((url) => url.origin === server.origin && url.hash.startsWith('#/mcp-servers/oauth/connected'));
+        await page.waitForURL((url) => url.origin === server.origin && url.hash.startsWith(landing));
       };
       await page.getByTestId('mcp-oauth-connect').click();
       await signInAndConsent('carol');
@@ -87,6 +90,17 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('an upstream OAuth c
       await page.getByTestId('mcp-oauth-agent-connect').click();
       await signInAndConsent('erin');
       await expect.poll(() => page.getByTestId('mcp-oauth-agent').textContent()).toContain('desk: own connection');
+
+      // a connect started elsewhere (with an API key) is shown before it is made
+      await context.clearCookies({ name: /^_session/ });
+      const started = await server.api('POST', '/mcp-servers/hosted/oauth/connect', { key });
+      await page.goto(started.body.data.authorization_url);
+      await signInAndConsent('carol', '#/mcp-servers/oauth/confirm/');
+      await expect.poll(() => page.locator('.card p').textContent()).toContain('was started outside this dashboard session');
+      await page.screenshot({ path: join(SCREENSHOTS, 'mcp-oauth-confirm.png'), fullPage: true });
+      await page.getByTestId('mcp-oauth-confirm').click();
+      await page.waitForURL((url) => url.hash.startsWith('#/mcp-servers/oauth/connected'));
+      await expect.poll(() => page.getByTestId('mcp-oauth-status').textContent()).toBe('OAuth: connected');
       await page.screenshot({ path: join(SCREENSHOTS, 'mcp-oauth-connected.png'), fullPage: true });
       // the row, its OAuth buttons included, fits the page at 1280 px
       const fit = await page.getByTestId('mcp-table').evaluate((table) => ({

@@ -535,7 +535,8 @@ async function send(op: Operation, req: FuzzRequest): Promise<void> {
     return;
   }
   s.statuses[status] = (s.statuses[status] ?? 0) + 1;
-  const upstream502 = status === 502 && op.path.startsWith('/runtime/');
+  // operations that reach an upstream (the runtime's, an OAuth connect's authorization server) may find it unreachable
+  const upstream502 = status === 502 && (op.path.startsWith('/runtime/') || op.path.endsWith('/oauth/connect'));
   const problem = status >= 500 && !upstream502 ? `status ${status}` : responseProblem(op, status, text, contentType);
   if (problem)
     failures.push({ op: op.operationId, kind: req.kind, note: req.note, request: summary(), status, problem, body: text.slice(0, 300) });

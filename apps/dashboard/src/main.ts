@@ -12,6 +12,7 @@ import { billingPage } from './pages/billing.ts';
 import { compliancePage } from './pages/compliance.ts';
 import { keysPage } from './pages/keys.ts';
 import { loginPage } from './pages/login.ts';
+import { oauthConfirmPage } from './pages/mcp-oauth.ts';
 import { mcpServersPage } from './pages/mcp-servers.ts';
 import { oauthConsentPage, oauthGrantsPage } from './pages/oauth.ts';
 import { overviewPage } from './pages/overview.ts';
@@ -57,6 +58,12 @@ const ROUTES: Route[] = [
   { pattern: /^#\/mcp-servers\/?$/, page: mcpServersPage, nav: '#/mcp-servers', title: 'MCP servers' },
   // where an OAuth connection's callback sends the browser back (http/upstream-oauth-callback.ts)
   { pattern: /^#\/mcp-servers\/oauth\/(connected|failed)\?(.*)$/, page: mcpServersPage, nav: '#/mcp-servers', title: 'MCP servers' },
+  {
+    pattern: /^#\/mcp-servers\/oauth\/confirm\/([A-Za-z0-9_-]{43})$/,
+    page: oauthConfirmPage,
+    nav: '#/mcp-servers',
+    title: 'Confirm an OAuth connection',
+  },
   { pattern: /^#\/keys\/?$/, page: keysPage, nav: '#/keys', title: 'API keys' },
   { pattern: /^#\/oauth-grants\/?$/, page: oauthGrantsPage, nav: '#/oauth-grants', title: 'Connected clients' },
   { pattern: /^#\/oauth\/consent\/([0-9a-fA-F-]{36})$/, page: oauthConsentPage, nav: '#/oauth-grants', title: 'Connect an MCP client' },

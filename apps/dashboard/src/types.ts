@@ -36,6 +36,7 @@ export type {
   McpServer,
   McpServerCreateWritable as McpServerCreate,
   McpServerOAuthAuthorizationResponse,
+  McpServerOAuthConfirmationResponse,
   McpServerPage,
   McpServerResponse,
   McpServerUpdateWritable as McpServerUpdate,

@@ -4,9 +4,18 @@
  * (#/mcp-servers/oauth/<connected|failed>?server=…&detail=…) shows.
  */
 import { api, withQuery } from '../api.ts';
+import type { PageContext } from '../context.ts';
 import { h, mount } from '../dom.ts';
-import type { AgentPage, McpServer, McpServerOAuthAuthorizationResponse, UpstreamOAuth, UpstreamOAuthInput } from '../types.ts';
-import { badge, busy, button, field, type Notice } from '../ui.ts';
+import type {
+  AgentPage,
+  McpServer,
+  McpServerOAuthAuthorizationResponse,
+  McpServerOAuthConfirmationResponse,
+  McpServerResponse,
+  UpstreamOAuth,
+  UpstreamOAuthInput,
+} from '../types.ts';
+import { badge, busy, button, field, loading, type Notice, notice, pageHeader } from '../ui.ts';
 
 const STATUS: Record<UpstreamOAuth['status'], [string, 'good' | 'warn' | 'bad']> = {
   connected: ['OAuth: connected', 'good'],
@@ -165,4 +174,66 @@ export function showOAuthOutcome(params: string[], status: Notice): void {
   const server = `“${shown.get('server') ?? 'the server'}”${agent ? ` for ${agent}` : ''}`;
   if (outcome === 'connected') status.ok(`${server} connected: Warden holds its OAuth tokens and refreshes them; agents never see them.`);
   else status.error(new Error(`Connecting ${server} failed: ${shown.get('detail') ?? 'the authorization server refused'}.`));
+}
+
+/**
+ * Where the OAuth callback sends the browser (#/mcp-servers/oauth/confirm/<id>): a connection
+ * this session started is confirmed at once; one someone else started is shown, to confirm or not.
+ */
+export async function oauthConfirmPage(ctx: PageContext): Promise<void> {
+  const id = ctx.params[0] ?? '';
+  const status = notice('mcp-oauth-confirm-notice');
+  const slot = h('div', null, loading());
+  mount(ctx.root, pageHeader('Confirm an OAuth connection'), status.el, slot);
+  const confirm = async (btn?: HTMLButtonElement) => {
+    try {
+      const run = () => api<McpServerResponse>('POST', `/mcp-server-oauth/confirmations/${id}`);
+      const server = (await (btn ? busy(btn, run) : run())).data;
+      if (!ctx.alive()) return;
+      ctx.navigate(`#/mcp-servers/oauth/connected?${new URLSearchParams({ server: server.slug, ...(agent ? { agent } : {}) })}`);
+    } catch (err) {
+      if (ctx.alive()) status.error(err);
+    }
+  };
+  let agent: string | null = null;
+  try {
+    const pending = (await api<McpServerOAuthConfirmationResponse>('GET', `/mcp-server-oauth/confirmations/${id}`)).data;
+    if (!ctx.alive()) return;
+    agent = pending.agent;
+    if (pending.started_by_you) {
+      await confirm();
+      return;
+    }
+    const yes: HTMLButtonElement = button('Connect', () => void confirm(yes), {
+      class: 'btn btn-primary',
+      'data-testid': 'mcp-oauth-confirm',
+    });
+    mount(
+      slot,
+      h(
+        'div',
+        { class: 'card' },
+        h(
+          'p',
+          null,
+          `Connecting “${pending.server_name}” (${pending.server})`,
+          pending.agent ? ` for the agent ${pending.agent}` : ' for the whole workspace',
+          ' was started outside this dashboard session (with an API key, or by someone else).',
+          ` Connecting it gives Warden the identity you just consented as at ${pending.authorization_server}`,
+          pending.scopes.length > 0 ? ` (${pending.scopes.join(' ')})` : '',
+          ': agents will act upstream as you.',
+        ),
+        h(
+          'div',
+          { class: 'row' },
+          yes,
+          button('Do not connect', () => ctx.navigate('#/mcp-servers'), { 'data-testid': 'mcp-oauth-cancel' }),
+        ),
+      ),
+    );
+  } catch (err) {
+    if (!ctx.alive()) return;
+    mount(slot, h('p', null, h('a', { href: '#/mcp-servers' }, 'MCP servers')));
+    status.error(err);
+  }
 }

@@ -341,6 +341,10 @@ export interface McpServerOauthGrants {
 
 export interface McpServerOauthPending {
   /**
+   * Confirming: the tokens the code was exchanged for, sealed, until a dashboard session of the workspace confirms.
+   */
+  access_token_encrypted: string | null;
+  /**
    * Who asked to connect: the connected event is recorded in their name.
    */
   actor: Json;
@@ -355,16 +359,20 @@ export interface McpServerOauthPending {
    */
   code_verifier_encrypted: string;
   expires_at: Timestamp;
+  expires_in: number | null;
   /**
    * The authorization server asked, its metadata and client: the code goes back to that one, whatever was configured since.
    */
   issuer: string;
   metadata: Json;
   redirect_uri: string;
+  refresh_token_encrypted: string | null;
   resource: string;
+  scope: string | null;
   server_id: string;
+  stage: Generated<string>;
   /**
-   * SHA-256 of the OAuth state sent to the authorization server; the state itself is not kept.
+   * SHA-256 of the OAuth state sent to the authorization server (authorizing), or of the confirmation id (confirming); neither is kept.
    */
   state_hash: string;
   workspace_id: string;

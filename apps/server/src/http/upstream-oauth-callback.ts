@@ -27,6 +27,11 @@ export function upstreamOAuthCallbackRouter(mcpServers: McpServersService): Rout
         );
       return;
     }
+    // the code was exchanged: the dashboard asks a session of the workspace to confirm (the id in the fragment, never sent to a server)
+    if (outcome.confirmation) {
+      res.redirect(303, `/dashboard/#/mcp-servers/oauth/confirm/${outcome.confirmation}`);
+      return;
+    }
     const shown = new URLSearchParams({
       server: outcome.slug,
       ...(outcome.agent ? { agent: outcome.agent } : {}),

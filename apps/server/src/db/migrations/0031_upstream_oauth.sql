@@ -77,9 +77,13 @@ COMMENT ON COLUMN mcp_server_oauth_grants.refresh_after IS 'When Warden refreshe
 COMMENT ON COLUMN mcp_server_oauth_grants.refresh_lease_until IS 'Set by the one process refreshing the tokens (others wait for its result): a rotated refresh token is never used twice.';
 COMMENT ON COLUMN mcp_server_oauth_grants.status_detail IS 'Why the connection needs an admin (the authorization server''s error code), never a token.';
 
--- Authorizations under way: the state is the only key the callback has; one use, ten minutes.
+-- Authorizations under way, in two stages, ten minutes each: 'authorizing' (keyed by the OAuth
+-- state, the only key the callback has; one use), then 'confirming' (keyed by a new secret the
+-- callback hands the browser: the tokens wait there until a dashboard session of the workspace
+-- confirms, so that a person lured into consenting cannot connect someone else's workspace).
 CREATE TABLE mcp_server_oauth_pending (
   state_hash text PRIMARY KEY,
+  stage text NOT NULL DEFAULT 'authorizing' CHECK (stage IN ('authorizing', 'confirming')),
   workspace_id uuid NOT NULL,
   server_id uuid NOT NULL,
   agent_id uuid,
@@ -90,13 +94,18 @@ CREATE TABLE mcp_server_oauth_pending (
   client_secret_encrypted text,
   code_verifier_encrypted text NOT NULL,
   redirect_uri text NOT NULL,
+  access_token_encrypted text,
+  refresh_token_encrypted text,
+  expires_in integer,
+  scope text,
   actor jsonb NOT NULL,
   expires_at timestamptz NOT NULL,
   FOREIGN KEY (workspace_id, server_id) REFERENCES mcp_server_oauth (workspace_id, server_id) ON DELETE CASCADE,
   FOREIGN KEY (workspace_id, agent_id) REFERENCES agents (workspace_id, id) ON DELETE CASCADE
 );
 CREATE INDEX mcp_server_oauth_pending_expiry ON mcp_server_oauth_pending (expires_at);
-COMMENT ON COLUMN mcp_server_oauth_pending.state_hash IS 'SHA-256 of the OAuth state sent to the authorization server; the state itself is not kept.';
+COMMENT ON COLUMN mcp_server_oauth_pending.state_hash IS 'SHA-256 of the OAuth state sent to the authorization server (authorizing), or of the confirmation id (confirming); neither is kept.';
+COMMENT ON COLUMN mcp_server_oauth_pending.access_token_encrypted IS 'Confirming: the tokens the code was exchanged for, sealed, until a dashboard session of the workspace confirms.';
 COMMENT ON COLUMN mcp_server_oauth_pending.agent_id IS 'The agent the connection is for; NULL: the workspace''s.';
 COMMENT ON COLUMN mcp_server_oauth_pending.issuer IS 'The authorization server asked, its metadata and client: the code goes back to that one, whatever was configured since.';
 COMMENT ON COLUMN mcp_server_oauth_pending.code_verifier_encrypted IS 'The PKCE verifier (RFC 7636), sealed with the master key.';

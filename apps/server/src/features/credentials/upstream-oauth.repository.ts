@@ -132,9 +132,39 @@ export async function claimRefresh(db: Kysely<DB>, id: string, refreshSealed: st
 export const insertPending = (db: Kysely<DB>, row: Insertable<DB['mcp_server_oauth_pending']>) =>
   db.insertInto('mcp_server_oauth_pending').values(row).execute();
 
-/** Takes (deletes and returns) the authorization a state names, if it has not expired: a state is used once. */
+/** Takes (deletes and returns) the authorization under way that a state names, if it has not expired: a state is used once. */
 export async function takePending(db: Kysely<DB>, stateHash: string) {
-  const row = await db.deleteFrom('mcp_server_oauth_pending').where('state_hash', '=', stateHash).returningAll().executeTakeFirst();
+  const row = await db
+    .deleteFrom('mcp_server_oauth_pending')
+    .where('state_hash', '=', stateHash)
+    .where('stage', '=', 'authorizing')
+    .returningAll()
+    .executeTakeFirst();
   await db.deleteFrom('mcp_server_oauth_pending').where('expires_at', '<', new Date()).execute();
   return row && row.expires_at > new Date() ? row : undefined;
 }
+
+/** The authorization awaiting confirmation that an id names, in this workspace, if it has not expired. */
+export const findConfirmation = (db: Kysely<DB>, workspaceId: string, idHash: string) =>
+  db
+    .selectFrom('mcp_server_oauth_pending as p')
+    .innerJoin('mcp_servers as s', (join) => join.onRef('s.workspace_id', '=', 'p.workspace_id').onRef('s.id', '=', 'p.server_id'))
+    .leftJoin('agents as a', (join) => join.onRef('a.workspace_id', '=', 'p.workspace_id').onRef('a.id', '=', 'p.agent_id'))
+    .selectAll('p')
+    .select(['s.slug', 's.name', 'a.slug as agent_slug'])
+    .where('p.workspace_id', '=', workspaceId)
+    .where('p.state_hash', '=', idHash)
+    .where('p.stage', '=', 'confirming')
+    .where('p.expires_at', '>', new Date())
+    .executeTakeFirst();
+
+/** Takes (deletes) the authorization awaiting confirmation: confirmed once. */
+export const takeConfirmation = (db: Kysely<DB>, workspaceId: string, idHash: string) =>
+  db
+    .deleteFrom('mcp_server_oauth_pending')
+    .where('workspace_id', '=', workspaceId)
+    .where('state_hash', '=', idHash)
+    .where('stage', '=', 'confirming')
+    .where('expires_at', '>', new Date())
+    .returning('state_hash')
+    .executeTakeFirst();

@@ -64,10 +64,13 @@ export const clientOf = (
 
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
 /** When the tokens expire, and when Warden refreshes them (null: the server did not say; refreshed when refused). */
-export function lifeOf(tokens: OAuthTokens): { expires_at: Date | null; refresh_after: Date | null } {
+export function lifeOf(
+  tokens: Pick<OAuthTokens, 'expires_in'>,
+  issuedAt = Date.now(),
+): { expires_at: Date | null; refresh_after: Date | null } {
   if (!tokens.expires_in) return { expires_at: null, refresh_after: null };
   const lifeMs = tokens.expires_in * 1000;
-  const now = Date.now();
+  const now = issuedAt;
   return { expires_at: new Date(now + lifeMs), refresh_after: new Date(now + lifeMs - Math.min(REFRESH_AHEAD_MS, lifeMs / 2)) };
 }
 /** Two spellings of one issuer (RFC 8414 compares them as given; a trailing slash is tolerated, as the SDK does). */
@@ -135,9 +138,13 @@ export async function configureOAuth(trx: Kysely<DB>, box: SecretBox, workspaceI
   });
 }
 
+const unknownConfirmation = () => new ApiError('not_found', 'This connection is unknown, already confirmed or expired: connect again');
+
 /** What the callback tells the admin's browser. */
 export interface CallbackOutcome {
   slug?: string;
+  /** The secret the dashboard's confirmation page takes, once the code was exchanged. */
+  confirmation?: string;
   /** The agent the connection was for, if not the workspace's. */
   agent?: string;
   connected: boolean;
@@ -338,31 +345,76 @@ export class UpstreamOAuth {
     }
     if (tokens.token_type.toLowerCase() !== 'bearer')
       return refuse(`the authorization server issued a '${tokens.token_type}' token, not a bearer token`);
+    // the tokens wait for a dashboard session of the workspace to confirm (record 0027)
+    const confirmation = randomBytes(32).toString('base64url');
+    await repo.insertPending(this.db, {
+      ...pending,
+      state_hash: sha256(confirmation),
+      stage: 'confirming',
+      metadata: JSON.stringify(pending.metadata),
+      actor: JSON.stringify(pending.actor),
+      access_token_encrypted: this.box.seal(tokens.access_token),
+      refresh_token_encrypted: tokens.refresh_token ? this.box.seal(tokens.refresh_token) : null,
+      expires_in: tokens.expires_in ?? null,
+      scope: tokens.scope ?? null,
+      expires_at: new Date(Date.now() + PENDING_MS),
+    });
+    return { ...who, connected: false, confirmation };
+  }
+
+  /** What a connection awaiting confirmation is, for the dashboard's confirmation page (404 when unknown, expired or another workspace's). */
+  async confirmation(workspaceId: string, id: string, actor: Actor) {
+    const row = await repo.findConfirmation(this.db, workspaceId, sha256(id));
+    if (!row) throw unknownConfirmation();
+    return {
+      server: row.slug,
+      server_name: row.name,
+      agent: row.agent_slug,
+      authorization_server: row.issuer,
+      scopes: row.scope ? row.scope.split(' ') : [],
+      started_by_you: (row.actor as unknown as Actor).user === actor.user,
+      expires_at: iso(row.expires_at),
+    };
+  }
+
+  /** Makes the connection awaiting confirmation, replacing any earlier one of the workspace or agent; audited in the confirmer's name. */
+  async confirm(workspaceId: string, id: string, actor: Actor): Promise<string> {
+    const row = await repo.findConfirmation(this.db, workspaceId, sha256(id));
+    if (!row?.access_token_encrypted) throw unknownConfirmation();
+    // issued when the callback stored them, one PENDING_MS before the confirmation expires
+    const life = lifeOf({ expires_in: row.expires_in ?? undefined }, row.expires_at.getTime() - PENDING_MS);
     await inTransaction(this.db, async (trx) => {
-      await recordChange(trx, pending.workspace_id, actor, {
+      if (!(await repo.takeConfirmation(trx, workspaceId, sha256(id)))) throw unknownConfirmation();
+      await recordChange(trx, workspaceId, actor, {
         action: 'mcp_server.oauth_connected',
-        resource: pending.server_id,
-        context: { ...who, authorization_server: pending.issuer, scopes: tokens.scope?.split(' ') ?? config.scopes },
+        resource: row.server_id,
+        context: {
+          slug: row.slug,
+          ...(row.agent_slug ? { agent: row.agent_slug } : {}),
+          authorization_server: row.issuer,
+          scopes: row.scope?.split(' ') ?? [],
+          started_by: (row.actor as unknown as Actor).user,
+        },
       });
       await repo.replaceGrant(trx, {
         id: randomUUID(),
-        workspace_id: pending.workspace_id,
-        server_id: pending.server_id,
-        agent_id: pending.agent_id,
-        issuer: pending.issuer,
-        metadata: JSON.stringify(pending.metadata),
-        resource: pending.resource,
-        client_id: pending.client_id,
-        client_secret_encrypted: pending.client_secret_encrypted,
-        access_token_encrypted: this.box.seal(tokens.access_token),
-        refresh_token_encrypted: tokens.refresh_token ? this.box.seal(tokens.refresh_token) : null,
-        ...lifeOf(tokens),
+        workspace_id: workspaceId,
+        server_id: row.server_id,
+        agent_id: row.agent_id,
+        issuer: row.issuer,
+        metadata: JSON.stringify(row.metadata),
+        resource: row.resource,
+        client_id: row.client_id,
+        client_secret_encrypted: row.client_secret_encrypted,
+        access_token_encrypted: row.access_token_encrypted,
+        refresh_token_encrypted: row.refresh_token_encrypted,
+        ...life,
         status: 'connected',
         connected_at: new Date(),
       });
-      await repo.nextGeneration(trx, pending.workspace_id, pending.server_id);
+      await repo.nextGeneration(trx, workspaceId, row.server_id);
     });
-    return { ...who, connected: true };
+    return row.slug;
   }
 
   /** Ends the connection of the workspace or `agent` (revoking its refresh token where the server can), keeping the configuration. */

@@ -40,6 +40,14 @@ export function dashboardAdminHandlers({ workspaces, agents, mcpServers, policie
       status: 200,
       body: { data: await mcpServers.connectOAuth(workspaceOf(ctx), path.id, ctx.origin, actorOf(ctx), body?.agent) },
     }),
+    getDashboardMcpServerOAuthConfirmation: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await mcpServers.oauthConfirmation(workspaceOf(ctx), path.id, actorOf(ctx)) },
+    }),
+    confirmDashboardMcpServerOAuth: async ({ path, ctx }) => ({
+      status: 200,
+      body: { data: await mcpServers.confirmOAuth(workspaceOf(ctx), path.id, actorOf(ctx)) },
+    }),
     disconnectDashboardMcpServerOAuth: async ({ path, query, ctx }) => ({
       status: 200,
       body: { data: await mcpServers.disconnectOAuth(workspaceOf(ctx), path.id, actorOf(ctx), query?.agent) },

@@ -205,6 +205,11 @@ export function mcpServersService(db: Kysely<DB>, box: SecretBox, oauth: Upstrea
     },
     /** The authorization server's answer to a connect (http/upstream-oauth-callback.ts). */
     completeOAuth: (query: URLSearchParams) => oauth.complete(query),
+    /** A connection awaiting a dashboard session's confirmation, and its confirmation. */
+    oauthConfirmation: (workspaceId: string, id: string, actor: Actor) => oauth.confirmation(workspaceId, id, actor),
+    async confirmOAuth(workspaceId: string, id: string, actor: Actor): Promise<McpServer> {
+      return getMcpServer(db, workspaceId, await oauth.confirm(workspaceId, id, actor));
+    },
   };
 }
 

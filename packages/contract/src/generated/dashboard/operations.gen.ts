@@ -105,6 +105,12 @@ import type {
   DisconnectDashboardMcpServerOAuthData,
   DisconnectDashboardMcpServerOAuthErrors,
   DisconnectDashboardMcpServerOAuthResponses,
+  GetDashboardMcpServerOAuthConfirmationData,
+  GetDashboardMcpServerOAuthConfirmationErrors,
+  GetDashboardMcpServerOAuthConfirmationResponses,
+  ConfirmDashboardMcpServerOAuthData,
+  ConfirmDashboardMcpServerOAuthErrors,
+  ConfirmDashboardMcpServerOAuthResponses,
   ListDashboardPoliciesData,
   ListDashboardPoliciesErrors,
   ListDashboardPoliciesResponses,
@@ -177,6 +183,8 @@ export interface DashboardOperations {
   updateDashboardMcpServer: { method: 'PATCH'; data: UpdateDashboardMcpServerData; responses: UpdateDashboardMcpServerResponses; errors: UpdateDashboardMcpServerErrors };
   connectDashboardMcpServerOAuth: { method: 'POST'; data: ConnectDashboardMcpServerOAuthData; responses: ConnectDashboardMcpServerOAuthResponses; errors: ConnectDashboardMcpServerOAuthErrors };
   disconnectDashboardMcpServerOAuth: { method: 'DELETE'; data: DisconnectDashboardMcpServerOAuthData; responses: DisconnectDashboardMcpServerOAuthResponses; errors: DisconnectDashboardMcpServerOAuthErrors };
+  getDashboardMcpServerOAuthConfirmation: { method: 'GET'; data: GetDashboardMcpServerOAuthConfirmationData; responses: GetDashboardMcpServerOAuthConfirmationResponses; errors: GetDashboardMcpServerOAuthConfirmationErrors };
+  confirmDashboardMcpServerOAuth: { method: 'POST'; data: ConfirmDashboardMcpServerOAuthData; responses: ConfirmDashboardMcpServerOAuthResponses; errors: ConfirmDashboardMcpServerOAuthErrors };
   listDashboardPolicies: { method: 'GET'; data: ListDashboardPoliciesData; responses: ListDashboardPoliciesResponses; errors: ListDashboardPoliciesErrors };
   createDashboardPolicy: { method: 'POST'; data: CreateDashboardPolicyData; responses: CreateDashboardPolicyResponses; errors: CreateDashboardPolicyErrors };
   simulateDashboardPolicies: { method: 'POST'; data: SimulateDashboardPoliciesData; responses: SimulateDashboardPoliciesResponses; errors: SimulateDashboardPoliciesErrors };
@@ -241,6 +249,8 @@ export const dashboardOperations: readonly OperationRow[] = [
   { operationId: 'updateDashboardMcpServer', method: 'patch', path: '/mcp-servers/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'connectDashboardMcpServerOAuth', method: 'post', path: '/mcp-servers/{id}/oauth/connect', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'disconnectDashboardMcpServerOAuth', method: 'delete', path: '/mcp-servers/{id}/oauth/connection', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'getDashboardMcpServerOAuthConfirmation', method: 'get', path: '/mcp-server-oauth/confirmations/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
+  { operationId: 'confirmDashboardMcpServerOAuth', method: 'post', path: '/mcp-server-oauth/confirmations/{id}', authenticated: true, agentKey: false, permission: "mcp_servers:write", validationErrorCodes: {} },
   { operationId: 'listDashboardPolicies', method: 'get', path: '/policies', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'createDashboardPolicy', method: 'post', path: '/policies', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'simulateDashboardPolicies', method: 'post', path: '/policies/simulate', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },

@@ -2326,6 +2326,29 @@ export type OAuthRedirect = {
     };
 };
 
+export type McpServerOAuthConfirmation = {
+    server: Slug;
+    server_name: string;
+    /**
+     * The agent the connection is for; null for the workspace's.
+     */
+    agent: Slug | null;
+    authorization_server: string;
+    /**
+     * The scopes the authorization server granted, if it said.
+     */
+    scopes: Array<string>;
+    /**
+     * Whether this session started the connect.
+     */
+    started_by_you: boolean;
+    expires_at: Timestamp;
+};
+
+export type McpServerOAuthConfirmationResponse = {
+    data: McpServerOAuthConfirmation;
+};
+
 /**
  * An agent of the workspace. **Agent keys.** An agent proves who it is with its key: as the
  * MCP gateway's bearer token, or in `X-Warden-Agent-Key` beside a workspace key. A key is
@@ -4695,6 +4718,122 @@ export type DisconnectDashboardMcpServerOAuthResponses = {
 };
 
 export type DisconnectDashboardMcpServerOAuthResponse = DisconnectDashboardMcpServerOAuthResponses[keyof DisconnectDashboardMcpServerOAuthResponses];
+
+export type GetDashboardMcpServerOAuthConfirmationData = {
+    body?: never;
+    path: {
+        /**
+         * The confirmation id the OAuth callback put in the dashboard URL's fragment.
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/mcp-server-oauth/confirmations/{id}';
+};
+
+export type GetDashboardMcpServerOAuthConfirmationErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type GetDashboardMcpServerOAuthConfirmationError = GetDashboardMcpServerOAuthConfirmationErrors[keyof GetDashboardMcpServerOAuthConfirmationErrors];
+
+export type GetDashboardMcpServerOAuthConfirmationResponses = {
+    /**
+     * What would be connected.
+     */
+    200: McpServerOAuthConfirmationResponse;
+};
+
+export type GetDashboardMcpServerOAuthConfirmationResponse = GetDashboardMcpServerOAuthConfirmationResponses[keyof GetDashboardMcpServerOAuthConfirmationResponses];
+
+export type ConfirmDashboardMcpServerOAuthData = {
+    body?: never;
+    path: {
+        /**
+         * The confirmation id the OAuth callback put in the dashboard URL's fragment.
+         */
+        id: string;
+    };
+    query?: never;
+    url: '/mcp-server-oauth/confirmations/{id}';
+};
+
+export type ConfirmDashboardMcpServerOAuthErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * No such resource in the key's workspace (`not_found`).
+     */
+    404: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ConfirmDashboardMcpServerOAuthError = ConfirmDashboardMcpServerOAuthErrors[keyof ConfirmDashboardMcpServerOAuthErrors];
+
+export type ConfirmDashboardMcpServerOAuthResponses = {
+    /**
+     * The server, connected.
+     */
+    200: McpServerResponse;
+};
+
+export type ConfirmDashboardMcpServerOAuthResponse = ConfirmDashboardMcpServerOAuthResponses[keyof ConfirmDashboardMcpServerOAuthResponses];
 
 export type ListDashboardPoliciesData = {
     body?: never;
