@@ -763,7 +763,8 @@ export const connectMcpServerOAuth = <ThrowOnError extends boolean = false>(opti
  * `not_connected`, and calls are 502 `upstream_authorization_required` until an admin
  * connects again (with `agent`: that agent's calls use the workspace's connection again).
  * Writes the `mcp_server.oauth_disconnected` audit event. A server without OAuth is 409
- * `conflict`; no such connection is 404 `not_found`.
+ * `conflict`; no such connection is 404 `not_found`; an unknown agent is 403
+ * `agent_not_found`.
  *
  */
 export const disconnectMcpServerOAuth = <ThrowOnError extends boolean = false>(options: Options<DisconnectMcpServerOAuthData, ThrowOnError>): RequestResult<DisconnectMcpServerOAuthResponses, DisconnectMcpServerOAuthErrors, ThrowOnError> => (options.client ?? client).delete<DisconnectMcpServerOAuthResponses, DisconnectMcpServerOAuthErrors, ThrowOnError>({

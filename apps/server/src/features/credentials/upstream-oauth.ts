@@ -1,9 +1,10 @@
 /**
  * OAuth connections to upstream MCP servers (docs/decisions/0027-upstream-oauth-connections.md),
- * as an admin makes them: the configuration, connect (authorization code with PKCE S256 at the
- * server's authorization server), the callback's code exchange, disconnect. The tokens it keeps,
- * sealed with the master key, are handed out and refreshed by upstream-tokens.ts. The OAuth
- * exchanges are the MCP SDK's client functions, over the egress guard (`oauthFetch`).
+ * as an admin makes them: connect (authorization code with PKCE S256 at the server's
+ * authorization server), the callback's code exchange, the dashboard session's confirmation,
+ * disconnect. The configuration is upstream-oauth-config.ts; the tokens kept, sealed with the
+ * master key, are handed out and refreshed by upstream-tokens.ts. The OAuth exchanges are the
+ * MCP SDK's client functions, over the egress guard (upstream-oauth-client.ts `oauthFetch`).
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import {
@@ -13,15 +14,12 @@ import {
   registerClient,
   startAuthorization,
 } from '@modelcontextprotocol/sdk/client/auth.js';
-import { OAuthError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
-import type { AuthorizationServerMetadata, OAuthClientInformationMixed, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import type { AuthorizationServerMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { checkResourceAllowed, resourceUrlFromServerUrl } from '@modelcontextprotocol/sdk/shared/auth-utils.js';
-import type { UpstreamOAuthInputWritable as UpstreamOAuthInput, UpstreamOAuth as UpstreamOAuthView } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { iso } from '../../db/paginate.ts';
+import { iso, isUniqueViolation } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
-import { describeNetworkError } from '../../egress/guard.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { findAgent } from '../agents/agents.repository.ts';
@@ -30,113 +28,13 @@ import { findWorkspaceById } from '../identity/workspaces.repository.ts';
 import { findMcpServer } from '../mcp-servers/mcp-servers.repository.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './upstream-oauth.repository.ts';
+import { type Config, clientOf, type FetchLike, failed, lifeOf, sameIssuer, why } from './upstream-oauth-client.ts';
 
 /** Where authorization servers send the admin's browser back to (outside /api/v1: http/upstream-oauth-callback.ts). */
 export const CALLBACK_PATH = '/oauth/upstream/callback';
 /** How long an authorization may take from connect to callback. */
 const PENDING_MS = 10 * 60_000;
-/** An access token is refreshed this long before it expires (or halfway through a shorter life), so that none expires on the way. */
-const REFRESH_AHEAD_MS = 60_000;
-/** Each exchange with an authorization server. */
-const OAUTH_TIMEOUT_MS = 10_000;
-
-export type FetchLike = (url: string | URL, init?: RequestInit) => Promise<Response>;
-export type Config = repo.OAuthConfigRow;
-export type Grant = repo.OAuthGrantRow;
-
-/** The egress guard's fetch as the SDK's OAuth functions need it: bounded in time, answering the global Response. */
-export const oauthFetch =
-  (fetchFn: FetchLike): FetchLike =>
-  async (url, init = {}) => {
-    const res = await fetchFn(url, { ...init, signal: init.signal ?? AbortSignal.timeout(OAUTH_TIMEOUT_MS) });
-    // the SDK reads OAuth errors only from a global Response (instanceof), and the egress guard's is undici's own
-    return new Response(res.body, { status: res.status, statusText: res.statusText, headers: res.headers });
-  };
-
-/** The client Warden is at an authorization server, as a configuration or a connection holds it (its secret opened). */
-export const clientOf = (
-  box: SecretBox,
-  held: { client_id: string | null; client_secret_encrypted: string | null },
-): OAuthClientInformationMixed & { client_secret?: string } => ({
-  client_id: held.client_id ?? '',
-  ...(held.client_secret_encrypted ? { client_secret: box.open(held.client_secret_encrypted) } : {}),
-});
-
 const sha256 = (value: string) => createHash('sha256').update(value).digest('hex');
-/** When the tokens expire, and when Warden refreshes them (null: the server did not say; refreshed when refused). */
-export function lifeOf(
-  tokens: Pick<OAuthTokens, 'expires_in'>,
-  issuedAt = Date.now(),
-): { expires_at: Date | null; refresh_after: Date | null } {
-  if (!tokens.expires_in) return { expires_at: null, refresh_after: null };
-  const lifeMs = tokens.expires_in * 1000;
-  const now = issuedAt;
-  return { expires_at: new Date(now + lifeMs), refresh_after: new Date(now + lifeMs - Math.min(REFRESH_AHEAD_MS, lifeMs / 2)) };
-}
-/** Two spellings of one issuer (RFC 8414 compares them as given; a trailing slash is tolerated, as the SDK does). */
-const sameIssuer = (a: string, b: string) => a.replace(/\/$/, '') === b.replace(/\/$/, '');
-export const failed = (message: string, cause?: unknown) => new ApiError('upstream_authorization_failed', message, { cause });
-export const why = (error: unknown) => (error instanceof OAuthError ? `${error.errorCode}: ${error.message}` : describeNetworkError(error));
-
-/** A connection as mcp-servers.repository.ts selects it (JSON: times are strings; `agent` null for the workspace's). */
-interface GrantView {
-  agent: string | null;
-  status: 'connected' | 'reauthorization_required';
-  status_detail: string | null;
-  connected_at: string;
-  expires_at: string | null;
-}
-
-/** The columns answers show of a server's OAuth configuration and connections, as mcp-servers.repository.ts selects them. */
-export interface OAuthViewColumns {
-  oauth_authorization_server: string | null;
-  oauth_issuer: string | null;
-  oauth_client_id: string | null;
-  oauth_scopes: string[] | null;
-  oauth_grants: (Omit<GrantView, 'status'> & { status: string })[];
-}
-
-const isoOf = (time: string | null) => (time ? new Date(time).toISOString() : null);
-
-export function oauthView(row: OAuthViewColumns, maxAgents: number): UpstreamOAuthView {
-  const workspace = row.oauth_grants.find((g) => g.agent === null);
-  return {
-    type: 'oauth',
-    header: 'authorization',
-    hint: '…',
-    authorization_server: row.oauth_issuer ?? row.oauth_authorization_server,
-    client_id: row.oauth_client_id,
-    scopes: row.oauth_scopes ?? [],
-    status: (workspace?.status ?? 'not_connected') as UpstreamOAuthView['status'],
-    status_detail: workspace?.status_detail ?? null,
-    connected_at: isoOf(workspace?.connected_at ?? null),
-    expires_at: isoOf(workspace?.expires_at ?? null),
-    agents: row.oauth_grants
-      .filter((g) => g.agent !== null)
-      .slice(0, maxAgents)
-      .map((g) => ({
-        agent: g.agent as string,
-        status: g.status as GrantView['status'],
-        status_detail: g.status_detail,
-        connected_at: isoOf(g.connected_at) as string,
-        expires_at: isoOf(g.expires_at),
-      })),
-  };
-}
-
-/** Stores a server's OAuth configuration (in the caller's transaction), ending its connections. */
-export async function configureOAuth(trx: Kysely<DB>, box: SecretBox, workspaceId: string, serverId: string, input: UpstreamOAuthInput) {
-  if (input.client_secret !== undefined && input.client_id === undefined)
-    throw new ApiError('invalid_request', 'body/upstream_auth.client_secret needs a client_id');
-  await repo.configure(trx, {
-    workspace_id: workspaceId,
-    server_id: serverId,
-    authorization_server: input.authorization_server ? new URL(input.authorization_server).href : null,
-    scopes: input.scopes ?? [],
-    client_id: input.client_id ?? null,
-    client_secret_encrypted: input.client_secret ? box.seal(input.client_secret) : null,
-  });
-}
 
 const unknownConfirmation = () => new ApiError('not_found', 'This connection is unknown, already confirmed or expired: connect again');
 
@@ -383,37 +281,43 @@ export class UpstreamOAuth {
     if (!row?.access_token_encrypted) throw unknownConfirmation();
     // issued when the callback stored them, one PENDING_MS before the confirmation expires
     const life = lifeOf({ expires_in: row.expires_in ?? undefined }, row.expires_at.getTime() - PENDING_MS);
-    await inTransaction(this.db, async (trx) => {
-      if (!(await repo.takeConfirmation(trx, workspaceId, sha256(id)))) throw unknownConfirmation();
-      await recordChange(trx, workspaceId, actor, {
-        action: 'mcp_server.oauth_connected',
-        resource: row.server_id,
-        context: {
-          slug: row.slug,
-          ...(row.agent_slug ? { agent: row.agent_slug } : {}),
-          authorization_server: row.issuer,
-          scopes: row.scope?.split(' ') ?? [],
-          started_by: (row.actor as unknown as Actor).user,
-        },
+    try {
+      await inTransaction(this.db, async (trx) => {
+        if (!(await repo.takeConfirmation(trx, workspaceId, sha256(id)))) throw unknownConfirmation();
+        await recordChange(trx, workspaceId, actor, {
+          action: 'mcp_server.oauth_connected',
+          resource: row.server_id,
+          context: {
+            slug: row.slug,
+            ...(row.agent_slug ? { agent: row.agent_slug } : {}),
+            authorization_server: row.issuer,
+            scopes: row.scope?.split(' ') ?? [],
+            started_by: (row.actor as unknown as Actor).user,
+          },
+        });
+        await repo.replaceGrant(trx, {
+          id: randomUUID(),
+          workspace_id: workspaceId,
+          server_id: row.server_id,
+          agent_id: row.agent_id,
+          issuer: row.issuer,
+          metadata: JSON.stringify(row.metadata),
+          resource: row.resource,
+          client_id: row.client_id,
+          client_secret_encrypted: row.client_secret_encrypted,
+          access_token_encrypted: row.access_token_encrypted,
+          refresh_token_encrypted: row.refresh_token_encrypted,
+          ...life,
+          status: 'connected',
+          connected_at: new Date(),
+        });
+        await repo.nextGeneration(trx, workspaceId, row.server_id);
       });
-      await repo.replaceGrant(trx, {
-        id: randomUUID(),
-        workspace_id: workspaceId,
-        server_id: row.server_id,
-        agent_id: row.agent_id,
-        issuer: row.issuer,
-        metadata: JSON.stringify(row.metadata),
-        resource: row.resource,
-        client_id: row.client_id,
-        client_secret_encrypted: row.client_secret_encrypted,
-        access_token_encrypted: row.access_token_encrypted,
-        refresh_token_encrypted: row.refresh_token_encrypted,
-        ...life,
-        status: 'connected',
-        connected_at: new Date(),
-      });
-      await repo.nextGeneration(trx, workspaceId, row.server_id);
-    });
+    } catch (error) {
+      // another confirmation of the same connection committed first
+      if (isUniqueViolation(error)) throw new ApiError('conflict', `MCP server '${row.slug}' was connected at the same moment: look again`);
+      throw error;
+    }
     return row.slug;
   }
 

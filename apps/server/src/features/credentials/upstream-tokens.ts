@@ -22,7 +22,7 @@ import { ApiError } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './upstream-oauth.repository.ts';
-import { clientOf, type FetchLike, failed, type Grant, lifeOf, why } from './upstream-oauth.ts';
+import { clientOf, type FetchLike, failed, type Grant, lifeOf, why } from './upstream-oauth-client.ts';
 
 /** How long one process may hold the right to refresh; the others wait for its result as long. */
 const REFRESH_LEASE_MS = 30_000;

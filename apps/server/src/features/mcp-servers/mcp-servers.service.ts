@@ -17,7 +17,8 @@ import { slugify } from '../../shared/slug.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { authView, sealAuth } from '../credentials/upstream-auth.ts';
 import { deleteConfig, endConnections } from '../credentials/upstream-oauth.repository.ts';
-import { configureOAuth, oauthView, type UpstreamOAuth } from '../credentials/upstream-oauth.ts';
+import type { UpstreamOAuth } from '../credentials/upstream-oauth.ts';
+import { configureOAuth, oauthView } from '../credentials/upstream-oauth-config.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
 import * as repo from './mcp-servers.repository.ts';
 

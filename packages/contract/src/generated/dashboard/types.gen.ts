@@ -4807,6 +4807,10 @@ export type ConfirmDashboardMcpServerOAuthErrors = {
      */
     404: Error;
     /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`, `agent_key_in_use`).
+     */
+    409: Error;
+    /**
      * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
      */
     429: Error;
