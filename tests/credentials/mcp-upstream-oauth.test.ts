@@ -442,9 +442,12 @@ describe('bad OAuth configuration', () => {
 
   it('a new URL ends the connections: a token is for the server its owner consented to', async () => {
     expect((await restCall('static', 'before the move')).status).toBe(200);
+    const revokedBefore = upstream.revocations();
     const moved = await server.api('PATCH', '/mcp-servers/static', { unchecked: true, body: { transport_url: `${upstream.url}?moved=1` } });
     expect(moved.status).toBe(200);
     expect(moved.body.data.upstream_auth).toMatchObject({ status: 'not_connected', agents: [] });
+    // the ended connection's refresh token is revoked at its server, as a disconnect's is
+    expect(upstream.revocations()).toBe(revokedBefore + 1);
     const before = upstream.authorizations().length;
     const res = await restCall('static', 'after the move');
     expect(res.body.error?.code).toBe('upstream_authorization_required');

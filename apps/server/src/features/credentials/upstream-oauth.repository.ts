@@ -168,3 +168,12 @@ export const takeConfirmation = (db: Kysely<DB>, workspaceId: string, idHash: st
     .where('expires_at', '>', new Date())
     .returning('state_hash')
     .executeTakeFirst();
+
+/** A server's connections (for revoking those a change ends). */
+export const listGrants = (db: Kysely<DB>, workspaceId: string, serverId: string) =>
+  db
+    .selectFrom('mcp_server_oauth_grants')
+    .select(['id', 'metadata', 'client_id', 'client_secret_encrypted', 'refresh_token_encrypted'])
+    .where('workspace_id', '=', workspaceId)
+    .where('server_id', '=', serverId)
+    .execute();

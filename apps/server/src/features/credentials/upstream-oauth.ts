@@ -341,6 +341,21 @@ export class UpstreamOAuth {
     if (ended.refresh_token_encrypted) await this.revoke(ended, this.box.open(ended.refresh_token_encrypted));
   }
 
+  /**
+   * Runs a change to a server that may end its connections (a new configuration, another kind of
+   * auth, a new URL, deletion), then revokes the refresh tokens of those it ended.
+   */
+  async ending<T>(workspaceId: string, serverId: string | undefined, change: () => Promise<T>): Promise<T> {
+    const before = serverId ? await repo.listGrants(this.db, workspaceId, serverId) : [];
+    const result = await change();
+    if (before.length > 0 && serverId) {
+      const still = new Set((await repo.listGrants(this.db, workspaceId, serverId)).map((g) => g.id));
+      for (const grant of before)
+        if (!still.has(grant.id) && grant.refresh_token_encrypted) await this.revoke(grant, this.box.open(grant.refresh_token_encrypted));
+    }
+    return result;
+  }
+
   /** RFC 7009, best effort: a server that cannot be reached keeps a token Warden no longer holds. */
   private async revoke(
     grant: { metadata: unknown; client_id: string; client_secret_encrypted: string | null },

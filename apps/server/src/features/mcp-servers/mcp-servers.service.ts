@@ -195,9 +195,15 @@ export function mcpServersService(db: Kysely<DB>, box: SecretBox, oauth: Upstrea
     list: (workspaceId: string, query: PageRequest) => listMcpServers(db, workspaceId, query),
     get: (workspaceId: string, idOrSlug: string) => getMcpServer(db, workspaceId, idOrSlug),
     create: (workspaceId: string, input: McpServerCreate, actor: Actor) => createMcpServer(db, box, workspaceId, input, actor),
-    update: (workspaceId: string, idOrSlug: string, input: McpServerUpdate, actor: Actor) =>
-      updateMcpServer(db, box, workspaceId, idOrSlug, input, actor),
-    remove: (workspaceId: string, idOrSlug: string, actor: Actor) => deleteMcpServer(db, workspaceId, idOrSlug, actor),
+    // a change that ends OAuth connections revokes their refresh tokens at their servers
+    update: async (workspaceId: string, idOrSlug: string, input: McpServerUpdate, actor: Actor) =>
+      oauth.ending(workspaceId, (await repo.findMcpServer(db, workspaceId, idOrSlug))?.id, () =>
+        updateMcpServer(db, box, workspaceId, idOrSlug, input, actor),
+      ),
+    remove: async (workspaceId: string, idOrSlug: string, actor: Actor) =>
+      oauth.ending(workspaceId, (await repo.findMcpServer(db, workspaceId, idOrSlug))?.id, () =>
+        deleteMcpServer(db, workspaceId, idOrSlug, actor),
+      ),
     connectOAuth: (workspaceId: string, idOrSlug: string, origin: string, actor: Actor, agent?: string) =>
       oauth.connect(workspaceId, idOrSlug, origin, actor, agent),
     async disconnectOAuth(workspaceId: string, idOrSlug: string, actor: Actor, agent?: string): Promise<McpServer> {
