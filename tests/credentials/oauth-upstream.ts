@@ -38,7 +38,7 @@ export interface OAuthUpstream {
   callers: () => string[];
   /** Token endpoint requests, by grant type. */
   grants: () => string[];
-  /** Refresh tokens revoked at the revocation endpoint. */
+  /** Requests to the revocation endpoint (RFC 7009). */
   revocations: () => number;
   /** The names of the clients registered (RFC 7591), as the consent page shows them. */
   clientNames: () => string[];
@@ -104,9 +104,6 @@ export async function startOAuthUpstream(wardenCallback: string): Promise<OAuthU
   } as never);
   const events = provider as unknown as { on: (event: string, listener: (ctx: never) => void) => void };
   events.on('grant.success', (ctx: { oidc: { params: { grant_type: string } } }) => grants.push(ctx.oidc.params.grant_type));
-  events.on('refresh_token.destroyed', () => {
-    revocations += 1;
-  });
   const issued: string[] = [];
   const clientNames: string[] = [];
   events.on('registration_create.success', (ctx: { oidc: { client: { clientName: string } } }) =>
@@ -117,6 +114,8 @@ export async function startOAuthUpstream(wardenCallback: string): Promise<OAuthU
   let refusing = false;
   const handle = provider.callback();
   idp.on('request', (req, res) => {
+    // counted by its path (the provider also destroys refresh tokens as it rotates them)
+    if (req.method === 'POST' && req.url === '/token/revocation') revocations += 1;
     if (refusing && req.method === 'POST' && req.url === '/token') {
       req.resume();
       res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":"invalid_grant","error_description":"grant revoked"}');
