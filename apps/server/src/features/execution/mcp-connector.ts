@@ -56,18 +56,16 @@ const SSE_ONLY_STATUSES = new Set([400, 404, 405]);
 const speaksOnlySse = (error: unknown) => error instanceof StreamableHTTPError && SSE_ONLY_STATUSES.has(error.code ?? 0);
 /** What a server answers a request on a session it no longer has (404 per the specification; many SDK servers say 400). */
 const deadSession = (error: unknown) => error instanceof StreamableHTTPError && (error.code === 404 || error.code === 400);
-/** Warden's own refusal inside an SDK error (an OAuth connection that needs an admin, thrown from fetchFor). */
-const apiErrorIn = (error: unknown): ApiError | undefined => {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) if (e instanceof ApiError) return e;
+/** The first error in `error`'s cause chain (five deep) that `test` accepts. */
+function causeWhere<T extends Error>(error: unknown, test: (e: Error) => e is T): T | undefined {
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) if (test(e)) return e;
   return undefined;
-};
+}
+/** Warden's own refusal inside an SDK error (an OAuth connection that needs an admin, thrown from fetchFor). */
+const apiErrorIn = (error: unknown) => causeWhere(error, (e): e is ApiError => e instanceof ApiError);
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CLOSED']);
-const networkFailure = (error: unknown): boolean => {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (NETWORK_CODES.has((e as { code?: string }).code ?? '')) return true;
-  }
-  return false;
-};
+const networkFailure = (error: unknown): boolean =>
+  causeWhere(error, (e): e is Error => NETWORK_CODES.has((e as { code?: string }).code ?? '')) !== undefined;
 
 /** The secret header Warden sends a server (mcp-registry.ts): opened only when a request is built. */
 export interface UpstreamCredential {
