@@ -72,11 +72,11 @@ module.exports = {
       name: 'edges-act-through-the-pipeline',
       severity: 'error',
       comment:
-        'An edge reaches upstreams through ExecutionService (decide, act, record) and MCP tasks through McpTasks: never the connector or a repository.',
+        'An edge reaches upstreams through ExecutionService (decide, act, record), MCP tasks through McpTasks and client sessions through McpClientSessions: never the connector or a repository.',
       from: { path: `${SRC}features/mcp-gateway/` },
       to: {
         path: `${SRC}features/execution/`,
-        pathNot: `${SRC}features/execution/(execution\\.service|mcp-tasks)\\.ts$`,
+        pathNot: `${SRC}features/execution/(execution\\.service|mcp-tasks|mcp-client-sessions)\\.ts$`,
         dependencyTypesNot: ['type-only'],
       },
     },

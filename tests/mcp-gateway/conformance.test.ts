@@ -21,16 +21,6 @@ import { useTestServer } from '../support/server.ts';
 const CLI = new URL('../../node_modules/@modelcontextprotocol/conformance/dist/index.js', import.meta.url).pathname;
 /** How long one run of the suite may take (about 10 s each on a quiet machine). */
 const RUN_TIMEOUT_MS = 150_000;
-/**
- * Checks the stateless gateway cannot pass, and why (docs/decisions/0013-mcp-gateway.md):
- * server-sse-multiple-streams needs an Mcp-Session-Id to send its concurrent POSTs on, and the
- * gateway keeps no session (it answers a WARNING, not a failure).
- */
-const NEEDS_A_SESSION = new Set([
-  'server-sse-multiple-streams/server-accepts-multiple-post-streams',
-  'server-sse-multiple-streams/server-sse-streams-functional',
-]);
-
 const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
 let upstream: ConformanceUpstream;
 let proxy: Server;
@@ -123,7 +113,7 @@ it('passes through Warden every check the upstream passes directly', { timeout: 
     `MCP conformance (server scenarios): directly ${directPassed.length} of ${counted(direct)} checks pass, ` +
       `through Warden ${wardenPassed.size} of ${counted(warden)}`,
   );
-  const lost = directPassed.filter((id) => !wardenPassed.has(id) && !NEEDS_A_SESSION.has(id));
+  const lost = directPassed.filter((id) => !wardenPassed.has(id));
   for (const id of lost) console.log(`  only directly: ${id} (${warden.get(id)?.status ?? 'missing'}: ${warden.get(id)?.error ?? ''})`);
   expect(directPassed.length).toBeGreaterThan(30);
   expect(lost).toEqual([]);

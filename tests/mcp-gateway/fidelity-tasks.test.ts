@@ -74,8 +74,12 @@ describe('a tool that runs only as a task, called without one', () => {
       CallToolResultSchema,
     );
     expect(result.isError).toBe(true);
+    // Warden's words when its upstream session has listed the tool, else the upstream's own refusal (a new client session's first request)
     expect(result.content).toEqual([
-      { type: 'text', text: expect.stringContaining("runs only as an MCP task (execution.taskSupport 'required')") },
+      {
+        type: 'text',
+        text: expect.stringMatching(/runs only as an MCP task \(execution.taskSupport 'required'\)|requires task augmentation/),
+      },
     ]);
     expect(reportCalls().length).toBe(before);
   });

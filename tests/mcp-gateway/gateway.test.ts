@@ -361,13 +361,13 @@ describe('authentication of /mcp/{server}', () => {
     expect((await res.json()).error.data.code).toBe('mcp_server_not_found');
   });
 
-  it('carries the rate-limit headers and answers 405 to GET (the gateway keeps no stream)', async () => {
+  it('carries the rate-limit headers and answers 405 to GET without a session (there is no stream to give)', async () => {
     const ws = await workspace();
     const res = await fetch(`${server.url}/mcp/tools`, {
       headers: { authorization: `Bearer ${ws.agentKey}`, accept: 'text/event-stream' },
     });
     expect(res.status).toBe(405);
-    expect(res.headers.get('allow')).toBe('POST');
+    expect(res.headers.get('allow')).toBe('GET, POST, DELETE');
     expect(res.headers.get('x-ratelimit-limit')).toBeTruthy();
   });
 });

@@ -176,21 +176,40 @@ describe('what the upstream sends during a call, relayed on its stream', () => {
 });
 
 describe("the client's answer to a relayed question", () => {
-  const post = (agentKey: string, body: unknown) =>
+  const post = (agentKey: string, body: unknown, session?: string) =>
     fetch(`${server.url}/mcp/ref`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${agentKey}` },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${agentKey}`,
+        ...(session ? { 'mcp-session-id': session, 'mcp-protocol-version': '2025-11-25' } : {}),
+      },
       body: JSON.stringify(body),
     });
 
   it('is taken only from the agent that was asked: another agent answering the same id changes nothing', async () => {
     const [asked, other] = [await workspace(), await workspace()];
-    const call = await post(asked.agentKey, {
+    // a session whose client can elicit: Warden declares to the upstream only what its client declared
+    const initialized = await post(asked.agentKey, {
       jsonrpc: '2.0',
-      id: 7,
-      method: 'tools/call',
-      params: { name: 'test_elicitation', arguments: { message: 'who?' } },
+      id: 1,
+      method: 'initialize',
+      params: { protocolVersion: '2025-11-25', capabilities: { elicitation: {} }, clientInfo: { name: 'raw', version: '1' } },
     });
+    const session = initialized.headers.get('mcp-session-id') ?? undefined;
+    expect(session).toMatch(/^wms_/);
+    await initialized.body?.cancel();
+    const call = await post(
+      asked.agentKey,
+      {
+        jsonrpc: '2.0',
+        id: 7,
+        method: 'tools/call',
+        params: { name: 'test_elicitation', arguments: { message: 'who?' } },
+      },
+      session,
+    );
     expect(call.headers.get('content-type')).toBe('text/event-stream');
     const reader = (call.body as ReadableStream<Uint8Array>)
       .pipeThrough(new TextDecoderStream() as unknown as ReadableWritablePair<string, Uint8Array>)

@@ -14,6 +14,7 @@ import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
+import { readJson } from '../support/mcp-server.ts';
 
 export interface CountingUpstream {
   url: string;
@@ -139,13 +140,6 @@ function buildServer(calls: string[]): McpServer {
     messages: [{ role: 'user', content: { type: 'text', text: `Say hello to ${name}` } }],
   }));
   return server;
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  const text = Buffer.concat(chunks).toString('utf8');
-  return text ? JSON.parse(text) : undefined;
 }
 
 export async function startCountingUpstream(): Promise<CountingUpstream> {

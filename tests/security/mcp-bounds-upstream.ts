@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { z } from 'zod';
+import { readJson } from '../support/mcp-server.ts';
 
 export interface BoundsUpstream {
   /** Base URL: append `/sse` or `/json`. */
@@ -56,13 +57,6 @@ function build(finished: string[], hugeList: boolean): McpServer {
     return { content: [{ type: 'text', text: `slept ${ms}` }] };
   });
   return server;
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  const text = Buffer.concat(chunks).toString('utf8');
-  return text ? JSON.parse(text) : undefined;
 }
 
 export async function startBoundsUpstream(): Promise<BoundsUpstream> {

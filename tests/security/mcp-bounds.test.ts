@@ -171,9 +171,19 @@ describe('attack 5: upstream sessions belong to one agent', () => {
     expect(textOf(await alice.callTool({ name: 'get_note', arguments: {} }))).toBe('(none)');
     const aliceRest = await ws.rest('/runtime/mcp/call', { server: 'tools', tool: 'get_note', arguments: {} }, 'alice');
     expect(aliceRest.body.data.execution.content[0].text).toBe('(none)');
-    // one agent's session is the same on every edge
+    // the agent's own session (the REST runtime's) is apart from the session bob's MCP client keeps; it is bob's on every call
     const bobRest = await ws.rest('/runtime/mcp/call', { server: 'tools', tool: 'get_note', arguments: {} }, 'bob');
-    expect(bobRest.body.data.execution.content[0].text).toBe("bob's secret");
+    expect(bobRest.body.data.execution.content[0].text).toBe('(none)');
+    expect((await ws.rest('/runtime/mcp/call', { server: 'tools', tool: 'set_note', arguments: { text: 'bob rest' } }, 'bob')).status).toBe(
+      200,
+    );
+    const bobAgain = await ws.rest('/runtime/mcp/call', { server: 'tools', tool: 'get_note', arguments: {} }, 'bob');
+    expect(bobAgain.body.data.execution.content[0].text).toBe('bob rest');
+    expect(textOf(await bob.callTool({ name: 'get_note', arguments: {} }))).toBe("bob's secret");
+    expect(
+      (await ws.rest('/runtime/mcp/call', { server: 'tools', tool: 'get_note', arguments: {} }, 'alice')).body.data.execution.content[0]
+        .text,
+    ).toBe('(none)');
     // a governed session is a session of its own
     const opened = await ws.rest('/runtime/mcp/session', { server: 'tools' }, 'bob');
     expect(opened.status).toBe(200);

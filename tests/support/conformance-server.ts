@@ -6,7 +6,7 @@
  * that is not loopback (the dns-rebinding-protection scenario).
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -21,6 +21,7 @@ import {
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { readJson } from './mcp-server.ts';
 
 export interface ConformanceUpstream {
   url: string;
@@ -244,13 +245,6 @@ function buildServer(subscribed: Set<string>): McpServer {
     messages: [user({ type: 'image', data: PNG, mimeType: 'image/png' }), user({ type: 'text', text: 'Please analyze the image above.' })],
   }));
   return server;
-}
-
-async function readJson(req: IncomingMessage): Promise<unknown> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  const body = Buffer.concat(chunks).toString('utf8');
-  return body ? JSON.parse(body) : undefined;
 }
 
 export async function startConformanceUpstream(): Promise<ConformanceUpstream> {

@@ -39,7 +39,8 @@ function buildServer(calls: string[]): McpServer {
   return server;
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+/** A request's JSON body (undefined when it has none): what each test upstream hands its transport. */
+export async function readJson(req: IncomingMessage): Promise<unknown> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   const text = Buffer.concat(chunks).toString('utf8');

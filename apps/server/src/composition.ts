@@ -26,6 +26,7 @@ import { UpstreamTokens } from './features/credentials/upstream-tokens.ts';
 import { dashboardService } from './features/dashboard/dashboard.service.ts';
 import { DecisionService } from './features/decisions/decisions.ts';
 import { ExecutionService } from './features/execution/execution.service.ts';
+import { McpClientSessions } from './features/execution/mcp-client-sessions.ts';
 import { McpConnector } from './features/execution/mcp-connector.ts';
 import { McpRegistry } from './features/execution/mcp-registry.ts';
 import { McpTasks } from './features/execution/mcp-tasks.ts';
@@ -66,6 +67,8 @@ export interface Composition {
   auditWriter: AuditWriter;
   /** Outbound connections, closed when the server stops. */
   mcp: McpConnector;
+  /** The MCP gateway's client sessions; its relay channel is LISTENed on by the server. */
+  clientSessions: McpClientSessions;
   egress: EgressGuard;
   /** What-if replays (their thread is closed when the server stops). */
   simulations: Simulations;
@@ -124,6 +127,7 @@ export function compose({
   const upstreamOAuth = new UpstreamOAuth(db, box, oauthEgress);
   const registry = new McpRegistry(db, box, new UpstreamTokens(db, box, oauthEgress));
   const execution = new ExecutionService(db, decisions, mcp, egress, registry, credentials);
+  const clientSessions = new McpClientSessions(db, mcp, config.mcpClientSessionIdleMs);
   const inlineReplay = inlineReplays(db);
   const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
   const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db, (url, init) => egress.fetch(url, init)) : undefined;
@@ -141,7 +145,7 @@ export function compose({
     settings: settingsService(db),
     decisions,
     execution,
-    mcpGateway: new McpGateway(execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, {
+    mcpGateway: new McpGateway(execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, clientSessions, {
       approvalWaitMs: config.mcpApprovalWaitMs,
     }),
     webhooks,
@@ -157,5 +161,5 @@ export function compose({
     ),
     authorizationServer,
   };
-  return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, auditWriter, mcp, egress, simulations };
+  return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, auditWriter, mcp, clientSessions, egress, simulations };
 }

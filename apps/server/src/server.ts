@@ -14,6 +14,7 @@ import { type Config, checkBootstrapKey, loadConfig } from './config.ts';
 import { type Database, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { ensureAuditPartitions } from './db/partitions.ts';
+import { RELAY_CHANNEL } from './features/execution/mcp-client-sessions.ts';
 import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 import { createHttpServer } from './http/http-server.ts';
 import { IDENTITY_CHANNEL } from './http/key-cache.ts';
@@ -61,7 +62,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     : undefined;
   redis?.on('error', (error) => logger.error('redis', { cause: error }));
   const metrics = config.metricsPort !== undefined ? createMetrics({ db: database.db, pool: database.pool }) : undefined;
-  const { services, keys, rateLimitStore, sealer, delivery, auditWriter, mcp, egress, simulations } = compose({
+  const { services, keys, rateLimitStore, sealer, delivery, auditWriter, mcp, clientSessions, egress, simulations } = compose({
     config,
     database,
     logger,
@@ -75,6 +76,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
   if (redis)
     await Promise.race([new Promise((ready) => redis.once('ready', ready)), new Promise((later) => setTimeout(later, 5_000).unref())]);
   const stopListening = await database.listen(IDENTITY_CHANNEL, keys.handlers);
+  const stopRelaying = await database.listen(RELAY_CHANNEL, clientSessions.handlers);
   const observer = createHttpObserver({
     logger,
     logRequests: config.logRequests,
@@ -142,6 +144,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       await simulations.close();
       await services.audit.close();
       await stopListening();
+      await stopRelaying();
       await database.close();
       if (graceMs !== undefined) {
         const ms = (a: number, b: number) => Math.round(b - a);

@@ -243,6 +243,20 @@ export interface IdempotencyKeys {
   workspace_id: string;
 }
 
+export interface McpClientSessions {
+  agent_id: string;
+  /**
+   * The client capabilities Warden relays (sampling, elicitation, roots) as the client declared them
+   */
+  capabilities: Json;
+  created_at: Generated<Timestamp>;
+  endpoint: string;
+  id: string;
+  last_seen_at: Generated<Timestamp>;
+  protocol_version: string;
+  workspace_id: string;
+}
+
 export interface McpGatewayTasks {
   agent_id: string;
   created_at: Generated<Timestamp>;
@@ -256,6 +270,12 @@ export interface McpGatewayTasks {
   upstream_task_id: string | null;
   upstream_url: string;
   workspace_id: string;
+}
+
+export interface McpRelayMessages {
+  created_at: Generated<Timestamp>;
+  id: Generated<number>;
+  payload: Json;
 }
 
 export interface McpServerOauth {
@@ -585,7 +605,9 @@ export interface DB {
   credentials: Credentials;
   dashboard_sessions: DashboardSessions;
   idempotency_keys: IdempotencyKeys;
+  mcp_client_sessions: McpClientSessions;
   mcp_gateway_tasks: McpGatewayTasks;
+  mcp_relay_messages: McpRelayMessages;
   mcp_server_oauth: McpServerOauth;
   mcp_server_oauth_grants: McpServerOauthGrants;
   mcp_server_oauth_pending: McpServerOauthPending;

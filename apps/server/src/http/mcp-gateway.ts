@@ -105,11 +105,16 @@ export function mcpAuthenticate(
   };
 }
 
-/** Serves the request with the gateway: POST only (the gateway keeps no session, so it offers no stream to GET and nothing to DELETE). */
+/**
+ * Serves the request with the gateway: POST carries MCP messages (a session's, or a client's
+ * that keeps none), GET opens a client session's stream, DELETE ends the session.
+ */
 export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
   return async (req: Request, res: Response) => {
-    if (req.method !== 'POST') {
-      throw new ApiError('method_not_allowed', 'The MCP gateway is stateless: send MCP messages with POST', { headers: { Allow: 'POST' } });
+    if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
+      throw new ApiError('method_not_allowed', 'The MCP gateway takes POST, and GET and DELETE for a session', {
+        headers: { Allow: 'GET, POST, DELETE' },
+      });
     }
     if (!req.auth) {
       throw (
@@ -131,6 +136,8 @@ export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
       agentKey: req.auth.agent !== undefined ? undefined : ((res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key')),
     };
     const caller = await gateway.caller(ctx);
+    if (req.method === 'GET') return gateway.stream(caller, slug, req, res);
+    if (req.method === 'DELETE') return gateway.end(caller, slug, req, res);
     await gateway.serve(caller, slug, req, res, req.body, `${req.protocol}://${req.get('host')}`);
   };
 }

@@ -32,6 +32,7 @@ import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, type Mcp
 import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
 import {
+  type ClientOwner,
   type HeldSession,
   MCP_REQUEST_TIMEOUT_MS,
   type McpConnector,
@@ -111,6 +112,8 @@ export interface GovernOptions extends UseOptions {
    * recorded `cancelled`, its upstream outcome unknown, not `failed`.
    */
   signal?: AbortSignal;
+  /** The gateway's client session the act belongs to: its upstream sessions are its own, declaring what its client declared. */
+  client?: ClientOwner;
 }
 
 /** Why an act failed, in its outcome's context, when more is known than that it failed. */
@@ -240,7 +243,7 @@ export class ExecutionService {
     failure: ErrorCode,
     work: (client: Client) => Promise<T>,
     describe: (value: T) => Record<string, unknown>,
-    { signal, ...options }: GovernOptions = {},
+    { signal, client, ...options }: GovernOptions = {},
   ): Promise<{ decided: DecisionOutcome; value: T | null }> {
     const facts = mcpFacts(server.slug, mcpRequestOf(operation));
     const decided = await this.decisions.decide(ctx, {
@@ -253,7 +256,7 @@ export class ExecutionService {
       viaProxy: true,
     });
     if (!decided.result.allowed) return { decided, value: null };
-    const owner = await this.owner(ctx, operation.sessionId, server, decided.agent.id);
+    const owner = { ...(await this.owner(ctx, operation.sessionId, server, decided.agent.id)), client };
     const value = await this.act(ctx, decided, () => this.mcp.use(server, failure, owner, work, options), describe, signal);
     return { decided, value };
   }
@@ -315,7 +318,7 @@ export class ExecutionService {
   async listTools(
     ctx: RequestContext,
     server: McpTarget,
-    { cursor, ...operation }: Omit<McpOperation, 'action'> & { cursor?: string } = {},
+    { cursor, client, ...operation }: Omit<McpOperation, 'action'> & { cursor?: string; client?: ClientOwner } = {},
   ): Promise<{ decided: DecisionOutcome; tools: Tool[] | null; nextCursor?: string }> {
     const { decided, value } = await this.governMcp(
       ctx,
@@ -324,7 +327,7 @@ export class ExecutionService {
       'discovery_failed',
       (client) => client.listTools(cursor ? { cursor } : undefined, { timeout: MCP_REQUEST_TIMEOUT_MS }),
       (r) => ({ tools: r.tools.length }),
-      { idempotent: true },
+      { idempotent: true, client },
     );
     if (value === null) return { decided, tools: null };
     const allowed = await this.decisions.allowedTools(

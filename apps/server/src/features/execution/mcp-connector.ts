@@ -5,8 +5,8 @@
  * answers that it has no Streamable HTTP endpoint (see `connect`). Every request goes through
  * the egress guard; the URL always comes from the registry.
  *
- * - One upstream session per agent and server (per governed session for `/runtime/mcp/session`),
- *   opened on first use and reused by every call of that agent after it, on every edge,
+ * - One upstream session per agent and server (per governed session for `/runtime/mcp/session`,
+ *   per client session for the gateway's clients that keep one), opened on first use and reused by every call of that agent after it, on every edge,
  *   concurrent calls included: a call pays no handshake. Never shared by two agents: an
  *   upstream keeps state per session (what one agent left there, another would read).
  * - An upstream session is terminated (HTTP DELETE, as the transport specification asks) when
@@ -30,7 +30,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type ClientCapabilities, McpError } from '@modelcontextprotocol/sdk/types.js';
 import type { ErrorCode } from '@warden/contract';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
@@ -46,8 +46,6 @@ export const DEFAULT_UPSTREAM_IDLE_MS = 300_000;
 export const MAX_POOLED = 1_000;
 /** Upstream sessions one workspace keeps at most (its agents × servers in use); beyond, its least recently used goes. */
 export const MAX_POOLED_PER_WORKSPACE = 250;
-/** The capabilities Warden declares to upstreams as their client: what the gateway relays to its own client (mcp-gateway/relay.ts). */
-export const RELAYED_CLIENT_CAPABILITIES = { sampling: {}, elicitation: { form: {} } };
 /** How long a DELETE that terminates an upstream session may take. */
 const TERMINATE_TIMEOUT_MS = 2_000;
 
@@ -95,10 +93,22 @@ export interface HeldSession {
   expiresAt: Date;
 }
 
-/** Whose upstream session a call uses: the agent's, or its governed session's. */
+/**
+ * A client session of the MCP gateway: its calls use upstream sessions of their own, which
+ * declare to the upstream what the client declared (Warden relays only what its client can answer).
+ */
+export interface ClientOwner {
+  id: string;
+  capabilities: ClientCapabilities;
+  /** Called with each upstream client opened for the session, before its handshake (the gateway's relay handlers). */
+  prepare?: (client: Client) => void;
+}
+
+/** Whose upstream session a call uses: the agent's, its governed session's, or its gateway client session's. */
 export interface UpstreamOwner {
   agentId: string;
   session: HeldSession | null;
+  client?: ClientOwner;
 }
 
 export interface UseOptions {
@@ -129,6 +139,8 @@ export function upstreamSessionOf(client: Client): UpstreamSession | undefined {
 
 interface Pooled {
   key: string;
+  /** The gateway client session it was opened for, if any (see endClient). */
+  clientId?: string;
   /** Whose session it is on which server, whatever its URL, transport or secret (see retireStale). */
   owner: string;
   workspaceId: string;
@@ -174,14 +186,15 @@ export class McpConnector {
    * same deadline. A timeout, a reset or any other failure is the server's answer: no
    * fallback, so a hanging server costs one timeout, not two.
    */
-  private async connect(target: McpTarget, onClose: () => void, agentId?: string): Promise<Client> {
+  private async connect(target: McpTarget, onClose: () => void, agentId?: string, owner?: ClientOwner): Promise<Client> {
     const url = this.guard.checkUrl(target.transport_url);
     const fetch = this.fetchFor(target, url, agentId);
     const client = () => {
-      // what the upstream asks of a client during a call (sampling, elicitation), the gateway relays to its own client
-      const c = new Client({ name: 'warden', version: '1.0.0' }, { capabilities: RELAYED_CLIENT_CAPABILITIES });
+      // declares what the gateway's own client declared, no more: Warden asks the upstream's questions of that client
+      const c = new Client({ name: 'warden', version: '1.0.0' }, { capabilities: owner?.capabilities ?? {} });
       // a failing background stream (the server-to-client GET) is not the caller's error
       c.onerror = () => undefined;
+      owner?.prepare?.(c);
       return c;
     };
     const deadline = performance.now() + MCP_REQUEST_TIMEOUT_MS;
@@ -242,9 +255,10 @@ export class McpConnector {
     };
   }
 
-  private ownerOf(target: McpTarget, { agentId, session }: UpstreamOwner): string {
+  private ownerOf(target: McpTarget, { agentId, session, client }: UpstreamOwner): string {
     const where = `${target.workspace_id}\u0000${target.id}\u0000${agentId}`;
-    return session ? `session\u0000${session.id}\u0000${where}` : `agent\u0000${where}`;
+    if (session) return `session\u0000${session.id}\u0000${where}`;
+    return client ? `client\u0000${client.id}\u0000${where}` : `agent\u0000${where}`;
   }
 
   private keyOf(target: McpTarget, owner: UpstreamOwner): string {
@@ -298,6 +312,7 @@ export class McpConnector {
     this.evictFor(target.workspace_id);
     const entry: Pooled = {
       key,
+      clientId: owner.client?.id,
       owner: ownerKey,
       workspaceId: target.workspace_id,
       lastUsed: now,
@@ -314,6 +329,7 @@ export class McpConnector {
         entry.closed = true;
       },
       owner.agentId,
+      owner.client,
     );
     // a failed handshake is not pooled
     entry.client.catch(() => {
@@ -354,7 +370,7 @@ export class McpConnector {
     options: UseOptions = {},
   ): Promise<T> {
     try {
-      if (options.dedicated) return await this.dedicated(target, work, owner.agentId);
+      if (options.dedicated) return await this.dedicated(target, work, owner);
       for (let attempt = 0; ; attempt++) {
         const entry = this.acquire(target, owner);
         // counted while the handshake runs too, so that the idle sweep does not end a session being opened
@@ -385,8 +401,8 @@ export class McpConnector {
     }
   }
 
-  private async dedicated<T>(target: McpTarget, work: (client: Client) => Promise<T>, agentId: string): Promise<T> {
-    const client = await this.connect(target, () => undefined, agentId);
+  private async dedicated<T>(target: McpTarget, work: (client: Client) => Promise<T>, owner: UpstreamOwner): Promise<T> {
+    const client = await this.connect(target, () => undefined, owner.agentId, owner.client);
     let kept = false;
     try {
       if (!upstreamSessionOf(client)) throw new Error('MCP tasks need the Streamable HTTP transport, and this server answered over SSE');
@@ -469,6 +485,11 @@ export class McpConnector {
     for (const entry of [...this.pool.values()]) {
       if (entry.expiresAt <= now || (entry.inUse === 0 && now - entry.lastUsed >= this.idleMs)) this.retire(entry);
     }
+  }
+
+  /** Terminates the upstream sessions opened for a gateway client session (it ended). */
+  endClient(clientId: string): void {
+    for (const entry of [...this.pool.values()]) if (entry.clientId === clientId) this.retire(entry);
   }
 
   /** Terminates every upstream session (shutdown). */

@@ -11,7 +11,7 @@ import { isObject } from '../../shared/objects.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import type { DecisionOutcome, OutcomeBasis } from '../decisions/decisions.ts';
 import { normaliseResourceUri, ResourceUriError } from '../decisions/resource-uri.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
 import type { Relay } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
@@ -27,10 +27,12 @@ export const APPROVAL_META = `${WARDEN_META_PREFIX}approval`;
 /** JSON-RPC code of a task this agent does not have (what the SDK's servers answer too). */
 export const INVALID_PARAMS = -32602;
 
-/** Who calls the gateway: the request's identity and the agent acting. */
+/** Who calls the gateway: the request's identity, the agent acting, and the client session it belongs to (if the client keeps one). */
 export interface GatewayCaller {
   ctx: RequestContext;
   agent: AgentRow;
+  /** Whose upstream sessions the request uses: its client session's, declaring what that client declared (absent: the agent's, declaring nothing). */
+  client?: ClientOwner;
 }
 
 export interface GatewayOptions {

@@ -43,7 +43,8 @@ import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import { type OutcomeBasis, outcomeBasis } from '../decisions/decisions.ts';
 import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { ClientSession, McpClientSessions } from '../execution/mcp-client-sessions.ts';
+import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
 import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import { registerDiscoveryMethods } from './discovery-methods.ts';
@@ -65,16 +66,28 @@ import {
 import { GatewayTasks } from './gateway-tasks.ts';
 import { registerGovernedMethods } from './governed-methods.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
-import { answerRelayed, askClient, type ClientRequest, type Relay, relayed } from './relay.ts';
+import { type ClientRequest, listen, Questions, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
+/** The fixed action of each question an upstream asks of the client. */
+const ASK_ACTIONS: Record<ClientRequest['method'], string> = {
+  'sampling/createMessage': 'mcp.sampling',
+  'elicitation/create': 'mcp.elicitation',
+  'roots/list': 'mcp.roots',
+};
 /** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
 const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
+/** How often an open GET stream gets a comment, so that proxies in between keep it open. */
+const KEEP_ALIVE_MS = 25_000;
+
 export class McpGateway {
   private readonly taskMethods: GatewayTasks;
+  private readonly questions: Questions;
+  /** The GET streams open in this process, by client session (a message goes to the newest). */
+  private readonly streams = new Map<string, ServerResponse[]>();
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
 
@@ -82,9 +95,15 @@ export class McpGateway {
     private readonly execution: ExecutionService,
     private readonly tasks: McpTasks,
     private readonly agents: AgentDirectory,
+    private readonly sessions: McpClientSessions,
     private readonly options: GatewayOptions,
   ) {
     this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
+    this.questions = new Questions(sessions);
+    // a session ended (here or in another process): its GET streams here end too
+    sessions.onEnded((id) => {
+      for (const res of this.streams.get(id) ?? []) res.end();
+    });
   }
 
   /** A shutdown: calls held for an approval are answered now (pending, with where to decide it), and none is held from now on. */
@@ -92,9 +111,11 @@ export class McpGateway {
     this.stopping.abort();
   }
 
-  /** Stops the task sweep (shutdown). */
+  /** Stops the task and session sweeps, and ends the GET streams open here (shutdown). */
   close(): void {
     this.tasks.close();
+    this.sessions.close();
+    for (const streams of this.streams.values()) for (const res of streams) res.end();
   }
 
   /** The agent acting for a request: its key must name an active agent of the key's workspace (401/403 ApiErrors otherwise). */
@@ -125,24 +146,137 @@ export class McpGateway {
     origin: string,
   ): Promise<void> {
     // the client's answer to what an upstream asked it during one of its calls (relay.ts)
-    if (answerRelayed(caller.agent.id, body)) {
+    if (await this.questions.answer(caller.agent.id, body)) {
       res.writeHead(202).end();
       return;
     }
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
+    caller = await this.inSession(caller, slug, req, body, res);
     const plain = plainToolCall(req, body);
     if (plain) return this.answerToolCall({ caller, single, origin }, plain, res);
-    const server = this.build(caller, single, origin);
     const wantsProgress = JSON.stringify(body ?? null).includes('"progressToken"');
-    // JSON answers unless the client may be sent progress while it waits (then an SSE stream)
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !wantsProgress });
+    // JSON answers to a client that keeps no session, unless it may be sent progress while it
+    // waits; a session's requests are answered on SSE streams, as the SDK's servers answer them
+    const streaming = wantsProgress || caller.client !== undefined;
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streaming });
+    // on a stream, what the upstream asks during a call is asked on the call's own stream
+    const asker = streaming
+      ? (requestId: string | number): Extra['ask'] =>
+          (request, signal) =>
+            this.questions.ask(caller.agent.id, request, signal, (message) => {
+              void transport.send(JSON.parse(message), { relatedRequestId: requestId }).catch(() => undefined);
+            })
+      : undefined;
+    const server = this.build(caller, single, origin, asker);
     // closing the Server closes its transport (once: each close builds a ConnectionClosed error)
     res.on('close', () => void server.close());
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
   }
 
-  private build(caller: GatewayCaller, single: McpTarget | null, origin: string): Server {
+  /**
+   * The GET stream of a client session: what its upstream sessions send outside any request
+   * (resource updates, list changes, log messages) is relayed there, from any process. Without a
+   * session there is nothing to stream (405).
+   */
+  async stream(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (slug !== undefined) await this.execution.registeredServer(caller.ctx, slug);
+    const session = await this.sessionOf(caller, slug, req);
+    if (!session)
+      throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no stream: initialize a session first', {
+        headers: { Allow: 'GET, POST, DELETE' },
+      });
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.flushHeaders();
+    const open = this.streams.get(session.id) ?? [];
+    open.push(res);
+    this.streams.set(session.id, open);
+    const release = this.sessions.receive(`stream:${session.id}`, (message) => {
+      const newest = this.streams.get(session.id)?.at(-1);
+      newest?.write(sseEvent(JSON.stringify({ jsonrpc: '2.0', ...(message as object) })));
+    });
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
+    keepAlive.unref();
+    res.once('close', () => {
+      clearInterval(keepAlive);
+      const left = (this.streams.get(session.id) ?? []).filter((other) => other !== res);
+      if (left.length > 0) this.streams.set(session.id, left);
+      else {
+        this.streams.delete(session.id);
+        release();
+      }
+    });
+  }
+
+  /** Ends a client session (DELETE): its upstream sessions are terminated, its id answers 404 from now on. */
+  async end(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const session = await this.sessionOf(caller, slug, req);
+    if (!session)
+      throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no session to end', {
+        headers: { Allow: 'GET, POST, DELETE' },
+      });
+    await this.sessions.end(session.id);
+    res.writeHead(204).end();
+  }
+
+  /**
+   * The caller in its client session: a new one for an `initialize` (its id answered in
+   * `Mcp-Session-Id`), the one its `Mcp-Session-Id` names (404 unless it is this agent's, on this
+   * endpoint), or none for a client that keeps none (its upstream sessions are the agent's).
+   */
+  private async inSession(
+    caller: GatewayCaller,
+    slug: string | undefined,
+    req: IncomingMessage,
+    body: unknown,
+    res: ServerResponse,
+  ): Promise<GatewayCaller> {
+    let session: ClientSession | null;
+    if (isObject(body) && body.method === 'initialize') {
+      const params = isObject(body.params) ? body.params : {};
+      session = await this.sessions.open(
+        {
+          workspaceId: caller.ctx.auth.workspaceId,
+          agentId: caller.agent.id,
+          endpoint: slug ?? '',
+          protocolVersion: typeof params.protocolVersion === 'string' ? params.protocolVersion.slice(0, 32) : '',
+        },
+        params.capabilities,
+      );
+      res.setHeader('mcp-session-id', session.id);
+    } else session = await this.sessionOf(caller, slug, req);
+    return session ? { ...caller, client: this.clientOwner(session) } : caller;
+  }
+
+  /** The client session `Mcp-Session-Id` names (null: none named); 404 session_not_found unless it is this agent's, on this endpoint. */
+  private async sessionOf(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage): Promise<ClientSession | null> {
+    const named = req.headers['mcp-session-id'];
+    if (named === undefined) return null;
+    const session = typeof named === 'string' ? await this.sessions.find(named) : null;
+    if (
+      !session ||
+      session.workspaceId !== caller.ctx.auth.workspaceId ||
+      session.agentId !== caller.agent.id ||
+      session.endpoint !== (slug ?? '')
+    )
+      throw new ApiError('session_not_found', 'No such MCP session here (it ended, or never existed): initialize a new one');
+    return session;
+  }
+
+  /** Whose upstream sessions a client session's requests use, and how what those send outside a request reaches its GET stream. */
+  private clientOwner(session: ClientSession): ClientOwner {
+    const outside = {
+      notify: (notification: object) => this.sessions.send(`stream:${session.id}`, notification).catch(() => undefined),
+    };
+    return { id: session.id, capabilities: session.capabilities, prepare: (client) => listen(client, session.capabilities, outside) };
+  }
+
+  private build(
+    caller: GatewayCaller,
+    single: McpTarget | null,
+    origin: string,
+    asker?: (requestId: string | number) => Extra['ask'],
+  ): Server {
     const server = new Server(
       { name: single ? `warden:${single.slug}` : 'warden', version: '1.0.0' },
       {
@@ -169,7 +303,8 @@ export class McpGateway {
       single,
       servers,
       named,
-      listTools: (target, cursor) => this.execution.listTools(caller.ctx, target, { input: this.input(caller, 'mcp.discover'), cursor }),
+      listTools: (target, cursor) =>
+        this.execution.listTools(caller.ctx, target, { input: this.input(caller, 'mcp.discover'), cursor, client: caller.client }),
       discover: (target, method, capability, run, count) =>
         this.execution.governMcp(
           caller.ctx,
@@ -178,7 +313,7 @@ export class McpGateway {
           'discovery_failed',
           async (client) => (client.getServerCapabilities()?.[capability] ? run(client) : null),
           (r) => ({ [capability]: r ? count(r) : 0 }),
-          { idempotent: true },
+          { idempotent: true, client: caller.client },
         ),
       skipOnAggregate: (error) => this.skipOnAggregate(single, error),
     });
@@ -187,7 +322,7 @@ export class McpGateway {
       const { target, name } = await route(request.params.name);
       const args = request.params.arguments ?? {};
       const { task } = request.params;
-      const call: ToolCall = { caller, target, tool: name, args, extra: extra as Extra, origin };
+      const call: ToolCall = { caller, target, tool: name, args, extra: { ...(extra as Extra), ask: asker?.(extra.requestId) }, origin };
       return task ? this.taskMethods.create(call, task) : this.callTool(call);
     });
 
@@ -243,7 +378,7 @@ export class McpGateway {
       signal: cancelled.signal,
       ...(plain.meta ? { _meta: plain.meta } : {}),
       sendNotification: async (notification) => stream(JSON.stringify({ jsonrpc: '2.0', ...notification })),
-      ask: (request, signal) => askClient(where.caller.agent.id, request, signal, stream),
+      ask: (request, signal) => this.questions.ask(where.caller.agent.id, request, signal, stream),
     };
     let answer: string;
     try {
@@ -294,7 +429,7 @@ export class McpGateway {
         work,
         () => ({}),
         // a client that goes away makes the outcome `cancelled`, not `failed`
-        { idempotent: true, signal: act.signal },
+        { idempotent: true, signal: act.signal, client: caller.client },
       )
       .catch((error) => {
         throw asProtocolError(error);
@@ -332,7 +467,7 @@ export class McpGateway {
     request: ClientRequest,
     ask: () => Promise<unknown>,
   ): Promise<unknown> {
-    const action = request.method === 'sampling/createMessage' ? 'mcp.sampling' : 'mcp.elicitation';
+    const action = ASK_ACTIONS[request.method];
     const { _meta, ...params } = (request.params ?? {}) as Record<string, unknown>;
     const { decided, value } = await this.execution
       .governMcp(
@@ -342,6 +477,7 @@ export class McpGateway {
         'call_failed',
         async () => ({ answer: await ask() }),
         ({ answer }) => (isObject(answer) && typeof answer.action === 'string' ? { elicitation_action: answer.action } : {}),
+        { client: caller.client },
       )
       .catch((error) => {
         // the client's own answer (an error it sent, a timeout) goes back as it is
@@ -406,7 +542,7 @@ export class McpGateway {
         'call_failed',
         work,
         describe,
-        { dedicated, signal: extra.signal },
+        { dedicated, signal: extra.signal, client: caller.client },
       );
     let { decided, value } = await attempt();
     if (value !== null) return { value, basis: outcomeBasis(decided) };

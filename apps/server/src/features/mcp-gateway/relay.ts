@@ -1,35 +1,46 @@
 /**
  * What an upstream sends during one of Warden's requests, relayed to the client on that
  * request's own stream: its log messages (`notifications/message`), and what it asks of the
- * client (`sampling/createMessage`, `elicitation/create`), whose answer the client POSTs back.
+ * client (`sampling/createMessage`, `elicitation/create`, `roots/list`), whose answer the client
+ * POSTs back, to this process or any other (McpClientSessions routes it).
  *
  * Upstream sessions are pooled and shared by concurrent calls, and the SDK client hands every
  * message to one handler per session, without saying which request's stream it came on.
  * The stream is read in the async context of the request that opened it (the transport's send,
  * called from the request), so an AsyncLocalStorage entered around the upstream request tells
  * the handler whose it is. The session's own GET stream is opened outside any such scope (by the
- * connection's handshake), so what the upstream sends there reaches no client, and a request
- * asked there is refused.
+ * connection's handshake): what the upstream sends there goes to the client session's own GET
+ * stream (`outside`), when the upstream session belongs to one; a request asked there is
+ * refused (it belongs to no request of the client's, so nothing would decide it as the client's act).
+ * An upstream client handles only the questions its client session declared it can answer.
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
+  type ClientCapabilities,
   CreateMessageRequestSchema,
   type CreateMessageResult,
   ElicitRequestSchema,
   type ElicitResult,
   ErrorCode,
+  ListRootsRequestSchema,
+  type ListRootsResult,
   LoggingMessageNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
   type ServerNotification,
   type ServerRequest,
+  ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { isObject } from '../../shared/objects.ts';
+import type { McpClientSessions } from '../execution/mcp-client-sessions.ts';
 import { rpcError } from './rpc-error.ts';
 
 /** What the upstream may ask of the client during a request. */
-export type ClientRequest = Extract<ServerRequest, { method: 'sampling/createMessage' | 'elicitation/create' }>;
+export type ClientRequest = Extract<ServerRequest, { method: 'sampling/createMessage' | 'elicitation/create' | 'roots/list' }>;
 
 /** Where a request's relayed messages go: its notifications, and its questions (absent: the request's stream cannot carry one). */
 export interface Relay {
@@ -44,9 +55,25 @@ const scope = new AsyncLocalStorage<Relay>();
 /** Upstream clients whose relaying handlers are set (once per client). */
 const listening = new WeakSet<Client>();
 
-function listen(client: Client): void {
+/** What an upstream notifies its client of, relayed as it is (to the request's stream, else the session's). */
+const RELAYED_NOTIFICATIONS = [
+  LoggingMessageNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  PromptListChangedNotificationSchema,
+];
+
+/**
+ * Sets `client`'s relaying handlers: notifications go to the request whose stream they came on,
+ * else to `outside` (the client session's GET stream); the questions `declared` names are
+ * relayed within a request only.
+ */
+export function listen(client: Client, declared: ClientCapabilities, outside?: Pick<Relay, 'notify'>): void {
+  if (listening.has(client)) return;
   listening.add(client);
-  client.setNotificationHandler(LoggingMessageNotificationSchema, (notification) => scope.getStore()?.notify(notification));
+  for (const schema of RELAYED_NOTIFICATIONS)
+    client.setNotificationHandler(schema, (notification) => (scope.getStore() ?? outside)?.notify(notification as ServerNotification));
   const ask =
     <R>() =>
     async (request: ClientRequest, extra: { signal: AbortSignal }): Promise<R> => {
@@ -57,8 +84,10 @@ function listen(client: Client): void {
       const relayAsk = relay.ask;
       return (await scope.exit(() => relayAsk(request, extra.signal))) as R;
     };
-  client.setRequestHandler(CreateMessageRequestSchema, ask<CreateMessageResult>());
-  client.setRequestHandler(ElicitRequestSchema, ask<ElicitResult>());
+  // the SDK refuses a handler for a capability the client did not declare
+  if (declared.sampling) client.setRequestHandler(CreateMessageRequestSchema, ask<CreateMessageResult>());
+  if (declared.elicitation) client.setRequestHandler(ElicitRequestSchema, ask<ElicitResult>());
+  if (declared.roots) client.setRequestHandler(ListRootsRequestSchema, ask<ListRootsResult>());
 }
 
 /**
@@ -66,7 +95,7 @@ function listen(client: Client): void {
  * stream relayed by `relay`, until `work` settles; nothing is relayed after.
  */
 export async function relayed<T>(client: Client, relay: Relay, work: () => Promise<T>): Promise<T> {
-  if (!listening.has(client)) listen(client);
+  listen(client, {});
   let open = true;
   const scoped: Relay = {
     notify: (notification) => (open ? relay.notify(notification).catch(() => undefined) : Promise.resolve()),
@@ -86,72 +115,72 @@ export async function relayed<T>(client: Client, relay: Relay, work: () => Promi
   }
 }
 
-interface Pending {
-  /** Who may answer: the agent the question was relayed to. */
+/** An answer the client sent, as it travels to the process that asked. */
+interface Answer {
   agentId: string;
-  settle: (answer: { result?: unknown; error?: { code: number; message: string; data?: unknown } }) => void;
+  message: { result?: unknown; error?: unknown };
 }
 
-/** Questions relayed to clients in this process, by the JSON-RPC id they were sent with. */
-const pending = new Map<string, Pending>();
+/** The prefix of the JSON-RPC ids Warden asks clients under. */
+const QUESTION_ID = /^warden-[0-9a-f-]{36}$/;
 
 /**
- * Sends `request` to the client with `send` (under an id of Warden's) and waits for the
- * answer that the same agent POSTs back (answerRelayed), the upstream's cancellation, or
- * ANSWER_WAIT_MS.
+ * Questions relayed to clients, waiting for their answers: asked here, answered by a POST to any
+ * process (McpClientSessions routes the answer to the process that asked).
  */
-export function askClient(agentId: string, request: ClientRequest, signal: AbortSignal, send: (message: string) => void): Promise<unknown> {
-  const id = `warden-${randomUUID()}`;
-  return new Promise((resolve, reject) => {
-    const done = () => {
-      pending.delete(id);
-      clearTimeout(timer);
-      signal.removeEventListener('abort', cancelled);
-    };
-    const timer = setTimeout(() => {
-      done();
-      reject(rpcError(ErrorCode.RequestTimeout, `The client did not answer ${request.method} in time`));
-    }, ANSWER_WAIT_MS);
-    const cancelled = () => {
-      done();
-      reject(rpcError(ErrorCode.RequestTimeout, `${request.method} was cancelled`));
-    };
-    signal.addEventListener('abort', cancelled, { once: true });
-    pending.set(id, {
-      agentId,
-      settle: (answer) => {
+export class Questions {
+  constructor(private readonly sessions: McpClientSessions) {}
+
+  /**
+   * Sends `request` to the client with `send` (under an id of Warden's) and waits for the
+   * answer that the same agent POSTs back (answer), the upstream's cancellation, or
+   * ANSWER_WAIT_MS.
+   */
+  ask(agentId: string, request: ClientRequest, signal: AbortSignal, send: (message: string) => void): Promise<unknown> {
+    const id = `warden-${randomUUID()}`;
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        release();
+        clearTimeout(timer);
+        signal.removeEventListener('abort', cancelled);
+      };
+      const timer = setTimeout(() => {
         done();
-        if (answer.error) reject(rpcError(answer.error.code, answer.error.message, answer.error.data));
-        else resolve(answer.result);
-      },
+        reject(rpcError(ErrorCode.RequestTimeout, `The client did not answer ${request.method} in time`));
+      }, ANSWER_WAIT_MS);
+      const cancelled = () => {
+        done();
+        reject(rpcError(ErrorCode.RequestTimeout, `${request.method} was cancelled`));
+      };
+      signal.addEventListener('abort', cancelled, { once: true });
+      const release = this.sessions.receive(`question:${id}`, (sent) => {
+        const { agentId: from, message } = sent as Answer;
+        // only the agent asked may answer
+        if (from !== agentId) return;
+        done();
+        const error = isObject(message.error) ? message.error : undefined;
+        if (error) reject(rpcError(Number(error.code) || ErrorCode.InternalError, String(error.message ?? ''), error.data));
+        else resolve(message.result);
+      });
+      send(JSON.stringify({ jsonrpc: '2.0', id, method: request.method, params: request.params }));
     });
-    send(JSON.stringify({ jsonrpc: '2.0', id, method: request.method, params: request.params }));
-  });
-}
+  }
 
-/**
- * When `body` is the client's answer to relayed questions (JSON-RPC responses only, each to a
- * question this agent was asked in this process), hands them over and says true; otherwise
- * false and nothing is done.
- */
-export function answerRelayed(agentId: string, body: unknown): boolean {
-  const messages = Array.isArray(body) ? body : [body];
-  const answers: { entry: Pending; message: Record<string, unknown> }[] = [];
-  for (const message of messages) {
-    if (!isObject(message) || 'method' in message || typeof message.id !== 'string' || !('result' in message || 'error' in message))
-      return false;
-    const entry = pending.get(message.id);
-    if (!entry || entry.agentId !== agentId) return false;
-    answers.push({ entry, message });
+  /**
+   * When `body` is the client's answer to relayed questions (JSON-RPC responses only, each to an
+   * id Warden asked under), sends each to the process that asked and says true; otherwise false
+   * and nothing is done. An answer for a question nobody waits for, or another agent's, is dropped.
+   */
+  async answer(agentId: string, body: unknown): Promise<boolean> {
+    const messages = Array.isArray(body) ? body : [body];
+    if (messages.length === 0) return false;
+    for (const message of messages)
+      if (!isObject(message) || 'method' in message || typeof message.id !== 'string' || !QUESTION_ID.test(message.id)) return false;
+      else if (!('result' in message || 'error' in message)) return false;
+    for (const message of messages as Record<string, unknown>[]) {
+      const answer: Answer = { agentId, message: 'error' in message ? { error: message.error } : { result: message.result } };
+      await this.sessions.send(`question:${message.id}`, answer);
+    }
+    return true;
   }
-  if (answers.length === 0) return false;
-  for (const { entry, message } of answers) {
-    const error = isObject(message.error) ? message.error : undefined;
-    entry.settle(
-      error
-        ? { error: { code: Number(error.code) || ErrorCode.InternalError, message: String(error.message ?? ''), data: error.data } }
-        : { result: message.result },
-    );
-  }
-  return true;
 }

@@ -1,0 +1,173 @@
+/**
+ * A stateful upstream MCP server for the gateway's client-session tests: SDK-built, Streamable
+ * HTTP on a loopback port, one McpServer and transport per session. It records, per session,
+ * what the client declared at initialize, the GET streams open and the DELETEs received, keeps
+ * a note and resource subscriptions per session, asks its client `roots/list` and
+ * `elicitation/create` from tools, and sends notifications outside any request when told to.
+ */
+import { randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import {
+  type ClientCapabilities,
+  ElicitResultSchema,
+  ListRootsResultSchema,
+  type ServerNotification,
+  type ServerRequest,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { readJson } from '../support/mcp-server.ts';
+
+export interface SessionsUpstream {
+  url: string;
+  /** Ids of the sessions initialized, in order. */
+  sessions: () => string[];
+  /** Ids of the sessions a DELETE was received for, in order. */
+  deleted: () => string[];
+  /** What the client declared at this session's initialize (undefined: no such session). */
+  capabilities: (sessionId: string) => ClientCapabilities | undefined;
+  /** Ids of the sessions whose GET stream is open now. */
+  streaming: () => string[];
+  /** Sends `notifications/resources/updated` for `uri` to every session subscribed to it; answers their ids. */
+  resourceUpdated: (uri: string) => Promise<string[]>;
+  /** Sends `notification` to one session outside any request (on its GET stream, if it has one). */
+  notify: (sessionId: string, notification: ServerNotification) => Promise<void>;
+  close: () => Promise<void>;
+}
+
+interface SessionState {
+  note?: string;
+  subscriptions: Set<string>;
+}
+
+/** The URI of the one resource a client may subscribe to. */
+export const WATCHED = 'test://watched';
+
+const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
+
+function buildServer(state: SessionState): McpServer {
+  const server = new McpServer(
+    { name: 'client-sessions-upstream', version: '1.0.0' },
+    { capabilities: { logging: {}, resources: { subscribe: true, listChanged: true }, tools: { listChanged: true } } },
+  );
+  server.registerTool('whoami', { description: 'Answers the id of the session it runs on' }, async (extra) =>
+    text(String(extra.sessionId)),
+  );
+  server.registerTool('set_note', { description: 'Keeps a note in this session', inputSchema: { note: z.string() } }, async ({ note }) => {
+    state.note = note;
+    return text('noted');
+  });
+  server.registerTool('get_note', { description: "Answers this session's note" }, async () => text(state.note ?? '(none)'));
+  server.registerTool('list_roots', { description: "Answers the client's roots, comma-separated" }, async (extra) => {
+    try {
+      const answer = await extra.sendRequest({ method: 'roots/list' } as ServerRequest, ListRootsResultSchema);
+      return text(answer.roots.map((root) => root.uri).join(','));
+    } catch (error) {
+      // the client's (or Warden's) JSON-RPC error, shown to the test as the tool's text
+      return text(`roots/list failed: ${(error as Error).message}`);
+    }
+  });
+  server.registerTool(
+    'elicit',
+    { description: 'Asks the user for a name', inputSchema: { message: z.string() } },
+    async ({ message }, extra) => {
+      const requestedSchema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] };
+      // sendRequest, not elicitInput: it asks whatever the client declared
+      const answer = await extra.sendRequest(
+        { method: 'elicitation/create', params: { message, requestedSchema } } as ServerRequest,
+        ElicitResultSchema,
+      );
+      return text(`action=${answer.action}; content=${JSON.stringify(answer.content ?? {})}`);
+    },
+  );
+  server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to', mimeType: 'text/plain' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'watched' }],
+  }));
+  server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
+    state.subscriptions.add(request.params.uri);
+    return {};
+  });
+  server.server.setRequestHandler(UnsubscribeRequestSchema, async (request) => {
+    state.subscriptions.delete(request.params.uri);
+    return {};
+  });
+  return server;
+}
+
+export async function startSessionsUpstream(): Promise<SessionsUpstream> {
+  const transports = new Map<string, StreamableHTTPServerTransport>();
+  /** Every session ever initialized (kept after it ends, so its capabilities can still be read). */
+  const known = new Map<string, { server: McpServer; state: SessionState }>();
+  const opened: string[] = [];
+  const deleted: string[] = [];
+  const streams = new Map<string, number>();
+  const http: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
+    try {
+      const sessionId = req.headers['mcp-session-id'] as string | undefined;
+      if (req.method === 'DELETE' && sessionId) deleted.push(sessionId);
+      const body = req.method === 'POST' ? await readJson(req) : undefined;
+      let transport = sessionId ? transports.get(sessionId) : undefined;
+      if (!transport) {
+        if (sessionId) {
+          res
+            .writeHead(404, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+          return;
+        }
+        const state: SessionState = { subscriptions: new Set() };
+        const server = buildServer(state);
+        const created = new StreamableHTTPServerTransport({
+          sessionIdGenerator: () => randomUUID(),
+          onsessioninitialized: (id) => {
+            transports.set(id, created);
+            known.set(id, { server, state });
+            opened.push(id);
+          },
+        });
+        created.onclose = () => {
+          if (created.sessionId) transports.delete(created.sessionId);
+        };
+        await server.connect(created);
+        transport = created;
+      }
+      if (req.method === 'GET' && sessionId) {
+        // counted while the response is open: the session's stream for messages outside requests
+        streams.set(sessionId, (streams.get(sessionId) ?? 0) + 1);
+        res.on('close', () => streams.set(sessionId, (streams.get(sessionId) ?? 1) - 1));
+      }
+      await transport.handleRequest(req, res, body);
+    } catch (error) {
+      if (!res.headersSent) res.writeHead(500).end(String(error));
+    }
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const { port } = http.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    sessions: () => [...opened],
+    deleted: () => [...deleted],
+    capabilities: (id) => known.get(id)?.server.server.getClientCapabilities(),
+    streaming: () => [...streams].filter(([, open]) => open > 0).map(([id]) => id),
+    resourceUpdated: async (uri) => {
+      const sent: string[] = [];
+      for (const [id, session] of known) {
+        if (!transports.has(id) || !session.state.subscriptions.has(uri)) continue;
+        await session.server.server.sendResourceUpdated({ uri });
+        sent.push(id);
+      }
+      return sent;
+    },
+    notify: async (id, notification) => {
+      await known.get(id)?.server.server.notification(notification);
+    },
+    close: async () => {
+      for (const t of [...transports.values()]) await t.close().catch(() => undefined);
+      http.closeAllConnections();
+      await new Promise<void>((resolve) => http.close(() => resolve()));
+    },
+  };
+}
