@@ -14,6 +14,7 @@ import {
   type ClientCapabilities,
   ElicitResultSchema,
   ListRootsResultSchema,
+  RootsListChangedNotificationSchema,
   type ServerNotification,
   type ServerRequest,
   SubscribeRequestSchema,
@@ -30,6 +31,8 @@ export interface SessionsUpstream {
   deleted: () => string[];
   /** What the client declared at this session's initialize (undefined: no such session). */
   capabilities: (sessionId: string) => ClientCapabilities | undefined;
+  /** Ids of the sessions whose client said its roots changed (notifications/roots/list_changed), once per notification. */
+  rootsChanged: () => string[];
   /** Ids of the sessions whose GET stream is open now. */
   streaming: () => string[];
   /** Sends `notifications/resources/updated` for `uri` to every session subscribed to it; answers their ids. */
@@ -49,7 +52,7 @@ export const WATCHED = 'test://watched';
 
 const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 
-function buildServer(state: SessionState): McpServer {
+function buildServer(state: SessionState, onRootsChanged: () => void): McpServer {
   const server = new McpServer(
     { name: 'client-sessions-upstream', version: '1.0.0' },
     { capabilities: { logging: {}, resources: { subscribe: true, listChanged: true }, tools: { listChanged: true } } },
@@ -87,6 +90,8 @@ function buildServer(state: SessionState): McpServer {
   server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to', mimeType: 'text/plain' }, async (uri) => ({
     contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'watched' }],
   }));
+  // a notification handler is given no extra: the session is the one this server was built for
+  server.server.setNotificationHandler(RootsListChangedNotificationSchema, async () => onRootsChanged());
   server.server.setRequestHandler(SubscribeRequestSchema, async (request) => {
     state.subscriptions.add(request.params.uri);
     return {};
@@ -104,6 +109,7 @@ export async function startSessionsUpstream(): Promise<SessionsUpstream> {
   const known = new Map<string, { server: McpServer; state: SessionState }>();
   const opened: string[] = [];
   const deleted: string[] = [];
+  const rootsChanged: string[] = [];
   const streams = new Map<string, number>();
   const http: Server = createServer(async (req: IncomingMessage, res: ServerResponse) => {
     try {
@@ -119,7 +125,7 @@ export async function startSessionsUpstream(): Promise<SessionsUpstream> {
           return;
         }
         const state: SessionState = { subscriptions: new Set() };
-        const server = buildServer(state);
+        const server = buildServer(state, () => rootsChanged.push(String(created.sessionId)));
         const created = new StreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
           onsessioninitialized: (id) => {
@@ -150,6 +156,7 @@ export async function startSessionsUpstream(): Promise<SessionsUpstream> {
     url: `http://127.0.0.1:${port}/mcp`,
     sessions: () => [...opened],
     deleted: () => [...deleted],
+    rootsChanged: () => [...rootsChanged],
     capabilities: (id) => known.get(id)?.server.server.getClientCapabilities(),
     streaming: () => [...streams].filter(([, open]) => open > 0).map(([id]) => id),
     resourceUpdated: async (uri) => {

@@ -194,10 +194,10 @@ interface Connected {
   seen: { method: string; status: number; type: string | null }[];
 }
 
-/** An unmodified SDK client on /mcp/up, declaring `capabilities`. */
-async function connect(agentKey: string, capabilities: ClientCapabilities = {}): Promise<Connected> {
+/** An unmodified SDK client on /mcp/up (or `path`), declaring `capabilities`. */
+async function connect(agentKey: string, capabilities: ClientCapabilities = {}, path?: string): Promise<Connected> {
   const seen: Connected['seen'] = [];
-  const transport = new StreamableHTTPClientTransport(new URL(endpoint({})), {
+  const transport = new StreamableHTTPClientTransport(new URL(endpoint({ path })), {
     requestInit: { headers: { authorization: `Bearer ${agentKey}` } },
     fetch: async (url, init) => {
       const res = await fetch(url, init);
@@ -359,6 +359,19 @@ describe('the GET stream: what the upstream sends outside any request', () => {
     expect(updates.b).toEqual([]);
   });
 
+  it('names the resource of an update as the aggregate /mcp names it (its server prefix)', async () => {
+    const ws = await workspace();
+    const { client } = await connect(ws.agentKey, {}, '');
+    const updates: string[] = [];
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updates.push(n.params.uri));
+    await client.subscribeResource({ uri: `up__${WATCHED}` });
+    await resendUntil(
+      () => upstream.resourceUpdated(WATCHED),
+      () => updates[0],
+    );
+    expect(new Set(updates)).toEqual(new Set([`up__${WATCHED}`]));
+  });
+
   it('relays tools/list_changed, resources/list_changed and log messages sent outside any request', async () => {
     const ws = await workspace();
     const { client } = await connect(ws.agentKey);
@@ -400,6 +413,18 @@ describe('roots/list, relayed as mcp.roots', () => {
     expect(text(await client.callTool({ name: 'list_roots', arguments: {} }))).toBe('file:///home/ada/project');
     expect(asked.count).toBe(1);
     expect((await ws.events('mcp.roots')).some((e) => e.result === 'allowed')).toBe(true);
+  });
+
+  it("tells the session's upstream when the client's roots change (notifications/roots/list_changed), and no other session", async () => {
+    const ws = await workspace();
+    const { client } = await connect(ws.agentKey, { roots: { listChanged: true } });
+    const other = (await connect(ws.agentKey, { roots: { listChanged: true } })).client;
+    // each client's upstream session exists once it made a request
+    const mine = await whoami(client);
+    const theirs = await whoami(other);
+    await client.sendRootsListChanged();
+    expect(await eventually(() => (upstream.rootsChanged().includes(mine) ? true : undefined))).toBe(true);
+    expect(upstream.rootsChanged()).not.toContain(theirs);
   });
 
   it('a policy blocks mcp.roots: the upstream receives a JSON-RPC error, the client is never asked', async () => {

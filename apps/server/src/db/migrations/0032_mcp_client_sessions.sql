@@ -3,7 +3,8 @@
 -- agent and one endpoint (`endpoint`: the server's slug, '' for the aggregate /mcp); its id is
 -- not a credential (every request is authenticated on its own) but names whose upstream
 -- sessions a request uses and which capabilities Warden declares to those upstreams.
--- `last_seen_at` is moved at most once a minute; idle sessions are swept.
+-- `last_seen_at` is moved at most once a minute; idle sessions are swept, and an agent keeps at
+-- most a fixed number (opening one more ends its least recently seen).
 CREATE TABLE mcp_client_sessions (
   id text PRIMARY KEY,
   workspace_id uuid NOT NULL REFERENCES workspaces (id) ON DELETE CASCADE,
@@ -16,6 +17,8 @@ CREATE TABLE mcp_client_sessions (
   FOREIGN KEY (workspace_id, agent_id) REFERENCES agents (workspace_id, id) ON DELETE CASCADE
 );
 CREATE INDEX mcp_client_sessions_idle ON mcp_client_sessions (last_seen_at);
+-- an agent's sessions, newest first (the cap on them)
+CREATE INDEX mcp_client_sessions_agent ON mcp_client_sessions (workspace_id, agent_id, last_seen_at DESC);
 
 COMMENT ON COLUMN mcp_client_sessions.capabilities IS 'The client capabilities Warden relays (sampling, elicitation, roots) as the client declared them';
 

@@ -30,6 +30,25 @@ export const touchClientSession = (db: Kysely<DB>, id: string) =>
 export const deleteClientSession = async (db: Kysely<DB>, id: string) =>
   (await db.deleteFrom('mcp_client_sessions').where('id', '=', id).executeTakeFirst()).numDeletedRows > 0n;
 
+/** Deletes the agent's sessions beyond its `keep` most recently seen; their ids. */
+export const deleteSessionsBeyond = async (db: Kysely<DB>, workspaceId: string, agentId: string, keep: number) =>
+  (
+    await db
+      .deleteFrom('mcp_client_sessions')
+      .where('id', 'in', (q) =>
+        q
+          .selectFrom('mcp_client_sessions')
+          .select('id')
+          .where('workspace_id', '=', workspaceId)
+          .where('agent_id', '=', agentId)
+          .orderBy('last_seen_at', 'desc')
+          .orderBy('created_at', 'desc')
+          .offset(keep),
+      )
+      .returning('id')
+      .execute()
+  ).map((row) => row.id);
+
 /** Deletes sessions unseen since `before`, at most `limit`; their ids. */
 export const deleteIdleClientSessions = async (db: Kysely<DB>, before: Date, limit: number) =>
   (

@@ -21,6 +21,7 @@ import {
   deleteClientSession,
   deleteIdleClientSessions,
   deleteOldRelayRows,
+  deleteSessionsBeyond,
   findClientSession,
   insertClientSession,
   notifyRelay,
@@ -37,6 +38,8 @@ const SESSION_ID = /^wms_[A-Za-z0-9_-]{43}$/;
 export const DEFAULT_CLIENT_SESSION_IDLE_MS = 24 * 3600_000;
 /** How often a session's last use is written at most (each request would otherwise write). */
 const TOUCH_EVERY_MS = 60_000;
+/** Live sessions an agent keeps at most: opening one more ends its least recently seen (a client that initializes in a loop). */
+export const MAX_SESSIONS_PER_AGENT = 100;
 /** Sessions kept in a process's cache at most. */
 const CACHED = 10_000;
 /** NOTIFY payloads are limited to 8000 bytes; a larger message travels as a row. */
@@ -45,6 +48,7 @@ const INLINE_BYTES = 7_000;
 const RELAY_ROW_KEEP_MS = 15 * 60_000;
 const SWEEP_BATCH = 500;
 
+const ROOTS_CHANGED = { method: 'notifications/roots/list_changed' } as const;
 /** The client capabilities Warden relays, and so declares upstream for a client that declared them. */
 const RELAYED = ['sampling', 'elicitation', 'roots'] as const;
 
@@ -107,6 +111,8 @@ export class McpClientSessions {
       protocol_version: session.protocolVersion,
     });
     this.remember(session, Date.now());
+    for (const id of await deleteSessionsBeyond(this.db, session.workspaceId, session.agentId, MAX_SESSIONS_PER_AGENT))
+      await this.announceEnd(id);
     return session;
   }
 
@@ -139,9 +145,23 @@ export class McpClientSessions {
   /** Ends the session everywhere; false when it did not exist. */
   async end(id: string): Promise<boolean> {
     const existed = await deleteClientSession(this.db, id);
+    await this.announceEnd(id);
+    return existed;
+  }
+
+  /** A session whose row is gone ends here and in every other process. */
+  private async announceEnd(id: string): Promise<void> {
     this.ended(id);
     await notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ ended: id }));
-    return existed;
+  }
+
+  /**
+   * The client's roots changed: every upstream session opened for its session, in any process,
+   * is told (a notification changes nothing upstream; what the upstream then asks is decided).
+   */
+  async rootsChanged(id: string): Promise<void> {
+    this.connector.notifyClient(id, ROOTS_CHANGED);
+    await notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ rootsChanged: id }));
   }
 
   /** Called with the id of every session that ends (here or in another process). */
@@ -172,8 +192,9 @@ export class McpClientSessions {
   }
 
   private async received(payload: string): Promise<void> {
-    const note = JSON.parse(payload) as { to?: string; body?: unknown; row?: number; ended?: string };
+    const note = JSON.parse(payload) as { to?: string; body?: unknown; row?: number; ended?: string; rootsChanged?: string };
     if (typeof note.ended === 'string') return this.ended(note.ended);
+    if (typeof note.rootsChanged === 'string') return this.connector.notifyClient(note.rootsChanged, ROOTS_CHANGED);
     const receiver = typeof note.to === 'string' ? this.receivers.get(note.to) : undefined;
     if (!receiver) return;
     if (typeof note.row === 'number') {
@@ -196,10 +217,7 @@ export class McpClientSessions {
   /** Ends idle sessions (one process each: a row is deleted once) and drops stored messages nobody took. */
   async sweep(now = Date.now()): Promise<void> {
     const idle = await deleteIdleClientSessions(this.db, new Date(now - this.idleMs), SWEEP_BATCH);
-    for (const id of idle) {
-      this.ended(id);
-      await notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ ended: id }));
-    }
+    for (const id of idle) await this.announceEnd(id);
     await deleteOldRelayRows(this.db, new Date(now - RELAY_ROW_KEEP_MS));
   }
 }

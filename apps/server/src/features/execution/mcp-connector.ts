@@ -100,8 +100,8 @@ export interface HeldSession {
 export interface ClientOwner {
   id: string;
   capabilities: ClientCapabilities;
-  /** Called with each upstream client opened for the session, before its handshake (the gateway's relay handlers). */
-  prepare?: (client: Client) => void;
+  /** Called with each upstream client opened for the session (and its server), before its handshake: the gateway's relay handlers. */
+  prepare?: (client: Client, target: McpTarget) => void;
 }
 
 /** Whose upstream session a call uses: the agent's, its governed session's, or its gateway client session's. */
@@ -194,7 +194,7 @@ export class McpConnector {
       const c = new Client({ name: 'warden', version: '1.0.0' }, { capabilities: owner?.capabilities ?? {} });
       // a failing background stream (the server-to-client GET) is not the caller's error
       c.onerror = () => undefined;
-      owner?.prepare?.(c);
+      owner?.prepare?.(c, target);
       return c;
     };
     const deadline = performance.now() + MCP_REQUEST_TIMEOUT_MS;
@@ -485,6 +485,13 @@ export class McpConnector {
     for (const entry of [...this.pool.values()]) {
       if (entry.expiresAt <= now || (entry.inUse === 0 && now - entry.lastUsed >= this.idleMs)) this.retire(entry);
     }
+  }
+
+  /** Sends a notification of the client's (its roots changed) on every upstream session opened here for its client session. */
+  notifyClient(clientId: string, notification: { method: 'notifications/roots/list_changed' }): void {
+    for (const entry of this.pool.values())
+      if (entry.clientId === clientId && !entry.closed)
+        void entry.client.then((client) => client.notification(notification)).catch(() => undefined);
   }
 
   /** Terminates the upstream sessions opened for a gateway client session (it ended). */

@@ -40,6 +40,15 @@ export interface GatewayOptions {
   approvalWaitMs: number;
 }
 
+/**
+ * What an upstream notifies, as the client of `endpoint` sees it: on the aggregate (no single
+ * server), the URI of a resource update carries the server's prefix, as the resource's listing did.
+ */
+export function asClientSees(target: McpTarget, single: boolean, notification: ServerNotification): ServerNotification {
+  if (single || notification.method !== 'notifications/resources/updated') return notification;
+  return { ...notification, params: { ...notification.params, uri: `${target.slug}${NAMESPACE_SEPARATOR}${notification.params.uri}` } };
+}
+
 /** A resource URI in the one form it is decided on and sent in; a URI that has none is invalid params. */
 export function resourceUri(uri: string): string {
   try {
@@ -59,6 +68,8 @@ export interface ToolCall {
   extra: Extra;
   /** Where the caller reaches Warden (for the approval links it is shown). */
   origin: string;
+  /** Called on the aggregate endpoint (names and URIs the client sees carry the server's prefix). */
+  aggregate: boolean;
 }
 
 /** What a call policy did not let run says, and the `_meta` naming the approval it waits for. */

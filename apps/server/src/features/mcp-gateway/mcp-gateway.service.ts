@@ -43,13 +43,14 @@ import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import { type OutcomeBasis, outcomeBasis } from '../decisions/decisions.ts';
 import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
-import type { ClientSession, McpClientSessions } from '../execution/mcp-client-sessions.ts';
-import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
+import type { McpClientSessions } from '../execution/mcp-client-sessions.ts';
+import type { McpTarget } from '../execution/mcp-connector.ts';
 import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import { registerDiscoveryMethods } from './discovery-methods.ts';
 import {
   APPROVAL_META,
+  asClientSees,
   asProtocolError,
   asToolError,
   type Extra,
@@ -63,10 +64,11 @@ import {
   type ToolCall,
   text,
 } from './gateway-answers.ts';
+import { GatewaySessions, sseEvent } from './gateway-sessions.ts';
 import { GatewayTasks } from './gateway-tasks.ts';
 import { registerGovernedMethods } from './governed-methods.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
-import { type ClientRequest, listen, Questions, type Relay, relayed } from './relay.ts';
+import { type ClientRequest, Questions, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
@@ -76,18 +78,13 @@ const ASK_ACTIONS: Record<ClientRequest['method'], string> = {
   'elicitation/create': 'mcp.elicitation',
   'roots/list': 'mcp.roots',
 };
-/** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
-const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
-/** How often an open GET stream gets a comment, so that proxies in between keep it open. */
-const KEEP_ALIVE_MS = 25_000;
 
 export class McpGateway {
   private readonly taskMethods: GatewayTasks;
   private readonly questions: Questions;
-  /** The GET streams open in this process, by client session (a message goes to the newest). */
-  private readonly streams = new Map<string, ServerResponse[]>();
+  private readonly clientSessions: GatewaySessions;
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
 
@@ -100,10 +97,7 @@ export class McpGateway {
   ) {
     this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
     this.questions = new Questions(sessions);
-    // a session ended (here or in another process): its GET streams here end too
-    sessions.onEnded((id) => {
-      for (const res of this.streams.get(id) ?? []) res.end();
-    });
+    this.clientSessions = new GatewaySessions(sessions, (ctx, slug) => execution.registeredServer(ctx, slug));
   }
 
   /** A shutdown: calls held for an approval are answered now (pending, with where to decide it), and none is held from now on. */
@@ -114,8 +108,17 @@ export class McpGateway {
   /** Stops the task and session sweeps, and ends the GET streams open here (shutdown). */
   close(): void {
     this.tasks.close();
-    this.sessions.close();
-    for (const streams of this.streams.values()) for (const res of streams) res.end();
+    this.clientSessions.close();
+  }
+
+  /** A client session's GET stream (gateway-sessions.ts). */
+  stream(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    return this.clientSessions.stream(caller, slug, req, res);
+  }
+
+  /** Ends a client session (DELETE). */
+  end(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    return this.clientSessions.end(caller, slug, req, res);
   }
 
   /** The agent acting for a request: its key must name an active agent of the key's workspace (401/403 ApiErrors otherwise). */
@@ -151,7 +154,13 @@ export class McpGateway {
       return;
     }
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
-    caller = await this.inSession(caller, slug, req, body, res);
+    caller = await this.clientSessions.inSession(caller, slug, req, body, res);
+    // the client's roots changed: its session's upstreams are told, wherever they are
+    if (caller.client && isObject(body) && body.method === 'notifications/roots/list_changed' && !('id' in body)) {
+      await this.sessions.rootsChanged(caller.client.id);
+      res.writeHead(202).end();
+      return;
+    }
     const plain = plainToolCall(req, body);
     if (plain) return this.answerToolCall({ caller, single, origin }, plain, res);
     const wantsProgress = JSON.stringify(body ?? null).includes('"progressToken"');
@@ -172,103 +181,6 @@ export class McpGateway {
     res.on('close', () => void server.close());
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
-  }
-
-  /**
-   * The GET stream of a client session: what its upstream sessions send outside any request
-   * (resource updates, list changes, log messages) is relayed there, from any process. Without a
-   * session there is nothing to stream (405).
-   */
-  async stream(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (slug !== undefined) await this.execution.registeredServer(caller.ctx, slug);
-    const session = await this.sessionOf(caller, slug, req);
-    if (!session)
-      throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no stream: initialize a session first', {
-        headers: { Allow: 'GET, POST, DELETE' },
-      });
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    res.flushHeaders();
-    const open = this.streams.get(session.id) ?? [];
-    open.push(res);
-    this.streams.set(session.id, open);
-    const release = this.sessions.receive(`stream:${session.id}`, (message) => {
-      const newest = this.streams.get(session.id)?.at(-1);
-      newest?.write(sseEvent(JSON.stringify({ jsonrpc: '2.0', ...(message as object) })));
-    });
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
-    keepAlive.unref();
-    res.once('close', () => {
-      clearInterval(keepAlive);
-      const left = (this.streams.get(session.id) ?? []).filter((other) => other !== res);
-      if (left.length > 0) this.streams.set(session.id, left);
-      else {
-        this.streams.delete(session.id);
-        release();
-      }
-    });
-  }
-
-  /** Ends a client session (DELETE): its upstream sessions are terminated, its id answers 404 from now on. */
-  async end(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const session = await this.sessionOf(caller, slug, req);
-    if (!session)
-      throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no session to end', {
-        headers: { Allow: 'GET, POST, DELETE' },
-      });
-    await this.sessions.end(session.id);
-    res.writeHead(204).end();
-  }
-
-  /**
-   * The caller in its client session: a new one for an `initialize` (its id answered in
-   * `Mcp-Session-Id`), the one its `Mcp-Session-Id` names (404 unless it is this agent's, on this
-   * endpoint), or none for a client that keeps none (its upstream sessions are the agent's).
-   */
-  private async inSession(
-    caller: GatewayCaller,
-    slug: string | undefined,
-    req: IncomingMessage,
-    body: unknown,
-    res: ServerResponse,
-  ): Promise<GatewayCaller> {
-    let session: ClientSession | null;
-    if (isObject(body) && body.method === 'initialize') {
-      const params = isObject(body.params) ? body.params : {};
-      session = await this.sessions.open(
-        {
-          workspaceId: caller.ctx.auth.workspaceId,
-          agentId: caller.agent.id,
-          endpoint: slug ?? '',
-          protocolVersion: typeof params.protocolVersion === 'string' ? params.protocolVersion.slice(0, 32) : '',
-        },
-        params.capabilities,
-      );
-      res.setHeader('mcp-session-id', session.id);
-    } else session = await this.sessionOf(caller, slug, req);
-    return session ? { ...caller, client: this.clientOwner(session) } : caller;
-  }
-
-  /** The client session `Mcp-Session-Id` names (null: none named); 404 session_not_found unless it is this agent's, on this endpoint. */
-  private async sessionOf(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage): Promise<ClientSession | null> {
-    const named = req.headers['mcp-session-id'];
-    if (named === undefined) return null;
-    const session = typeof named === 'string' ? await this.sessions.find(named) : null;
-    if (
-      !session ||
-      session.workspaceId !== caller.ctx.auth.workspaceId ||
-      session.agentId !== caller.agent.id ||
-      session.endpoint !== (slug ?? '')
-    )
-      throw new ApiError('session_not_found', 'No such MCP session here (it ended, or never existed): initialize a new one');
-    return session;
-  }
-
-  /** Whose upstream sessions a client session's requests use, and how what those send outside a request reaches its GET stream. */
-  private clientOwner(session: ClientSession): ClientOwner {
-    const outside = {
-      notify: (notification: object) => this.sessions.send(`stream:${session.id}`, notification).catch(() => undefined),
-    };
-    return { id: session.id, capabilities: session.capabilities, prepare: (client) => listen(client, session.capabilities, outside) };
   }
 
   private build(
@@ -322,7 +234,15 @@ export class McpGateway {
       const { target, name } = await route(request.params.name);
       const args = request.params.arguments ?? {};
       const { task } = request.params;
-      const call: ToolCall = { caller, target, tool: name, args, extra: { ...(extra as Extra), ask: asker?.(extra.requestId) }, origin };
+      const call: ToolCall = {
+        caller,
+        target,
+        tool: name,
+        args,
+        extra: { ...(extra as Extra), ask: asker?.(extra.requestId) },
+        origin,
+        aggregate: single === null,
+      };
       return task ? this.taskMethods.create(call, task) : this.callTool(call);
     });
 
@@ -383,7 +303,15 @@ export class McpGateway {
     let answer: string;
     try {
       const { target, name } = await this.route(where.caller, where.single, plain.name);
-      const result = await this.callTool({ caller: where.caller, target, tool: name, args: plain.args, extra, origin: where.origin });
+      const result = await this.callTool({
+        caller: where.caller,
+        target,
+        tool: name,
+        args: plain.args,
+        extra,
+        origin: where.origin,
+        aggregate: where.single === null,
+      });
       answer = toolCallAnswer(plain.id, { result });
     } catch (error) {
       answer = toolCallAnswer(plain.id, { error });
@@ -446,10 +374,10 @@ export class McpGateway {
   }
 
   /** Where a call relays what its upstream sends meanwhile: notifications as they come, questions decided first. */
-  private relayTo({ caller, target, extra }: ToolCall): Relay {
+  private relayTo({ caller, target, extra, aggregate }: ToolCall): Relay {
     const { ask } = extra;
     return {
-      notify: extra.sendNotification,
+      notify: (notification) => extra.sendNotification(asClientSees(target, !aggregate, notification)),
       ...(ask
         ? { ask: (request: ClientRequest, signal: AbortSignal) => this.governedAsk(caller, target, request, () => ask(request, signal)) }
         : {}),

@@ -22,6 +22,7 @@ import {
   type ClientCapabilities,
   CreateMessageRequestSchema,
   type CreateMessageResult,
+  ElicitationCompleteNotificationSchema,
   ElicitRequestSchema,
   type ElicitResult,
   ErrorCode,
@@ -55,9 +56,13 @@ const scope = new AsyncLocalStorage<Relay>();
 /** Upstream clients whose relaying handlers are set (once per client). */
 const listening = new WeakSet<Client>();
 
-/** What an upstream notifies its client of, relayed as it is (to the request's stream, else the session's). */
+/**
+ * What an upstream notifies its client of, relayed as it is (to the request's stream, else the
+ * session's). Not task status: the client knows a task by Warden's id, not the upstream's.
+ */
 const RELAYED_NOTIFICATIONS = [
   LoggingMessageNotificationSchema,
+  ElicitationCompleteNotificationSchema,
   ResourceUpdatedNotificationSchema,
   ResourceListChangedNotificationSchema,
   ToolListChangedNotificationSchema,

@@ -1,0 +1,156 @@
+/**
+ * The gateway's client sessions at the edge: `initialize` opens one (its id answered in
+ * `Mcp-Session-Id`), a request naming one is served in it (404 unless it is the caller's, on
+ * this endpoint), GET is its stream of what its upstream sessions send outside any request, and
+ * DELETE ends it. What a session is, and how it reaches other processes, is McpClientSessions'.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestContext } from '../../shared/context.ts';
+import { ApiError } from '../../shared/errors.ts';
+import { isObject } from '../../shared/objects.ts';
+import type { ClientSession, McpClientSessions } from '../execution/mcp-client-sessions.ts';
+import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
+import { asClientSees, type GatewayCaller } from './gateway-answers.ts';
+import { listen } from './relay.ts';
+
+/** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
+export const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
+/** How often an open GET stream gets a comment, so that proxies in between keep it open. */
+const KEEP_ALIVE_MS = 25_000;
+/** GET streams one client session holds open in a process at most (a new one ends the oldest). */
+const MAX_STREAMS_PER_SESSION = 4;
+const ALLOW = { Allow: 'GET, POST, DELETE' };
+
+export class GatewaySessions {
+  /** The GET streams open in this process, by client session (a message goes to the newest). */
+  private readonly streams = new Map<string, ServerResponse[]>();
+  /** Lets go of a session's address once its last stream here closes. */
+  private readonly releases = new Map<string, () => void>();
+
+  constructor(
+    private readonly sessions: McpClientSessions,
+    /** The enabled server `slug` names (404 mcp_server_not_found otherwise). */
+    private readonly registered: (ctx: RequestContext, slug: string) => Promise<McpTarget>,
+  ) {
+    // a session ended (here or in another process): its GET streams here end too
+    sessions.onEnded((id) => {
+      for (const res of this.streams.get(id) ?? []) res.end();
+    });
+  }
+
+  /** Stops the session sweep and ends the GET streams open here (shutdown). */
+  close(): void {
+    this.sessions.close();
+    for (const streams of this.streams.values()) for (const res of streams) res.end();
+  }
+
+  /**
+   * The GET stream of a client session: what its upstream sessions send outside any request
+   * (resource updates, list changes, log messages) is relayed there, from any process. Without a
+   * session there is nothing to stream (405).
+   */
+  async stream(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (slug !== undefined) await this.registered(caller.ctx, slug);
+    const session = await this.sessionOf(caller, slug, req);
+    if (!session)
+      throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no stream: initialize a session first', {
+        headers: ALLOW,
+      });
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.flushHeaders();
+    const open = this.streams.get(session.id) ?? [];
+    // the first stream here makes this process the one the session's messages are sent to
+    if (open.length === 0)
+      this.releases.set(
+        session.id,
+        this.sessions.receive(`stream:${session.id}`, (message) => {
+          const newest = this.streams.get(session.id)?.at(-1);
+          newest?.write(sseEvent(JSON.stringify({ jsonrpc: '2.0', ...(message as object) })));
+        }),
+      );
+    // a client reconnecting in a loop holds a few sockets, not one per attempt
+    if (open.length >= MAX_STREAMS_PER_SESSION) open.shift()?.end();
+    open.push(res);
+    this.streams.set(session.id, open);
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
+    keepAlive.unref();
+    res.once('close', () => {
+      clearInterval(keepAlive);
+      const left = (this.streams.get(session.id) ?? []).filter((other) => other !== res);
+      if (left.length > 0) return void this.streams.set(session.id, left);
+      this.streams.delete(session.id);
+      this.releases.get(session.id)?.();
+      this.releases.delete(session.id);
+    });
+  }
+
+  /** Ends a client session (DELETE): its upstream sessions are terminated, its id answers 404 from now on. */
+  async end(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const session = await this.sessionOf(caller, slug, req);
+    if (!session)
+      throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no session to end', {
+        headers: ALLOW,
+      });
+    await this.sessions.end(session.id);
+    res.writeHead(204).end();
+  }
+
+  /**
+   * The caller in its client session: a new one for an `initialize` (its id answered in
+   * `Mcp-Session-Id`), the one its `Mcp-Session-Id` names (404 unless it is this agent's, on this
+   * endpoint), or none for a client that keeps none (its upstream sessions are the agent's).
+   */
+  async inSession(
+    caller: GatewayCaller,
+    slug: string | undefined,
+    req: IncomingMessage,
+    body: unknown,
+    res: ServerResponse,
+  ): Promise<GatewayCaller> {
+    let session: ClientSession | null;
+    if (isObject(body) && body.method === 'initialize') {
+      const params = isObject(body.params) ? body.params : {};
+      session = await this.sessions.open(
+        {
+          workspaceId: caller.ctx.auth.workspaceId,
+          agentId: caller.agent.id,
+          endpoint: slug ?? '',
+          protocolVersion: typeof params.protocolVersion === 'string' ? params.protocolVersion.slice(0, 32) : '',
+        },
+        params.capabilities,
+      );
+      res.setHeader('mcp-session-id', session.id);
+    } else session = await this.sessionOf(caller, slug, req);
+    return session ? { ...caller, client: this.clientOwner(session) } : caller;
+  }
+
+  /** The client session `Mcp-Session-Id` names (null: none named); 404 session_not_found unless it is this agent's, on this endpoint. */
+  private async sessionOf(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage): Promise<ClientSession | null> {
+    const named = req.headers['mcp-session-id'];
+    if (named === undefined) return null;
+    const session = typeof named === 'string' ? await this.sessions.find(named) : null;
+    if (
+      !session ||
+      session.workspaceId !== caller.ctx.auth.workspaceId ||
+      session.agentId !== caller.agent.id ||
+      session.endpoint !== (slug ?? '')
+    )
+      throw new ApiError('session_not_found', 'No such MCP session here (it ended, or never existed): initialize a new one');
+    return session;
+  }
+
+  /** Whose upstream sessions a client session's requests use, and how what those send outside a request reaches its GET stream. */
+  private clientOwner(session: ClientSession): ClientOwner {
+    const outside = {
+      notify: (notification: object) => this.sessions.send(`stream:${session.id}`, notification).catch(() => undefined),
+    };
+    return {
+      id: session.id,
+      capabilities: session.capabilities,
+      prepare: (client, target) =>
+        listen(client, session.capabilities, {
+          notify: (notification) => outside.notify(asClientSees(target, session.endpoint !== '', notification)),
+        }),
+    };
+  }
+}
