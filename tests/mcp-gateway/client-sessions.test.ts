@@ -36,7 +36,11 @@ const UPSTREAM_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{1
 const MIRRORED = ['elicitation', 'roots', 'sampling'];
 const TOOLS_LIST = { jsonrpc: '2.0', id: 2, method: 'tools/list', params: {} };
 
-const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
+/** Shared with the second process, as every process of one deployment shares it (question ids carry a MAC under it). */
+const MASTER_KEY = randomBytes(32).toString('base64');
+/** How often a GET stream's caller is checked again: short, so that an end is seen within a test. */
+const STREAM_CHECK_MS = 200;
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'], masterKey: MASTER_KEY, mcpStreamCheckMs: STREAM_CHECK_MS });
 let upstream: SessionsUpstream;
 let workspaces = 0;
 const clients: Client[] = [];
@@ -338,6 +342,22 @@ describe('the GET stream: what the upstream sends outside any request', () => {
     await events.close();
   });
 
+  it.each([
+    ['its agent is suspended', (ws: Workspace) => ws.api('PATCH', '/agents/bot', { status: 'suspended' })],
+    ['its key is replaced', (ws: Workspace) => ws.api('PATCH', '/agents/bot', { api_key: newAgentKey() })],
+    [
+      'its session is ended by DELETE',
+      (ws: Workspace, sessionId: string) => fetch(endpoint({}), { method: 'DELETE', headers: headers(ws.agentKey, sessionId) }),
+    ],
+  ])('ends the GET stream once %s (checked again at every keep-alive)', async (_what, change) => {
+    const ws = await workspace();
+    const sessionId = (await initialize(ws.agentKey)) as string;
+    const events = sse(await openStream(ws.agentKey, { sessionId }));
+    await expect(events.next(3 * STREAM_CHECK_MS)).rejects.toThrow(/no message within/); // open while allowed, keep-alives and all
+    expect((await change(ws, sessionId)).status).toBeLessThan(300);
+    await expect(events.next(20 * STREAM_CHECK_MS)).rejects.toThrow('the stream ended');
+  });
+
   it("relays resources/updated to the client that subscribed, on the SDK client's own GET stream, and not to another", async () => {
     const ws = await workspace();
     const [a, b] = [await connect(ws.agentKey), await connect(ws.agentKey)];
@@ -442,7 +462,12 @@ describe.skipIf(!process.env.DATABASE_URL)('two Warden processes on one PostgreS
     // a process of its own: an in-process second server would share the first one's module state
     const databaseUrl = String((server.database.pool?.options as { connectionString?: string } | undefined)?.connectionString);
     other = await startChildServer({
-      env: { DATABASE_URL: databaseUrl, WARDEN_BOOTSTRAP_KEY: server.key, WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32' },
+      env: {
+        DATABASE_URL: databaseUrl,
+        WARDEN_BOOTSTRAP_KEY: server.key,
+        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
+        WARDEN_MASTER_KEY: MASTER_KEY,
+      },
     });
   }, 180_000);
   afterAll(async () => {

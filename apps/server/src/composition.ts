@@ -5,6 +5,7 @@
  * is built here; app.ts builds only the HTTP layer. (The CLI, which opens the database for one
  * command, wires the few stateless services its commands use itself: admin/commands.ts.)
  */
+import { createHmac } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.ts';
 import type { Database } from './db/database.ts';
@@ -110,7 +111,8 @@ export function compose({
   const audit = auditService(db, auditWriter, signer, verifications, { searchScanRows: config.auditSearchScanRows });
   const egress = createEgressGuard(config.egressAllowlist);
   const mcp = new McpConnector(egress, config.mcpUpstreamIdleMs, config.mcpMaxMessageBytes);
-  const box = createSecretBox(loadMasterKey(config.masterKey, config.dataDir));
+  const masterKey = loadMasterKey(config.masterKey, config.dataDir);
+  const box = createSecretBox(masterKey);
   const webhooks = new WebhookService(db, box, egress);
   const delivery = new DeliveryWorker(db, box, egress, logger, {
     scheduleMs: parseSchedule(config.webhookRetrySchedule),
@@ -127,7 +129,9 @@ export function compose({
   const upstreamOAuth = new UpstreamOAuth(db, box, oauthEgress);
   const registry = new McpRegistry(db, box, new UpstreamTokens(db, box, oauthEgress));
   const execution = new ExecutionService(db, decisions, mcp, egress, registry, credentials);
-  const clientSessions = new McpClientSessions(db, mcp, config.mcpClientSessionIdleMs);
+  // question ids' MACs: one key in every process that shares the master key
+  const questionKey = createHmac('sha256', masterKey).update('warden mcp relay question ids').digest();
+  const clientSessions = new McpClientSessions(db, mcp, questionKey, config.mcpClientSessionIdleMs);
   const inlineReplay = inlineReplays(db);
   const simulations = new Simulations(db, config.databaseUrl ? new ReplayThread(config.databaseUrl, logger, inlineReplay) : inlineReplay);
   const authorizationServer = config.oauthBuiltin ? new BuiltinAuthorizationServer(db, (url, init) => egress.fetch(url, init)) : undefined;
@@ -147,6 +151,7 @@ export function compose({
     execution,
     mcpGateway: new McpGateway(execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, clientSessions, {
       approvalWaitMs: config.mcpApprovalWaitMs,
+      streamCheckMs: config.mcpStreamCheckMs,
     }),
     webhooks,
     billing: billingService(db),

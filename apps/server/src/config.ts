@@ -66,6 +66,8 @@ export interface Config {
   mcpUpstreamIdleMs: number;
   /** WARDEN_MCP_CLIENT_SESSION_IDLE_MS: how long an MCP gateway client session (Mcp-Session-Id) is kept unused before it ends (default 86400000). */
   mcpClientSessionIdleMs: number;
+  /** WARDEN_MCP_STREAM_CHECK_MS: how often a session's GET stream is checked (its caller still allowed, its session alive) and gets a keep-alive comment (default 25000). */
+  mcpStreamCheckMs: number;
   /**
    * WARDEN_MCP_ALLOWED_ORIGINS: browser origins the MCP gateway serves besides loopback ones
    * (comma-separated, e.g. `https://warden.example.com`; `*` for any). Requests without an
@@ -218,6 +220,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     mcpApprovalWaitMs: integer(env, 'WARDEN_MCP_APPROVAL_WAIT_MS', 30_000),
     mcpUpstreamIdleMs: integer(env, 'WARDEN_MCP_UPSTREAM_IDLE_MS', 300_000),
     mcpClientSessionIdleMs: integer(env, 'WARDEN_MCP_CLIENT_SESSION_IDLE_MS', 86_400_000),
+    mcpStreamCheckMs: integer(env, 'WARDEN_MCP_STREAM_CHECK_MS', 25_000),
     mcpAllowedOrigins: origins(env, 'WARDEN_MCP_ALLOWED_ORIGINS'),
     mcpMaxMessageBytes: integer(env, 'WARDEN_MCP_MAX_MESSAGE_BYTES', DEFAULT_MAX_MESSAGE_BYTES),
     publicUrl: originOf(env, 'WARDEN_PUBLIC_URL'),

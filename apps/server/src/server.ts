@@ -137,6 +137,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       metrics?.close();
       redis?.disconnect();
       services.mcpGateway.close();
+      clientSessions.close();
       await mcp.close();
       await egress.close();
       await sealer.stop();

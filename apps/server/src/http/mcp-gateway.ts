@@ -9,6 +9,7 @@
 import type { ErrorRequestHandler, NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Config } from '../config.ts';
 import type { WorkspacesService } from '../features/identity/workspaces.service.ts';
+import { ALLOW } from '../features/mcp-gateway/gateway-sessions.ts';
 import type { McpGateway } from '../features/mcp-gateway/mcp-gateway.service.ts';
 import type { AccessTokens } from '../features/oauth/access-tokens.ts';
 import { bearerChallenge, MCP_PATH, resourceOfPath } from '../features/oauth/protected-resource.ts';
@@ -68,34 +69,40 @@ export function mcpAuthenticate(
   cache: KeyCache,
   tokens: { config: Pick<Config, 'publicUrl'>; check: AccessTokens },
 ): RequestHandler {
+  /** Who `bearer` is, on `req`'s endpoint: the identity, and the agent key when the bearer is one (undefined: nobody). */
+  const identify = async (bearer: string, req: Request): Promise<{ auth?: AuthContext; agentKey?: string }> => {
+    if (tokens.check.recognises(bearer)) {
+      // an OAuth access token: valid only for the endpoint it was issued for (its audience)
+      const origin = publicOrigin(tokens.config, req);
+      const resource = resourceOfPath(origin, req.path) ?? `${origin}${MCP_PATH}`;
+      return { auth: await tokens.check.identify(bearer, resource, defaultRateLimit) };
+    }
+    const keyHash = hashSecret(bearer);
+    const cached = cache.get(keyHash);
+    if (cached) return { auth: cached };
+    let agent = cache.getAgent(keyHash);
+    if (agent === undefined) {
+      const epoch = cache.begin();
+      const key = await workspaces.findActiveKey(keyHash);
+      if (key) {
+        const auth = keyIdentity(key, defaultRateLimit);
+        cache.set(keyHash, auth, epoch);
+        return { auth };
+      }
+      agent = (await workspaces.findAgentBearer(bearer, keyHash, defaultRateLimit)) ?? null;
+      cache.setAgent(keyHash, agent, epoch);
+    }
+    return agent ? { auth: agent, agentKey: bearer } : {};
+  };
   return async (req: Request, res: Response, next: NextFunction) => {
     try {
       const bearer = BEARER.exec(req.get('authorization') ?? '')?.[1];
-      if (bearer && tokens.check.recognises(bearer)) {
-        // an OAuth access token: valid only for the endpoint it was issued for (its audience)
-        const origin = publicOrigin(tokens.config, req);
-        const resource = resourceOfPath(origin, req.path) ?? `${origin}${MCP_PATH}`;
-        req.auth = await tokens.check.identify(bearer, resource, defaultRateLimit);
-      } else if (bearer) {
-        const keyHash = hashSecret(bearer);
-        let agent: AuthContext | null | undefined;
-        req.auth = cache.get(keyHash);
-        if (!req.auth) agent = cache.getAgent(keyHash);
-        if (!req.auth && agent === undefined) {
-          const epoch = cache.begin();
-          const key = await workspaces.findActiveKey(keyHash);
-          if (key) {
-            req.auth = keyIdentity(key, defaultRateLimit);
-            cache.set(keyHash, req.auth, epoch);
-          } else {
-            agent = (await workspaces.findAgentBearer(bearer, keyHash, defaultRateLimit)) ?? null;
-            cache.setAgent(keyHash, agent, epoch);
-          }
-        }
-        if (agent) {
-          req.auth = agent;
-          res.locals.agentKey = bearer;
-        }
+      if (bearer) {
+        const { auth, agentKey } = await identify(bearer, req);
+        req.auth = auth;
+        if (agentKey) res.locals.agentKey = agentKey;
+        // a request that lasts (a session's GET stream) asks again whether its bearer still is someone
+        res.locals.identifyAgain = async () => (await identify(bearer, req)).auth;
       }
       next();
     } catch (error) {
@@ -112,9 +119,7 @@ export function mcpAuthenticate(
 export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
   return async (req: Request, res: Response) => {
     if (req.method !== 'POST' && req.method !== 'GET' && req.method !== 'DELETE') {
-      throw new ApiError('method_not_allowed', 'The MCP gateway takes POST, and GET and DELETE for a session', {
-        headers: { Allow: 'GET, POST, DELETE' },
-      });
+      throw new ApiError('method_not_allowed', 'The MCP gateway takes POST, and GET and DELETE for a session', { headers: ALLOW });
     }
     if (!req.auth) {
       throw (
@@ -136,7 +141,16 @@ export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
       agentKey: req.auth.agent !== undefined ? undefined : ((res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key')),
     };
     const caller = await gateway.caller(ctx);
-    if (req.method === 'GET') return gateway.stream(caller, slug, req, res);
+    if (req.method === 'GET') {
+      // the same agent, by the same credentials, still active: else the stream ends
+      const stillAllowed = async () => {
+        const auth = await (res.locals.identifyAgain as (() => Promise<AuthContext | undefined>) | undefined)?.();
+        if (!auth) return false;
+        const again = await gateway.caller({ ...ctx, auth }).catch(() => null);
+        return again?.agent.id === caller.agent.id;
+      };
+      return gateway.stream(caller, slug, req, res, stillAllowed);
+    }
     if (req.method === 'DELETE') return gateway.end(caller, slug, req, res);
     await gateway.serve(caller, slug, req, res, req.body, `${req.protocol}://${req.get('host')}`);
   };

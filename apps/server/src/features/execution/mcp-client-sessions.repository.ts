@@ -23,8 +23,10 @@ export const findClientSession = (db: Kysely<DB>, id: string) =>
     .where('id', '=', id)
     .executeTakeFirst();
 
-export const touchClientSession = (db: Kysely<DB>, id: string) =>
-  db.updateTable('mcp_client_sessions').set({ last_seen_at: sql`now()` }).where('id', '=', id).execute();
+/** Moves the session's last use to now; false when it no longer exists. */
+export const touchClientSession = async (db: Kysely<DB>, id: string) =>
+  (await db.updateTable('mcp_client_sessions').set({ last_seen_at: sql`now()` }).where('id', '=', id).executeTakeFirst()).numUpdatedRows >
+  0n;
 
 /** Deletes the session; true when it was there. */
 export const deleteClientSession = async (db: Kysely<DB>, id: string) =>

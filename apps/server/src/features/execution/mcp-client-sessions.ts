@@ -11,8 +11,11 @@
  *   process: delivered in this process when it holds the address, else NOTIFYed on
  *   RELAY_CHANNEL (inline up to NOTIFY's payload limit, else through a row), and taken by the
  *   process that holds it. Nobody holding it: the message is dropped (a stored one is swept).
+ *   A process that takes a session's stream address announces it, and any other holder lets go
+ *   (one message, one stream). A question's id carries a MAC of the agent it was asked of, so an
+ *   answer to an id Warden never gave that agent is dropped before it travels.
  */
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { ClientCapabilities } from '@modelcontextprotocol/sdk/types.js';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
@@ -49,8 +52,12 @@ const RELAY_ROW_KEEP_MS = 15 * 60_000;
 const SWEEP_BATCH = 500;
 
 const ROOTS_CHANGED = { method: 'notifications/roots/list_changed' } as const;
-/** The client capabilities Warden relays, and so declares upstream for a client that declared them. */
-const RELAYED = ['sampling', 'elicitation', 'roots'] as const;
+/** The client capabilities Warden relays (and so declares upstream for a client that declared them), with the parts of each it keeps. */
+const RELAYED = { sampling: ['context', 'tools'], elicitation: ['form', 'url'], roots: [] } as const;
+/** Ids Warden asks a client's questions under: `warden-<uuid>-<MAC of the agent and the uuid>`. */
+const QUESTION_ID = /^warden-([0-9a-f-]{36})-([A-Za-z0-9_-]{22})$/;
+/** Ended client sessions this process remembers, so that a call still running on one opens no new upstream session for it. */
+const REMEMBERED_ENDS = 10_000;
 
 export interface ClientSession {
   id: string;
@@ -62,23 +69,41 @@ export interface ClientSession {
   protocolVersion: string;
 }
 
-/** Of what a client declared at initialize, what Warden relays. */
+/** Of what a client declared at initialize, what Warden relays, in the protocol's shape only (nothing else the client sent is kept or declared). */
 export function relayedCapabilities(declared: unknown): ClientCapabilities {
   if (!isObject(declared)) return {};
-  return Object.fromEntries(RELAYED.filter((name) => isObject(declared[name])).map((name) => [name, declared[name]]));
+  const kept: Record<string, Record<string, unknown>> = {};
+  for (const [name, parts] of Object.entries(RELAYED)) {
+    const given = declared[name];
+    if (!isObject(given)) continue;
+    kept[name] = Object.fromEntries(parts.filter((part) => isObject(given[part])).map((part) => [part, {}]));
+    if (name === 'roots' && given.listChanged === true) kept[name].listChanged = true;
+  }
+  return kept as ClientCapabilities;
 }
 
 type Receiver = (message: unknown) => void;
+interface Held {
+  receiver: Receiver;
+  /** Called when another process takes the address (a stream's). */
+  lost?: () => void;
+}
 
 export class McpClientSessions {
   private readonly cache = new Map<string, { session: ClientSession; touched: number }>();
-  private readonly receivers = new Map<string, Receiver>();
+  private readonly held = new Map<string, Held>();
   private readonly endedListeners = new Set<(id: string) => void>();
   private readonly sweeper: NodeJS.Timeout;
+  /** This process, in what it announces (it skips its own announcements). */
+  private readonly processId = randomUUID();
+  /** While the channel is down, ends announced by others are missed: nothing is cached then. */
+  private listening = false;
 
   constructor(
     private readonly db: Kysely<DB>,
     private readonly connector: McpConnector,
+    /** The key of question ids' MACs: the same in every process (derived from the master key). */
+    private readonly questionKey: Buffer,
     private readonly idleMs = DEFAULT_CLIENT_SESSION_IDLE_MS,
   ) {
     this.sweeper = setInterval(() => void this.sweep().catch(() => undefined), Math.min(idleMs, 60_000));
@@ -88,8 +113,29 @@ export class McpClientSessions {
   /** For `database.listen(RELAY_CHANNEL, …)`: what other processes send. */
   readonly handlers = {
     notify: (payload: string) => void this.received(payload).catch(() => undefined),
-    state: (_listening: boolean) => undefined,
+    state: (listening: boolean) => {
+      this.listening = listening;
+      // what was cached may have ended meanwhile, unannounced to this process
+      this.cache.clear();
+    },
   };
+
+  /** A new id to ask `agentId`'s client a question under. */
+  questionId(agentId: string): string {
+    const id = randomUUID();
+    return `warden-${id}-${this.mac(agentId, id)}`;
+  }
+
+  /** Whether `id` is one Warden gave `agentId`'s client a question under. */
+  askedOf(id: string, agentId: string): boolean {
+    const parts = QUESTION_ID.exec(id);
+    if (!parts) return false;
+    return timingSafeEqual(Buffer.from(parts[2] as string), Buffer.from(this.mac(agentId, parts[1] as string)));
+  }
+
+  private mac(agentId: string, id: string): string {
+    return createHmac('sha256', this.questionKey).update(`${agentId}\u0000${id}`).digest().subarray(0, 16).toString('base64url');
+  }
 
   close(): void {
     clearInterval(this.sweeper);
@@ -124,7 +170,10 @@ export class McpClientSessions {
     if (cached) {
       if (now - cached.touched >= TOUCH_EVERY_MS) {
         cached.touched = now;
-        void touchClientSession(this.db, id).catch(() => undefined);
+        // a row gone without this process hearing of it (a missed announcement) ends here too
+        void touchClientSession(this.db, id)
+          .then((touched) => (touched ? undefined : this.ended(id)))
+          .catch(() => undefined);
       }
       return cached.session;
     }
@@ -138,7 +187,7 @@ export class McpClientSessions {
       capabilities: relayedCapabilities(row.capabilities),
       protocolVersion: row.protocol_version,
     };
-    this.remember(session, now);
+    if (this.listening) this.remember(session, now);
     return session;
   }
 
@@ -161,7 +210,7 @@ export class McpClientSessions {
    */
   async rootsChanged(id: string): Promise<void> {
     this.connector.notifyClient(id, ROOTS_CHANGED);
-    await notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ rootsChanged: id }));
+    await notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ rootsChanged: id, by: this.processId }));
   }
 
   /** Called with the id of every session that ends (here or in another process). */
@@ -169,22 +218,23 @@ export class McpClientSessions {
     this.endedListeners.add(listener);
   }
 
-  /** Receives the messages sent to `address` while this process holds it; the returned function lets go. */
-  receive(address: string, receiver: Receiver): () => void {
-    this.receivers.set(address, receiver);
+  /**
+   * Receives the messages sent to `address` while this process holds it; the returned function
+   * lets go. With `lost`, the address is taken from any other process holding it (which is told
+   * by its own `lost`).
+   */
+  receive(address: string, receiver: Receiver, lost?: () => void): () => void {
+    const entry: Held = { receiver, lost };
+    this.held.set(address, entry);
+    if (lost) void notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ claimed: address, by: this.processId })).catch(() => undefined);
     return () => {
-      if (this.receivers.get(address) === receiver) this.receivers.delete(address);
+      if (this.held.get(address) === entry) this.held.delete(address);
     };
-  }
-
-  /** Whether this process holds `address`. */
-  holds(address: string): boolean {
-    return this.receivers.has(address);
   }
 
   /** Sends `message` to whichever process holds `address` (this one first). */
   async send(address: string, message: unknown): Promise<void> {
-    const local = this.receivers.get(address);
+    const local = this.held.get(address)?.receiver;
     if (local) return local(message);
     const payload = JSON.stringify({ to: address, body: message });
     if (Buffer.byteLength(payload) <= INLINE_BYTES) await notifyRelay(this.db, RELAY_CHANNEL, payload);
@@ -192,10 +242,22 @@ export class McpClientSessions {
   }
 
   private async received(payload: string): Promise<void> {
-    const note = JSON.parse(payload) as { to?: string; body?: unknown; row?: number; ended?: string; rootsChanged?: string };
+    const note = JSON.parse(payload) as Partial<Record<'to' | 'ended' | 'rootsChanged' | 'claimed' | 'by', string>> & {
+      body?: unknown;
+      row?: number;
+    };
+    if (note.by === this.processId) return;
     if (typeof note.ended === 'string') return this.ended(note.ended);
     if (typeof note.rootsChanged === 'string') return this.connector.notifyClient(note.rootsChanged, ROOTS_CHANGED);
-    const receiver = typeof note.to === 'string' ? this.receivers.get(note.to) : undefined;
+    if (typeof note.claimed === 'string') {
+      const taken = this.held.get(note.claimed);
+      if (taken?.lost) {
+        this.held.delete(note.claimed);
+        taken.lost();
+      }
+      return;
+    }
+    const receiver = typeof note.to === 'string' ? this.held.get(note.to)?.receiver : undefined;
     if (!receiver) return;
     if (typeof note.row === 'number') {
       const body = await takeRelayRow(this.db, note.row);
@@ -205,7 +267,7 @@ export class McpClientSessions {
 
   private ended(id: string): void {
     this.cache.delete(id);
-    this.connector.endClient(id);
+    this.connector.endClient(id, REMEMBERED_ENDS);
     for (const listener of this.endedListeners) listener(id);
   }
 

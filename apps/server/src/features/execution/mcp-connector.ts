@@ -155,6 +155,8 @@ interface Pooled {
 
 export class McpConnector {
   private readonly pool = new Map<string, Pooled>();
+  /** Client sessions that ended (see endClient). */
+  private readonly endedClients = new Set<string>();
   private readonly sweeper: NodeJS.Timeout;
   /** Terminations in flight, awaited on shutdown. */
   private readonly closing = new Set<Promise<void>>();
@@ -297,6 +299,8 @@ export class McpConnector {
 
   private acquire(target: McpTarget, owner: UpstreamOwner): Pooled {
     const { session } = owner;
+    if (owner.client && this.endedClients.has(owner.client.id))
+      throw new ApiError('session_not_found', 'This MCP session has ended: initialize a new one');
     const key = this.keyOf(target, owner);
     const now = Date.now();
     const found = this.pool.get(key);
@@ -494,8 +498,14 @@ export class McpConnector {
         void entry.client.then((client) => client.notification(notification)).catch(() => undefined);
   }
 
-  /** Terminates the upstream sessions opened for a gateway client session (it ended). */
-  endClient(clientId: string): void {
+  /**
+   * Terminates the upstream sessions opened for a gateway client session (it ended), and opens
+   * none for it from now on (a call still running on it must not bring one back); the last
+   * `remember` ended sessions are remembered.
+   */
+  endClient(clientId: string, remember: number): void {
+    this.endedClients.add(clientId);
+    if (this.endedClients.size > remember) this.endedClients.delete(this.endedClients.values().next().value as string);
     for (const entry of [...this.pool.values()]) if (entry.clientId === clientId) this.retire(entry);
   }
 

@@ -38,6 +38,8 @@ export interface GatewayCaller {
 export interface GatewayOptions {
   /** How long a call that needs an approval is held open for it (WARDEN_MCP_APPROVAL_WAIT_MS). */
   approvalWaitMs: number;
+  /** How often a session's GET stream is checked again and kept alive (WARDEN_MCP_STREAM_CHECK_MS). */
+  streamCheckMs: number;
 }
 
 /**

@@ -15,11 +15,12 @@ import { listen } from './relay.ts';
 
 /** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
 export const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
-/** How often an open GET stream gets a comment, so that proxies in between keep it open. */
-const KEEP_ALIVE_MS = 25_000;
+/** What a GET stream may have waiting to be written (a client that stopped reading) before it is ended. */
+const MAX_BUFFERED_BYTES = 1 << 20;
 /** GET streams one client session holds open in a process at most (a new one ends the oldest). */
 const MAX_STREAMS_PER_SESSION = 4;
-const ALLOW = { Allow: 'GET, POST, DELETE' };
+/** The methods the gateway takes (a 405 names them). */
+export const ALLOW = { Allow: 'GET, POST, DELETE' };
 
 export class GatewaySessions {
   /** The GET streams open in this process, by client session (a message goes to the newest). */
@@ -31,6 +32,8 @@ export class GatewaySessions {
     private readonly sessions: McpClientSessions,
     /** The enabled server `slug` names (404 mcp_server_not_found otherwise). */
     private readonly registered: (ctx: RequestContext, slug: string) => Promise<McpTarget>,
+    /** How often an open GET stream gets a comment (so that proxies in between keep it open) and its caller is checked again. */
+    private readonly checkMs: number,
   ) {
     // a session ended (here or in another process): its GET streams here end too
     sessions.onEnded((id) => {
@@ -38,18 +41,24 @@ export class GatewaySessions {
     });
   }
 
-  /** Stops the session sweep and ends the GET streams open here (shutdown). */
-  close(): void {
-    this.sessions.close();
+  /** Ends the GET streams open here (shutdown: their clients reconnect to another process). */
+  endStreams(): void {
     for (const streams of this.streams.values()) for (const res of streams) res.end();
   }
 
   /**
    * The GET stream of a client session: what its upstream sessions send outside any request
    * (resource updates, list changes, log messages) is relayed there, from any process. Without a
-   * session there is nothing to stream (405).
+   * session there is nothing to stream (405). `stillAllowed` is asked at every keep-alive: a
+   * stream whose key was revoked, whose agent was deactivated or whose session ended is ended.
    */
-  async stream(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async stream(
+    caller: GatewayCaller,
+    slug: string | undefined,
+    req: IncomingMessage,
+    res: ServerResponse,
+    stillAllowed: () => Promise<boolean>,
+  ): Promise<void> {
     if (slug !== undefined) await this.registered(caller.ctx, slug);
     const session = await this.sessionOf(caller, slug, req);
     if (!session)
@@ -59,20 +68,33 @@ export class GatewaySessions {
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     res.flushHeaders();
     const open = this.streams.get(session.id) ?? [];
-    // the first stream here makes this process the one the session's messages are sent to
+    // the first stream here makes this process the one the session's messages are sent to (another that held it lets go)
     if (open.length === 0)
       this.releases.set(
         session.id,
-        this.sessions.receive(`stream:${session.id}`, (message) => {
-          const newest = this.streams.get(session.id)?.at(-1);
-          newest?.write(sseEvent(JSON.stringify({ jsonrpc: '2.0', ...(message as object) })));
-        }),
+        this.sessions.receive(
+          `stream:${session.id}`,
+          (message) => {
+            const newest = this.streams.get(session.id)?.at(-1);
+            newest?.write(sseEvent(JSON.stringify({ jsonrpc: '2.0', ...(message as object) })));
+            if (newest && newest.writableLength > MAX_BUFFERED_BYTES) newest.end();
+          },
+          () => {
+            this.releases.delete(session.id);
+            for (const other of this.streams.get(session.id) ?? []) other.end();
+          },
+        ),
       );
     // a client reconnecting in a loop holds a few sockets, not one per attempt
     if (open.length >= MAX_STREAMS_PER_SESSION) open.shift()?.end();
     open.push(res);
     this.streams.set(session.id, open);
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), KEEP_ALIVE_MS);
+    const keepAlive = setInterval(async () => {
+      const allowed = await stillAllowed().catch(() => false);
+      const live = allowed && (await this.sessions.find(session.id).catch(() => null)) !== null;
+      if (live) res.write(': keep-alive\n\n');
+      else res.end();
+    }, this.checkMs);
     keepAlive.unref();
     res.once('close', () => {
       clearInterval(keepAlive);

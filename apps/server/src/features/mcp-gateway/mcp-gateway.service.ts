@@ -24,12 +24,16 @@
  * - logging/setLevel, completion/complete, resources/subscribe and unsubscribe: `mcp.logging`,
  *   `mcp.completion`, `mcp.resources.subscribe` (governed-methods.ts, with resources/read and prompts/get);
  * - what the upstream sends during a tools/call: its log messages relayed on the call's stream,
- *   its sampling and elicitation requests decided as `mcp.sampling` and `mcp.elicitation` and
- *   relayed to the client, whose answer (a POST of its own) goes back (relay.ts).
+ *   its sampling, elicitation and roots requests decided as `mcp.sampling`, `mcp.elicitation`
+ *   and `mcp.roots` and relayed to the client, whose answer (a POST of its own, to any process)
+ *   goes back (relay.ts);
+ * - client sessions (gateway-sessions.ts): `initialize` opens one, kept in the database; its
+ *   upstream sessions declare what its client declared, and its GET stream carries what they
+ *   send outside any request.
  *
- * Stateless: each HTTP request is served by a Server of its own (no session is kept between
- * requests, so any process can serve any request); what upstream sessions are kept, the
- * connection manager keeps.
+ * Each HTTP request is served by a Server of its own, in the SDK transport's stateless mode: a
+ * client session is a row, not a transport's memory, so any process serves any request; what
+ * upstream sessions are kept, the connection manager keeps.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -84,7 +88,8 @@ const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 export class McpGateway {
   private readonly taskMethods: GatewayTasks;
   private readonly questions: Questions;
-  private readonly clientSessions: GatewaySessions;
+  /** The client sessions at this edge: opening, checking, streaming, ending (gateway-sessions.ts). */
+  private readonly edgeSessions: GatewaySessions;
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
 
@@ -97,28 +102,35 @@ export class McpGateway {
   ) {
     this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
     this.questions = new Questions(sessions);
-    this.clientSessions = new GatewaySessions(sessions, (ctx, slug) => execution.registeredServer(ctx, slug));
+    this.edgeSessions = new GatewaySessions(sessions, (ctx, slug) => execution.registeredServer(ctx, slug), options.streamCheckMs);
   }
 
   /** A shutdown: calls held for an approval are answered now (pending, with where to decide it), and none is held from now on. */
   drain(): void {
     this.stopping.abort();
+    this.edgeSessions.endStreams();
   }
 
-  /** Stops the task and session sweeps, and ends the GET streams open here (shutdown). */
+  /** Stops the task sweep and ends the GET streams open here (shutdown). */
   close(): void {
     this.tasks.close();
-    this.clientSessions.close();
+    this.edgeSessions.endStreams();
   }
 
-  /** A client session's GET stream (gateway-sessions.ts). */
-  stream(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    return this.clientSessions.stream(caller, slug, req, res);
+  /** A client session's GET stream (gateway-sessions.ts), for as long as `stillAllowed`. */
+  stream(
+    caller: GatewayCaller,
+    slug: string | undefined,
+    req: IncomingMessage,
+    res: ServerResponse,
+    stillAllowed: () => Promise<boolean>,
+  ): Promise<void> {
+    return this.edgeSessions.stream(caller, slug, req, res, stillAllowed);
   }
 
   /** Ends a client session (DELETE). */
   end(caller: GatewayCaller, slug: string | undefined, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    return this.clientSessions.end(caller, slug, req, res);
+    return this.edgeSessions.end(caller, slug, req, res);
   }
 
   /** The agent acting for a request: its key must name an active agent of the key's workspace (401/403 ApiErrors otherwise). */
@@ -136,7 +148,7 @@ export class McpGateway {
   }
 
   /**
-   * Serves one HTTP request of the MCP Streamable HTTP transport (stateless: POST only).
+   * Serves one POST of the MCP Streamable HTTP transport, in its client session if it names one.
    * `slug` names the one server, or is undefined for the aggregate. `origin` is where the
    * caller reaches Warden (for the approval links it is shown).
    */
@@ -154,7 +166,7 @@ export class McpGateway {
       return;
     }
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
-    caller = await this.clientSessions.inSession(caller, slug, req, body, res);
+    caller = await this.edgeSessions.inSession(caller, slug, req, body, res);
     // the client's roots changed: its session's upstreams are told, wherever they are
     if (caller.client && isObject(body) && body.method === 'notifications/roots/list_changed' && !('id' in body)) {
       await this.sessions.rootsChanged(caller.client.id);
@@ -386,7 +398,7 @@ export class McpGateway {
 
   /**
    * What an upstream asks of the client during a call, as a governed act of its own
-   * (`mcp.sampling`, `mcp.elicitation`) on the whole request relayed: relayed once allowed, its
+   * (`mcp.sampling`, `mcp.elicitation`, `mcp.roots`) on the whole request relayed: relayed once allowed, its
    * outcome audited; refused, the upstream is answered a JSON-RPC error naming the policy.
    */
   private async governedAsk(

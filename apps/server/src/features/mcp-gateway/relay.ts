@@ -16,7 +16,6 @@
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
   type ClientCapabilities,
@@ -126,8 +125,8 @@ interface Answer {
   message: { result?: unknown; error?: unknown };
 }
 
-/** The prefix of the JSON-RPC ids Warden asks clients under. */
-const QUESTION_ID = /^warden-[0-9a-f-]{36}$/;
+/** The prefix of the JSON-RPC ids Warden asks clients under (McpClientSessions.questionId). */
+const QUESTION_PREFIX = 'warden-';
 
 /**
  * Questions relayed to clients, waiting for their answers: asked here, answered by a POST to any
@@ -142,7 +141,7 @@ export class Questions {
    * ANSWER_WAIT_MS.
    */
   ask(agentId: string, request: ClientRequest, signal: AbortSignal, send: (message: string) => void): Promise<unknown> {
-    const id = `warden-${randomUUID()}`;
+    const id = this.sessions.questionId(agentId);
     return new Promise((resolve, reject) => {
       const done = () => {
         release();
@@ -173,16 +172,19 @@ export class Questions {
 
   /**
    * When `body` is the client's answer to relayed questions (JSON-RPC responses only, each to an
-   * id Warden asked under), sends each to the process that asked and says true; otherwise false
-   * and nothing is done. An answer for a question nobody waits for, or another agent's, is dropped.
+   * id of Warden's), sends each to the process that asked and says true; otherwise false and
+   * nothing is done. An answer to an id Warden never gave this agent is dropped here, one for a
+   * question nobody waits for any more where it arrives.
    */
   async answer(agentId: string, body: unknown): Promise<boolean> {
     const messages = Array.isArray(body) ? body : [body];
     if (messages.length === 0) return false;
     for (const message of messages)
-      if (!isObject(message) || 'method' in message || typeof message.id !== 'string' || !QUESTION_ID.test(message.id)) return false;
+      if (!isObject(message) || 'method' in message || typeof message.id !== 'string' || !message.id.startsWith(QUESTION_PREFIX))
+        return false;
       else if (!('result' in message || 'error' in message)) return false;
     for (const message of messages as Record<string, unknown>[]) {
+      if (!this.sessions.askedOf(message.id as string, agentId)) continue;
       const answer: Answer = { agentId, message: 'error' in message ? { error: message.error } : { result: message.result } };
       await this.sessions.send(`question:${message.id}`, answer);
     }

@@ -236,8 +236,8 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  * beats allow): the view of what runs (an HTTP execution's `resource` is its URL; an MCP
  * operation's `action` is fixed by the operation: `mcp.call`, `mcp.discover`,
  * `mcp.session`, and on the MCP gateway also `mcp.resources.read`, `mcp.prompts.get`,
- * `mcp.logging`, `mcp.completion`, `mcp.resources.subscribe`, `mcp.sampling` and
- * `mcp.elicitation`; the `tool` is the executed tool, and a different declared `tool` is refused
+ * `mcp.logging`, `mcp.completion`, `mcp.resources.subscribe`, `mcp.sampling`,
+ * `mcp.elicitation` and `mcp.roots`; the `tool` is the executed tool, and a different declared `tool` is refused
  * with 400) and the view the caller declares. A declaration can add restrictions, never
  * lift one.
  *
