@@ -79,7 +79,7 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
           client.release();
         }
       },
-      listen: (channel, handlers) => listenOnPostgres(options.databaseUrl as string, channel, handlers),
+      listen: postgresListener(options.databaseUrl),
       run: async (name, text, values) => (await pool.query({ name, text, values })).rows,
       close: () => pool.end(),
     };
@@ -119,18 +119,19 @@ export async function openDatabase(options: DatabaseOptions): Promise<Database> 
 }
 
 /**
- * LISTEN on a connection of its own (outside the pool, which would recycle it). A lost
- * connection is reported and replaced: retries back off from 0.5 s to 5 s and stop when the
- * subscription is stopped.
+ * LISTEN on one connection of its own for every channel subscribed (outside the pool, which
+ * would recycle it). A lost connection is reported to every subscriber and replaced: retries
+ * back off from 0.5 s to 5 s; the connection ends when the last subscription stops.
  */
-async function listenOnPostgres(connectionString: string, channel: string, handlers: NotificationHandlers) {
-  let stopped = false;
+function postgresListener(connectionString: string): Database['listen'] {
+  const channels = new Map<string, NotificationHandlers>();
   let current: pg.Client | undefined;
+  let connecting: Promise<void> | undefined;
   let retry: NodeJS.Timeout | undefined;
   let delayMs = 500;
 
   const connect = async () => {
-    if (stopped) return;
+    if (channels.size === 0) return;
     const client = new pg.Client({
       connectionString,
       keepAlive: true,
@@ -142,38 +143,56 @@ async function listenOnPostgres(connectionString: string, channel: string, handl
       if (lost) return;
       lost = true;
       if (current === client) current = undefined;
-      handlers.state(false);
+      for (const handlers of channels.values()) handlers.state(false);
       void client.end().catch(() => {});
-      if (!stopped) {
-        retry = setTimeout(connect, delayMs);
+      if (channels.size > 0) {
+        retry = setTimeout(() => void (connecting = connect()), delayMs);
         retry.unref();
         delayMs = Math.min(delayMs * 2, 5_000);
       }
     };
     client.on('error', onLost);
     client.on('end', onLost);
-    client.on('notification', (message) => {
-      if (message.channel === channel) handlers.notify(message.payload ?? '');
-    });
+    client.on('notification', (message) => channels.get(message.channel)?.notify(message.payload ?? ''));
     try {
       await client.connect();
-      await client.query(`LISTEN ${channel}`);
-      if (stopped || lost) return void client.end().catch(() => {});
+      for (const channel of channels.keys()) await client.query(`LISTEN ${channel}`);
+      if (channels.size === 0 || lost) return void client.end().catch(() => {});
       current = client;
       delayMs = 500;
-      handlers.state(true);
+      for (const handlers of channels.values()) handlers.state(true);
     } catch {
       onLost();
     }
   };
 
-  await connect();
-  return async () => {
-    stopped = true;
-    clearTimeout(retry);
-    const client = current;
-    current = undefined;
-    handlers.state(false);
-    await client?.end().catch(() => {});
+  return async (channel, handlers) => {
+    channels.set(channel, handlers);
+    await connecting;
+    if (current) {
+      // already listening for other channels: this one joins the same connection
+      try {
+        await current.query(`LISTEN ${channel}`);
+        handlers.state(true);
+      } catch {
+        // the connection is being lost: the reconnect listens on every channel
+      }
+    } else if (!retry || channels.size === 1) {
+      connecting = connect();
+      await connecting;
+    }
+    return async () => {
+      if (channels.get(channel) !== handlers) return;
+      channels.delete(channel);
+      handlers.state(false);
+      if (channels.size > 0) {
+        await current?.query(`UNLISTEN ${channel}`).catch(() => {});
+        return;
+      }
+      clearTimeout(retry);
+      const client = current;
+      current = undefined;
+      await client?.end().catch(() => {});
+    };
   };
 }
