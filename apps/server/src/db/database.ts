@@ -146,7 +146,9 @@ function postgresListener(connectionString: string): Database['listen'] {
       for (const handlers of channels.values()) handlers.state(false);
       void client.end().catch(() => {});
       if (channels.size > 0) {
-        retry = setTimeout(() => void (connecting = connect()), delayMs);
+        retry = setTimeout(() => {
+          connecting = connect();
+        }, delayMs);
         retry.unref();
         delayMs = Math.min(delayMs * 2, 5_000);
       }
