@@ -102,7 +102,7 @@ export function mcpAuthenticate(
         req.auth = auth;
         if (agentKey) res.locals.agentKey = agentKey;
         // a request that lasts (a session's GET stream) asks again whether its bearer still is someone
-        res.locals.identifyAgain = async () => (await identify(bearer, req)).auth;
+        if (req.method === 'GET') res.locals.identifyAgain = async () => (await identify(bearer, req)).auth;
       }
       next();
     } catch (error) {

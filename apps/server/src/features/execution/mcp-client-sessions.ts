@@ -201,7 +201,7 @@ export class McpClientSessions {
   /** A session whose row is gone ends here and in every other process. */
   private async announceEnd(id: string): Promise<void> {
     this.ended(id);
-    await notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ ended: id }));
+    await this.announce({ ended: id });
   }
 
   /**
@@ -210,7 +210,7 @@ export class McpClientSessions {
    */
   async rootsChanged(id: string): Promise<void> {
     this.connector.notifyClient(id, ROOTS_CHANGED);
-    await notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ rootsChanged: id, by: this.processId }));
+    await this.announce({ rootsChanged: id });
   }
 
   /** Called with the id of every session that ends (here or in another process). */
@@ -226,10 +226,15 @@ export class McpClientSessions {
   receive(address: string, receiver: Receiver, lost?: () => void): () => void {
     const entry: Held = { receiver, lost };
     this.held.set(address, entry);
-    if (lost) void notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ claimed: address, by: this.processId })).catch(() => undefined);
+    if (lost) void this.announce({ claimed: address }).catch(() => undefined);
     return () => {
       if (this.held.get(address) === entry) this.held.delete(address);
     };
+  }
+
+  /** Tells every other process (this one skips what it announced). */
+  private announce(note: { ended: string } | { rootsChanged: string } | { claimed: string }): Promise<unknown> {
+    return notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ ...note, by: this.processId }));
   }
 
   /** Sends `message` to whichever process holds `address` (this one first). */
