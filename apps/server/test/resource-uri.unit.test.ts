@@ -50,6 +50,25 @@ describe('normaliseResourceUri', () => {
     ['foo:bar/../x', 'foo:bar/../x'],
     ['foo:%41', 'foo:A'],
     ['test://greeting', 'test://greeting'],
+    // hosts as WHATWG URL reads them, in every scheme (issue 46, row 1): IPv4 in any notation,
+    // IPv6 compressed, IPv4-mapped IPv6 as IPv4, IDNA, one trailing dot of a name
+    ['http://2130706433/x', 'http://127.0.0.1/x'],
+    ['http://0x7f000001/x', 'http://127.0.0.1/x'],
+    ['http://127.1/x', 'http://127.0.0.1/x'],
+    ['http://0177.0.0.1/x', 'http://127.0.0.1/x'],
+    ['http://127.0.0.1./x', 'http://127.0.0.1/x'],
+    ['http://127.0.0.1%2e/x', 'http://127.0.0.1/x'],
+    ['http://%31%32%37.0.0.1/x', 'http://127.0.0.1/x'],
+    ['http://[0:0:0:0:0:0:0:1]/x', 'http://[::1]/x'],
+    ['http://[0::1]/x', 'http://[::1]/x'],
+    ['http://[::ffff:127.0.0.1]/x', 'http://127.0.0.1/x'],
+    ['http://[::FFFF:7f00:1]:80/x', 'http://127.0.0.1/x'],
+    ['http://LOCALHOST./x', 'http://localhost/x'],
+    ['http://bücher.example/', 'http://xn--bcher-kva.example/'],
+    ['http://\u24DBocalhost/', 'http://localhost/'],
+    ['http://a%21b/', 'http://a!b/'],
+    ['db://127.1:5432/x', 'db://127.0.0.1:5432/x'],
+    ['file://LOCALHOST./x', 'file:///x'],
   ])('%s → %s', (uri, normal) => {
     expect(normaliseResourceUri(uri)).toBe(normal);
   });
@@ -77,8 +96,9 @@ describe('normaliseResourceUri', () => {
     ['file://host:80/x', /port/],
     ['file://me@host/x', /user information/],
     ['http://a b/', /host/],
-    ['http://bücher.example/', /host/],
-    ['http://a%21b/', /host/],
+    ['http://a<b/', /host/],
+    ['http://../', /empty label/],
+    ['http://a..b/', /empty label/],
     ['HTTPS:/a', /without a host/],
     ['file:///\ud800', /lone surrogate/],
   ])('refuses %j', (uri, message) => {

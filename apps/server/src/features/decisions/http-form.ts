@@ -7,10 +7,12 @@
  *   parameters: Tomcat, Jetty and Spring drop them, so `/admin;x/users` and `/x/..;/admin`
  *   reach `/admin/…`), an empty segment (`//admin`: nginx merges slashes), bytes that are not
  *   UTF-8 once decoded (overlong forms of `/` and `.`), or a dot segment left after decoding;
- * - method and URL override headers and a `_method` query parameter or body member, by which
- *   frameworks run another method or path than the one decided on.
+ * - method and URL override headers and a `_method` query parameter or body member (in any spelling
+ *   PHP reads as one: `.method`, `%2Emethod`, ` .method`), by which frameworks run another method
+ *   or path than the one decided on.
  */
 import { ApiError } from '../../shared/errors.ts';
+import { phpParameterName } from './readings.ts';
 
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 
@@ -65,32 +67,32 @@ export function sentPath(parsedPath: string): string {
   return path;
 }
 
-const isMethodParameter = (name: string) => {
-  try {
-    return decodeURIComponent(name.replace(/\+/g, ' ')).toLowerCase() === '_method';
-  } catch {
-    return false;
-  }
-};
+/** A parameter name an upstream reads as `_method`: in any case, encoded once or twice, or renamed by PHP (`.method`, ` method`). */
+const isMethodParameter = (name: string) => phpParameterName(name).toLowerCase() === '_method';
 
-/** Refuses a `_method` query parameter (Laravel and Symfony run the method it names for a POST). */
+/** Whether form-encoded text (`a=1&b=2`) names a `_method` parameter, however spelled. */
+const namesMethod = (form: string) => form.split(/[&;]/).some((pair) => isMethodParameter(pair.split('=', 1)[0] ?? ''));
+
+/** Refuses a `_method` query parameter in any spelling PHP reads as one (Laravel and Symfony run the method it names for a POST). */
 export function checkQuery(search: string): void {
-  if (
-    search.length > 1 &&
-    search
-      .slice(1)
-      .split('&')
-      .some((pair) => isMethodParameter(pair.split('=', 1)[0] ?? ''))
-  )
+  if (search.length > 1 && namesMethod(search.slice(1)))
     throw new ApiError(
       'invalid_execution',
       'execution.url: a _method query parameter overrides the method the upstream runs; it is refused',
     );
 }
 
-/** Refuses a JSON object body with a top-level `_method` member (Laravel reads it from JSON bodies too). */
+/**
+ * Refuses a JSON object body with a top-level `_method` member (Laravel reads it from JSON bodies
+ * too), and a string body that names one as a form would (sent with a form's content type, PHP
+ * parses the JSON string's text as one).
+ */
 export function checkBody(body: unknown): void {
-  if (body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).some((k) => k.toLowerCase() === '_method'))
+  const named =
+    typeof body === 'string'
+      ? namesMethod(body)
+      : body !== null && typeof body === 'object' && !Array.isArray(body) && Object.keys(body).some(isMethodParameter);
+  if (named)
     throw new ApiError('invalid_execution', 'execution.body: a _method member overrides the method the upstream runs; it is refused');
 }
 

@@ -8,7 +8,8 @@
  * - the scheme lower-cased; a URI without one is refused (MCP resource URIs are absolute);
  * - percent-encoding: escapes of unreserved characters decoded, others upper-cased; characters
  *   a URI may not hold (space, non-ASCII, `"<>^`{|}`) percent-encoded as UTF-8 (RFC 3987 §3.1);
- * - with an authority: the host lower-cased, an empty or default port dropped (http 80,
+ * - with an authority: the host in the form WHATWG URL gives a special URL's host, for every scheme
+ *   (canonicalHost: `http://2130706433/` is `http://127.0.0.1/`), an empty or default port dropped (http 80,
  *   https 443, ws 80, wss 443, ftp 21), an empty http(s)/ws(s) path made `/`;
  * - hierarchical paths (an authority, or a path that starts with `/`): dot segments removed
  *   (after decoding, so `%2E%2E` is `..`);
@@ -19,8 +20,8 @@
  *
  * Refused (ResourceUriError, a JSON-RPC invalid params): control characters, raw or encoded
  * (`%00`–`%1F`, `%7F`); an http(s), ws(s) or ftp URI without a host; a
- * file URI with a port or user information; a host of characters
- * other than letters, digits and `-._~!$&'()*+,;=` (after decoding) or an IP literal; leading or trailing white space; malformed escapes; and, before the
+ * file URI with a port or user information; a host WHATWG URL
+ * cannot parse; leading or trailing white space; malformed escapes; and, before the
  * query, backslashes and encoded separators (`%2F`, `%5C`), which an upstream may decode or read
  * as `/` after the decision (`/public%2F..%2Fsecret`). In the query and fragment they are data.
  */
@@ -123,6 +124,34 @@ export function normaliseResourceUri(uri: string): string {
   return `${lowerScheme}:${authority === undefined ? '' : `//${authority}`}${path}${query}${fragment}`;
 }
 
+/**
+ * A host as WHATWG URL reads a special URL's host, whatever the URI's scheme (an upstream that
+ * reads `foo://127.1/` may connect as `http` would): IPv4 in any notation (`2130706433`,
+ * `0x7f000001`, `127.1`, `0177.0.0.1`, `127.0.0.1.`) as dotted decimal, IPv6 compressed
+ * (`[0::1]` is `[::1]`), an IPv4-mapped IPv6 address as its IPv4 (`[::ffff:7f00:1]` is
+ * `127.0.0.1`), names lower-cased and IDNA-mapped to ASCII (`ⓛocalhost` is `localhost`), and one
+ * trailing dot of a name dropped (`localhost.` resolves as `localhost`). What it cannot parse is refused.
+ */
+function canonicalHost(host: string): string {
+  if (host === '') return host;
+  // a backslash is a path separator to WHATWG URL: it would silently cut the host short
+  if (host.includes('\\')) refuse('a backslash in the host');
+  let parsed: string;
+  try {
+    parsed = new URL(`http://${host}/`).hostname;
+  } catch {
+    return refuse(`the host '${host.slice(0, 64)}' is not a host name or IP address WHATWG URL accepts`);
+  }
+  const mapped = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/.exec(parsed);
+  if (mapped) {
+    const [high, low] = [Number.parseInt(mapped[1] as string, 16), Number.parseInt(mapped[2] as string, 16)];
+    return `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
+  }
+  // an empty label (`a..b`, `.a`) is no name a resolver looks up; refusing it keeps one form per host
+  if (/^\.|\.\./.test(parsed)) refuse(`the host '${parsed.slice(0, 64)}' has an empty label`);
+  return parsed.startsWith('[') ? parsed : parsed.replace(/\.$/, '');
+}
+
 function normaliseAuthority(authority: string, scheme: string): string {
   const at = authority.lastIndexOf('@');
   const userinfo = at < 0 ? null : normaliseEncoding(authority.slice(0, at), 'user information', false);
@@ -131,10 +160,7 @@ function normaliseAuthority(authority: string, scheme: string): string {
   const [, rawHost, port] = hostPort as RegExpExecArray;
   if (port !== undefined && !/^\d*$/.test(port)) refuse('a port that is not a number');
   if (scheme === 'file' && (port !== undefined || userinfo !== null)) refuse('a file URI with a port or user information');
-  const host = normaliseEncoding(rawHost as string, 'host', false).toLowerCase();
-  // what a resolver, or WHATWG URL, would read differently (an escape it decodes, a name it converts) is refused
-  if (!/^(\[[0-9a-f:.]+\]|[a-z0-9\-._~!$&'()*+,;=]*)$/.test(host))
-    refuse(`the host '${host.slice(0, 64)}' holds characters a host name cannot (use its ASCII form)`);
+  const host = canonicalHost(normaliseEncoding(rawHost as string, 'host', false));
   if (scheme in DEFAULT_PORTS && host === '') refuse(`a ${scheme} URI without a host`);
   const number = port === undefined || port === '' ? null : String(Number(port));
   const keptPort = number === null || number === DEFAULT_PORTS[scheme] ? '' : `:${number}`;

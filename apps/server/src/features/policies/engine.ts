@@ -2,6 +2,9 @@
  * The policy engine: compiles a workspace's enabled policies once per policy version and
  * decides in memory, with no database access per rule or per decision.
  *
+ * Block and approval rules match a URL, path or resource in every spelling an upstream may read
+ * as the same (decisions/readings.ts); allow rules match only the form that is sent.
+ *
  * Precedence: an agent's own allow-lists (allowed_tools, allowed_resources) act first, as
  * implicit block rules; then among matching rules of enforcing policies, block beats
  * require_approval beats allow, and among equal effects the policy with the higher priority
@@ -12,6 +15,7 @@
  */
 import type { PolicyRule, RuleEffect, Severity } from '@warden/contract';
 import type { ExecutionFacts } from '../decisions/act.ts';
+import { foldedReadings } from '../decisions/readings.ts';
 import { type CompiledCondition, compileCondition, evaluateCondition } from './cel.ts';
 import { compileGlobs, type Matcher } from './glob.ts';
 import { budgetExceeded, startDecisionBudget } from './limits.ts';
@@ -158,11 +162,29 @@ export function checkConditions(rules: readonly PolicyRule[]): { index: number; 
   return null;
 }
 
+/** Fields an upstream may read in another spelling than the one sent (decisions/readings.ts). */
+const READ_FIELDS: ReadonlySet<MatchField> = new Set(['resource', 'url', 'path']);
+
+/**
+ * A block or approval rule's matcher of a URL, path or resource: the value as sent, or any
+ * spelling an upstream may read as the same (case folded, decoded twice, PHP's parameter names).
+ */
+function restrictiveMatcher(patterns: readonly string[]): Matcher {
+  const exact = compileGlobs(patterns, true);
+  const folded = compileGlobs(
+    patterns.map((p) => p.toLowerCase()),
+    true,
+  );
+  return (value) => exact(value) || foldedReadings(value).some(folded);
+}
+
 function compileRule(policy: PolicySource, rule: PolicyRule, index: number): CompiledRule {
   const matchers: Array<[MatchField, Matcher]> = [];
   for (const field of MATCH_FIELDS) {
     const patterns = rule.match?.[field];
-    if (patterns?.length) matchers.push([field, compileGlobs(patterns, true)]); // metered: searches spend the decision's budget
+    if (!patterns?.length) continue;
+    // metered: searches spend the decision's budget; allow rules match the exact form only
+    matchers.push([field, rule.effect !== 'allow' && READ_FIELDS.has(field) ? restrictiveMatcher(patterns) : compileGlobs(patterns, true)]);
   }
   let condition: CompiledCondition | null = null;
   let conditionError: string | null = null;
