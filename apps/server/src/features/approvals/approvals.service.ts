@@ -13,6 +13,7 @@ import { inTransaction } from '../../db/transaction.ts';
 import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import { stableJson } from '../../shared/canonical-json.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
+import { redactSecrets, redactText } from '../../shared/redact.ts';
 import { type AgentRow, findAgentBySlugOrName } from '../agents/agents.repository.ts';
 import { recordIn } from '../audit/audit.service.ts';
 import { actDigest, checkContextSize, declaredInput, type ExecutionFacts, httpFacts, mcpFacts, shownExecution } from '../decisions/act.ts';
@@ -94,8 +95,9 @@ export async function insertPendingApproval(trx: Kysely<DB>, workspaceId: string
   const row = await repo.insertApproval(trx, {
     workspace_id: workspaceId,
     id: randomUUID(),
-    title: input.title,
-    description: input.description ?? null,
+    // what approvers, webhooks and the audit log are shown: secrets redacted (the digest binds the real act)
+    title: redactText(input.title),
+    description: input.description == null ? null : redactText(input.description),
     priority: input.priority ?? 'normal',
     type: input.type ?? 'manual',
     status: 'pending',
@@ -103,8 +105,8 @@ export async function insertPendingApproval(trx: Kysely<DB>, workspaceId: string
     agent_slug: input.agent?.slug ?? null,
     policy_name: input.policy ?? null,
     action: input.action ?? null,
-    resource: input.resource ?? null,
-    context: JSON.stringify(input.context ?? {}),
+    resource: input.resource == null ? null : redactText(input.resource),
+    context: JSON.stringify(redactSecrets(input.context ?? {})),
     input_digest: input.act?.digest ?? null,
     environment: input.act?.environment ?? null,
     tool: input.act?.tool ?? null,

@@ -2,6 +2,7 @@
 import type { AuditEvent } from '@warden/contract';
 import { iso } from '../../db/paginate.ts';
 import { timeOrderedUuid } from '../../shared/ids.ts';
+import { redactSecrets, redactText } from '../../shared/redact.ts';
 import type { AuditEventWithSeal } from './audit.repository.ts';
 
 export interface AuditRecord {
@@ -30,7 +31,11 @@ export interface AuditRecord {
  */
 const asStored = (context: Record<string, unknown>) => JSON.parse(JSON.stringify(context)) as Record<string, unknown>;
 
-/** The row of one audit event, and the event as the API shows it. */
+/**
+ * The row of one audit event, and the event as the API shows it. Every event enters the log
+ * here, so secrets are kept out here, whoever records: the resource, the message and the
+ * context redacted by name and by value (shared/redact.ts). A log that never deletes never takes one in.
+ */
 export function auditRows(workspaceId: string, record: AuditRecord) {
   const now = new Date();
   const row = {
@@ -41,17 +46,17 @@ export function auditRows(workspaceId: string, record: AuditRecord) {
     agent: record.agent ?? null,
     agent_id: record.agentId ?? null,
     action: record.action,
-    resource: record.resource ?? null,
+    resource: record.resource == null ? null : redactText(record.resource),
     tool: record.tool ?? null,
     environment: record.environment ?? null,
     user_name: record.user ?? null,
     policy: record.policy ?? null,
     result: record.result,
     severity: record.severity,
-    message: record.message ?? null,
+    message: record.message == null ? null : redactText(record.message),
     approval_id: record.approvalId ?? null,
     request_id: record.requestId ?? null,
-    context: asStored(record.context ?? {}),
+    context: redactSecrets(asStored(record.context ?? {})) as Record<string, unknown>,
   };
   return { row, event: toAuditEvent(row) };
 }
