@@ -84,6 +84,13 @@ export function credentialsService(db: Kysely<DB>, box: SecretBox) {
 
     async update(workspaceId: string, idOrName: string, input: CredentialUpdate, actor: Actor): Promise<Credential> {
       const existing = await find(workspaceId, idOrName);
+      // A brokered secret is bound to its destinations: sending it to a host it was not given for needs it given again.
+      const added = input.hosts ? normaliseHosts(input.hosts).filter((host) => !existing.hosts.includes(host)) : [];
+      if (added.length > 0 && !input.auth)
+        throw new ApiError(
+          'invalid_request',
+          `body/auth: adding hosts (${added.join(', ')}) sends the secret to new destinations; give the secret again (auth) in the same request`,
+        );
       const changes = {
         ...(input.description !== undefined ? { description: input.description } : {}),
         ...(input.hosts ? { hosts: normaliseHosts(input.hosts) } : {}),

@@ -42,6 +42,9 @@ export function toMcpServer(row: repo.McpServerRow): McpServer {
   };
 }
 
+/** Whether a new transport URL leads to another origin (scheme, host or port) than the old. */
+const movesOrigin = (from: string, to: string) => new URL(from).origin !== new URL(to).origin;
+
 /** The schema checks the scheme; this also refuses what `new URL` cannot parse. */
 function checkTransportUrl(url: string): string {
   try {
@@ -145,11 +148,20 @@ export async function updateMcpServer(
 ): Promise<McpServer> {
   const existing = await repo.findMcpServer(db, workspaceId, idOrSlug);
   if (!existing) throw notFound('MCP server', idOrSlug);
-  const { upstream_auth: auth, ...fields } = input;
+  const transportUrl = input.transport_url ? checkTransportUrl(input.transport_url) : undefined;
+  // A brokered secret is bound to its destination: a new origin without a new upstream_auth drops
+  // the old one (header secret, OAuth client and connections), so a change of URL cannot send it elsewhere.
+  const dropped =
+    input.upstream_auth === undefined &&
+    existing.auth_type !== null &&
+    transportUrl !== undefined &&
+    movesOrigin(existing.transport_url, transportUrl);
+  const auth = dropped ? null : input.upstream_auth;
+  const { upstream_auth: _given, ...fields } = input;
   // a new secret (or null) replaces the old: the registry's version bump closes upstream sessions opened with it (mcp-connector.ts)
   const changes = {
     ...fields,
-    ...(input.transport_url ? { transport_url: checkTransportUrl(input.transport_url) } : {}),
+    ...(transportUrl ? { transport_url: transportUrl } : {}),
     ...(auth !== undefined ? authColumns(box, auth) : {}),
   };
   try {
@@ -157,7 +169,12 @@ export async function updateMcpServer(
       await recordChange(trx, workspaceId, actor, {
         action: 'mcp_server.updated',
         resource: existing.id,
-        context: { slug: input.slug ?? existing.slug, fields: Object.keys(input) },
+        ...(dropped ? { severity: 'medium' as const } : {}),
+        context: {
+          slug: input.slug ?? existing.slug,
+          fields: Object.keys(input),
+          ...(dropped ? { upstream_auth_dropped: 'origin_changed' } : {}),
+        },
       });
       const row = await repo.updateMcpServer(trx, workspaceId, existing.id, changes);
       if (!row) throw notFound('MCP server', idOrSlug);

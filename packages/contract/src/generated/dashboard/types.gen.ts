@@ -1156,14 +1156,19 @@ export type ComplianceStatus = {
      *
      * The controls (`id`, weight, subjects):
      * - `agent-risk-assessed` (20): agents not retired; satisfied by a set `risk_level`.
-     * - `production-enforced` (25): active production agents; satisfied when a `block` or
-     * `require_approval` rule of an enabled enforcing policy matches the agent (by agent and
-     * environment) and can take effect. An `allow` rule permits, it does not enforce; a
-     * rule whose condition reads no variable (`input`, `context`, `agent`, `execution`) and
-     * is not `true` (e.g. `false`, `1 == 2`) never takes effect. Neither counts.
-     * - `high-risk-approval` (20): active high- or critical-risk agents; satisfied when a
-     * `require_approval` rule of an enabled enforcing policy matches the agent and can take
-     * effect (as above).
+     * - `production-enforced` (25): active production agents that acted in the last 7 days
+     * (evaluations, executions and MCP operations); each scores the share of those acts
+     * (by how often each was decided) that a `block` or `require_approval` rule of an
+     * enabled enforcing policy can match, replayed on the act as recorded (its action,
+     * resource, tool, environment and execution; a condition that can hold is taken to
+     * hold). A rule counts only for the acts it can match: one whose patterns fit nothing
+     * an agent does covers nothing. An `allow` rule permits, it does not enforce; a rule
+     * whose condition reads no variable (`input`, `context`, `agent`, `execution`) and is
+     * not `true` (e.g. `false`, `1 == 2`) never takes effect. Neither counts. The control's
+     * score is the mean over those agents; not applicable while none acted.
+     * - `high-risk-approval` (20): active high- or critical-risk agents that acted in the last
+     * 7 days; satisfied when a `require_approval` rule of an enabled enforcing policy that
+     * can take effect matches at least one of those acts (replayed as above).
      * - `agent-keys` (15): active agents; satisfied by a registered agent key.
      * - `audit-chain` (20): the audit log, once an event is sealed; satisfied while `GET /audit/verify` is valid.
      * - `production-default-block` (15): active production agents; satisfied when the
@@ -1591,6 +1596,13 @@ export type McpServerCreate = {
 export type McpServerUpdate = {
     name?: string;
     slug?: Slug;
+    /**
+     * A new URL. A brokered secret is bound to its destination: a URL of another origin
+     * (scheme, host or port) drops the server's `upstream_auth` (its secret, or its OAuth
+     * configuration and connections, refresh tokens revoked) unless the same request gives
+     * `upstream_auth` again; the change's audit event then says `upstream_auth_dropped`.
+     *
+     */
     transport_url?: string;
     transport?: McpTransport;
     description?: string | null;
@@ -2017,6 +2029,12 @@ export type CredentialCreate = {
  */
 export type CredentialUpdate = {
     description?: string | null;
+    /**
+     * The hosts the secret may be sent to, replacing the list. A brokered secret is bound to its
+     * destinations: a list that adds a host needs `auth` in the same request (else 400
+     * `invalid_request`, nothing changed); removing hosts needs nothing.
+     *
+     */
     hosts?: Array<CredentialHost>;
     auth?: UpstreamAuthInput;
 };
@@ -2493,6 +2511,13 @@ export type McpServerCreateWritable = {
 export type McpServerUpdateWritable = {
     name?: string;
     slug?: Slug;
+    /**
+     * A new URL. A brokered secret is bound to its destination: a URL of another origin
+     * (scheme, host or port) drops the server's `upstream_auth` (its secret, or its OAuth
+     * configuration and connections, refresh tokens revoked) unless the same request gives
+     * `upstream_auth` again; the change's audit event then says `upstream_auth_dropped`.
+     *
+     */
     transport_url?: string;
     transport?: McpTransport;
     description?: string | null;
@@ -2616,6 +2641,12 @@ export type CredentialCreateWritable = {
  */
 export type CredentialUpdateWritable = {
     description?: string | null;
+    /**
+     * The hosts the secret may be sent to, replacing the list. A brokered secret is bound to its
+     * destinations: a list that adds a host needs `auth` in the same request (else 400
+     * `invalid_request`, nothing changed); removing hosts needs nothing.
+     *
+     */
     hosts?: Array<CredentialHost>;
     auth?: UpstreamAuthInputWritable;
 };
