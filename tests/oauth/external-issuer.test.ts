@@ -6,7 +6,7 @@
  * its claim names; wrong audience, expiry, missing scope, a foreign issuer, a bad signature and
  * a malformed token are refused as RFC 6750 says.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
@@ -75,12 +75,29 @@ async function idpToken(clientId: string, resource: string, scope = 'mcp'): Prom
   return body.access_token;
 }
 
-const server = useTestServer(async () => ({
-  egressAllowlist: ['127.0.0.1/32'],
-  oauthIssuer: await startIdp(),
-  oauthWorkspace: 'corp',
-  oauthAgentClaim: 'warden_agent',
-}));
+/** A loopback port free now, so that WARDEN_PUBLIC_URL can name the server before it listens. */
+async function freePort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as AddressInfo;
+  await new Promise((resolve) => probe.close(resolve));
+  return port;
+}
+
+// external tokens need the audience from configuration (issue 46, row 4): WARDEN_PUBLIC_URL names this server
+const server = useTestServer(async () => {
+  const port = await freePort();
+  return {
+    port,
+    publicUrl: `http://127.0.0.1:${port}`,
+    egressAllowlist: ['127.0.0.1/32'],
+    oauthIssuer: await startIdp(),
+    oauthWorkspace: 'corp',
+    oauthAgentClaim: 'warden_agent',
+  };
+});
+/** The same IdP trusted by a Warden without WARDEN_PUBLIC_URL. */
+const unnamed = useTestServer(async () => ({ egressAllowlist: ['127.0.0.1/32'], oauthIssuer: issuer, oauthWorkspace: 'corp' }));
 let upstream: CountingUpstream;
 let key: string;
 
@@ -191,5 +208,53 @@ describe("the organisation's authorization server", () => {
     const res = await post('/api/v1/mcp/tools', token);
     expect(res.status).toBe(403);
     expect((await res.json()).error.data.code).toBe('agent_not_found');
+  });
+
+  it('takes the audience from configuration, never from the Host header: a token for another deployment is refused (row 4)', async () => {
+    const other = 'http://warden.other.example';
+    const token = await idpToken('bot-client', `${other}/api/v1/mcp/tools`);
+    const { port } = new URL(server.origin);
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          path: '/api/v1/mcp/tools',
+          method: 'POST',
+          headers: {
+            host: 'warden.other.example',
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            authorization: `Bearer ${token}`,
+          },
+        },
+        (res) => {
+          let body = '';
+          res.on('data', (chunk) => {
+            body += chunk;
+          });
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }));
+    });
+    expect(answer.status).toBe(401);
+    expect(answer.body).toMatch(/not for this resource/);
+  });
+
+  it('refuses every token of the IdP, with the fix in the message, while WARDEN_PUBLIC_URL is unset (row 4)', async () => {
+    const token = await idpToken('bot-client', `${unnamed.origin}/api/v1/mcp/tools`);
+    const res = await fetch(`${unnamed.origin}/api/v1/mcp/tools`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', authorization: `Bearer ${token}` },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} }),
+    });
+    expect(res.status).toBe(401);
+    expect(challenge(res).error).toBe('invalid_token');
+    expect((await res.json()).error.message).toMatch(/WARDEN_PUBLIC_URL/);
+    // nor does its metadata name the IdP
+    const metadata = await (await fetch(`${unnamed.origin}/.well-known/oauth-protected-resource/api/v1/mcp/tools`)).json();
+    expect(metadata.authorization_servers).toEqual([unnamed.origin]);
   });
 });

@@ -160,7 +160,11 @@ export function compose({
     accessTokens: new AccessTokens(
       db,
       config.oauthIssuer && config.oauthWorkspace
-        ? { issuer: new ExternalIssuer(config.oauthIssuer, config.oauthAgentClaim), workspace: config.oauthWorkspace }
+        ? {
+            issuer: new ExternalIssuer(config.oauthIssuer, config.oauthAgentClaim),
+            workspace: config.oauthWorkspace,
+            audienceConfigured: config.publicUrl !== undefined,
+          }
         : undefined,
       authorizationServer,
     ),

@@ -18,7 +18,7 @@ import { hashSecret } from '../shared/crypto.ts';
 import { ApiError } from '../shared/errors.ts';
 import { keyIdentity } from './context.ts';
 import type { KeyCache } from './key-cache.ts';
-import { publicOrigin } from './oauth-resource.ts';
+import { NO_OAUTH_ORIGIN, oauthOrigin, publicOrigin } from './oauth-resource.ts';
 
 const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
 const SLUG = /^\/([a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)\/?$/;
@@ -72,8 +72,9 @@ export function mcpAuthenticate(
   /** Who `bearer` is, on `req`'s endpoint: the identity, and the agent key when the bearer is one (undefined: nobody). */
   const identify = async (bearer: string, req: Request): Promise<{ auth?: AuthContext; agentKey?: string }> => {
     if (tokens.check.recognises(bearer)) {
-      // an OAuth access token: valid only for the endpoint it was issued for (its audience)
-      const origin = publicOrigin(tokens.config, req);
+      // an OAuth access token: valid only for the endpoint it was issued for (its audience), named by configuration
+      const origin = oauthOrigin(tokens.config, req);
+      if (origin === undefined) throw new ApiError('unauthorized', NO_OAUTH_ORIGIN);
       const resource = resourceOfPath(origin, req.path) ?? `${origin}${MCP_PATH}`;
       return { auth: await tokens.check.identify(bearer, resource, defaultRateLimit) };
     }
@@ -168,7 +169,8 @@ export const mcpGatewayErrors =
     if (!(error instanceof ApiError)) return next(error);
     if (res.headersSent) return;
     res.set(error.headers);
-    const resource = resourceOfPath(publicOrigin(config, req), req.path) ?? `${publicOrigin(config, req)}${MCP_PATH}`;
+    const origin = oauthOrigin(config, req) ?? publicOrigin(config, req);
+    const resource = resourceOfPath(origin, req.path) ?? `${origin}${MCP_PATH}`;
     if (error.status === 401)
       res.set('WWW-Authenticate', bearerChallenge(resource, req.get('authorization') ? 'invalid_token' : undefined, error.message));
     if (error.code === 'insufficient_scope') res.set('WWW-Authenticate', bearerChallenge(resource, 'insufficient_scope', error.message));

@@ -15,12 +15,12 @@ import { tokenHandler } from '@modelcontextprotocol/sdk/server/auth/handlers/tok
 import type { OAuthServerProvider } from '@modelcontextprotocol/sdk/server/auth/provider.js';
 import { createOAuthMetadata } from '@modelcontextprotocol/sdk/server/auth/router.js';
 import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { type Request, type Response, Router } from 'express';
+import { type ErrorRequestHandler, type Request, type Response, Router } from 'express';
 import type { Config } from '../config.ts';
 import type { BuiltinAuthorizationServer } from '../features/oauth/builtin-server.ts';
 import { SCOPES_SUPPORTED } from '../features/oauth/protected-resource.ts';
 import { ApiError } from '../shared/errors.ts';
-import { publicOrigin } from './oauth-resource.ts';
+import { NO_OAUTH_ORIGIN, oauthOrigin } from './oauth-resource.ts';
 
 /** Where the dashboard shows an authorization for consent (its hash route). */
 export const consentPath = (id: string) => `/dashboard/#/oauth/consent/${id}`;
@@ -33,7 +33,9 @@ function provider(config: Config, server: BuiltinAuthorizationServer): OAuthServ
       registerClient: (client) => server.registerClient(client as OAuthClientInformationFull),
     },
     authorize: async (client, params, res) => {
-      const id = await server.begin(client, params, publicOrigin(config, res.req));
+      const origin = oauthOrigin(config, res.req);
+      if (origin === undefined) throw new ApiError('not_found', NO_OAUTH_ORIGIN);
+      const id = await server.begin(client, params, origin);
       res.redirect(302, consentPath(id));
     },
     challengeForAuthorizationCode: (client, code) => server.challengeFor(client, code),
@@ -47,11 +49,21 @@ function provider(config: Config, server: BuiltinAuthorizationServer): OAuthServ
   };
 }
 
+/** A registration body that is not JSON: RFC 7591 §3.2.2's `invalid_client_metadata`, not a server error. */
+const malformedRegistration: ErrorRequestHandler = (error, _req, res, next) => {
+  if ((error as { type?: string }).type !== 'entity.parse.failed') return next(error);
+  res.status(400).set('Cache-Control', 'no-store').json({
+    error: 'invalid_client_metadata',
+    error_description: 'The registration request body is not JSON (RFC 7591: a JSON object of client metadata)',
+  });
+};
+
 export function authorizationServerRouter(config: Config, server: BuiltinAuthorizationServer): Router {
   const oauth = provider(config, server);
   const router = Router();
   router.get('/.well-known/oauth-authorization-server', (req: Request, res: Response) => {
-    const origin = publicOrigin(config, req);
+    const origin = oauthOrigin(config, req);
+    if (origin === undefined) throw new ApiError('not_found', NO_OAUTH_ORIGIN);
     let metadata: ReturnType<typeof createOAuthMetadata>;
     try {
       metadata = createOAuthMetadata({ provider: oauth, issuerUrl: new URL(origin), scopesSupported: [...SCOPES_SUPPORTED] });
@@ -64,7 +76,7 @@ export function authorizationServerRouter(config: Config, server: BuiltinAuthori
   });
   router.use('/authorize', authorizationHandler({ provider: oauth }));
   router.use('/token', tokenHandler({ provider: oauth }));
-  router.use('/register', clientRegistrationHandler({ clientsStore: oauth.clientsStore }));
+  router.use('/register', clientRegistrationHandler({ clientsStore: oauth.clientsStore }), malformedRegistration);
   router.use('/revoke', revocationHandler({ provider: oauth }));
   return router;
 }

@@ -51,7 +51,8 @@ export interface BuiltinTokenCheck {
 export class AccessTokens {
   constructor(
     private readonly db: Kysely<DB>,
-    private readonly external: { issuer: ExternalIssuer; workspace: string } | undefined,
+    /** `audienceConfigured`: WARDEN_PUBLIC_URL is set, so the audience a token must carry is the configured origin's. */
+    private readonly external: { issuer: ExternalIssuer; workspace: string; audienceConfigured: boolean } | undefined,
     private readonly builtin: BuiltinTokenCheck | undefined,
   ) {}
 
@@ -74,6 +75,10 @@ export class AccessTokens {
     }
     if (!this.external?.issuer.claims(payload))
       throw invalidToken('The access token was issued by an authorization server Warden does not accept');
+    if (!this.external.audienceConfigured)
+      throw invalidToken(
+        "Tokens of the organisation's authorization server are accepted only once WARDEN_PUBLIC_URL is set: the audience they must carry comes from configuration, never from a request",
+      );
     const claims = await this.external.issuer.verify(bearer, resource);
     if (claims.agent === undefined) throw new ApiError('agent_not_found', 'The access token names no agent of Warden');
     const workspace = await findWorkspaceAuth(this.db, { slug: this.external.workspace });

@@ -7,7 +7,12 @@
  * answered once and stored by their SHA-256 (docs/decisions/0021-oauth-authorization-servers.md).
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { InvalidGrantError, InvalidScopeError, InvalidTargetError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
+import {
+  InvalidClientMetadataError,
+  InvalidGrantError,
+  InvalidScopeError,
+  InvalidTargetError,
+} from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { OAuthClientInformationFull, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { Kysely } from 'kysely';
 import { iso, type Page, type PageRequest, paginate } from '../../db/paginate.ts';
@@ -22,6 +27,7 @@ import { fetchClientDocument, type GuardedFetch, isDocumentClientId } from './cl
 import { invalidToken } from './external-issuer.ts';
 import * as repo from './oauth.repository.ts';
 import { MCP_PATH, MCP_SCOPE, mcpResource, SCOPES_SUPPORTED } from './protected-resource.ts';
+import { redirectUrisRefusal } from './redirect-uris.ts';
 
 const AUTHORIZATION_TTL_MS = 10 * 60_000;
 const CODE_TTL_MS = 60_000;
@@ -88,6 +94,8 @@ export class BuiltinAuthorizationServer implements BuiltinTokenCheck {
   }
 
   async registerClient(client: OAuthClientInformationFull): Promise<OAuthClientInformationFull> {
+    const refusal = redirectUrisRefusal(client.redirect_uris);
+    if (refusal !== null) throw new InvalidClientMetadataError(`redirect_uris: ${refusal}`);
     await repo.insertClient(this.db, client.client_id, client);
     return client;
   }

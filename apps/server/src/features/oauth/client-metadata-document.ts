@@ -5,8 +5,10 @@
  * when it names that same URL as its `client_id`, lists redirect URIs, and asks for no client
  * secret (such clients are public), and answers the client as the SDK's handlers expect.
  */
+
 import type { OAuthClientInformationFull } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { OAuthClientMetadataSchema } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { redirectUrisRefusal } from './redirect-uris.ts';
 
 const TIMEOUT_MS = 5_000;
 const MAX_BYTES = 5 * 1024;
@@ -43,6 +45,7 @@ export async function fetchClientDocument(fetchVia: GuardedFetch, clientId: stri
   // a public client: a document cannot hold a secret, nor ask for one
   if ('client_secret' in document || (document.token_endpoint_auth_method ?? 'none') !== 'none') return undefined;
   const parsed = OAuthClientMetadataSchema.safeParse(document);
-  if (!parsed.success || parsed.data.redirect_uris.length === 0) return undefined;
+  if (!parsed.success || parsed.data.redirect_uris.length === 0 || redirectUrisRefusal(parsed.data.redirect_uris) !== null)
+    return undefined;
   return { ...parsed.data, client_id: clientId, token_endpoint_auth_method: 'none' };
 }
