@@ -181,41 +181,58 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
     expect((await status(key)).risk_score).toBe(0);
   });
 
-  it('fails production-enforced for a production agent without an enforcing policy, and passes once one covers it', async () => {
+  it('judges production-enforced on what production agents did: the share of their acts an enforcing rule can match', async () => {
     const key = await freshWorkspace();
     await createAgent(key, { name: 'Dev bot', slug: 'dev-bot', risk_level: 'low' });
+    await createAgent(key, { name: 'Prod bot', slug: 'prod-bot', environment: 'production', risk_level: 'low' });
+    // a production agent that has not acted gives nothing to judge
     expect(control(await status(key), 'production-enforced').status).toBe('not_applicable');
 
-    await createAgent(key, { name: 'Prod bot', slug: 'prod-bot', environment: 'production', risk_level: 'low' });
+    for (const action of ['db.read', 'db.read', 'db.drop_table', 'mail.send'])
+      expect((await evaluate(key, { action, agent: 'prod-bot' })).status).toBe(200);
+    await evaluate(key, { action: 'db.drop_table', agent: 'dev-bot' });
     const uncovered = await status(key);
     expect(control(uncovered, 'production-enforced')).toMatchObject({ status: 'fail', score: 0 });
 
-    // Neither a monitor policy, a disabled one, nor one for another agent covers it.
+    // Neither a monitor policy, a disabled one, one for another agent, nor one for acts it never does covers it.
     await createPolicy(key, { name: 'Only watching', mode: 'monitor', rules: [{ match: { agent: ['prod-bot'] }, effect: 'block' }] });
     await createPolicy(key, { name: 'Switched off', enabled: false, rules: [{ match: { agent: ['prod-bot'] }, effect: 'block' }] });
     await createPolicy(key, { name: 'Someone else', rules: [{ match: { agent: ['dev-bot'] }, effect: 'block' }] });
+    await createPolicy(key, { name: 'Never', rules: [{ match: { action: ['zz.never.happens'] }, effect: 'block' }] });
     expect(control(await status(key), 'production-enforced')).toMatchObject({ status: 'fail', score: 0 });
 
+    // a rule that matches one act in four: a quarter covered
     await createPolicy(key, {
       name: 'Prod guard',
       rules: [{ match: { agent: ['prod-*'], environment: ['production'], action: ['db.drop*'] }, effect: 'block' }],
     });
+    const partly = await status(key);
+    expect(control(partly, 'production-enforced')).toMatchObject({ status: 'fail', score: 25 });
+    expect(partly.score).toBeGreaterThan(uncovered.score);
+
+    await createPolicy(key, {
+      name: 'Ask for the rest',
+      rules: [{ match: { action: ['db.read', 'mail.*'] }, effect: 'require_approval' }],
+    });
     const covered = await status(key);
     expect(control(covered, 'production-enforced')).toMatchObject({ status: 'pass', score: 100 });
-    expect(covered.score).toBeGreaterThan(uncovered.score);
     expect(covered.framework_score).toBeGreaterThanOrEqual(uncovered.framework_score);
   });
 
-  it('fails high-risk-approval for a high-risk agent without a require_approval rule, and passes once one covers it', async () => {
+  it('fails high-risk-approval until a require_approval rule can match something a high-risk agent did', async () => {
     const key = await freshWorkspace();
     await createAgent(key, { name: 'Calm', slug: 'calm', risk_level: 'low' });
-    expect(control(await status(key), 'high-risk-approval').status).toBe('not_applicable');
-
     await createAgent(key, { name: 'Wild', slug: 'wild', risk_level: 'high' });
+    expect(control(await status(key), 'high-risk-approval').status).toBe('not_applicable');
+    await evaluate(key, { action: 'payments.send', agent: 'wild', context: { amount: 5 } });
     const open = await status(key);
     expect(control(open, 'high-risk-approval')).toMatchObject({ status: 'fail', score: 0 });
 
     await createPolicy(key, { name: 'Block wild', rules: [{ match: { agent: ['wild'] }, effect: 'block' }] });
+    await createPolicy(key, {
+      name: 'Ask elsewhere',
+      rules: [{ match: { agent: ['wild'], action: ['refunds.*'] }, effect: 'require_approval' }],
+    });
     expect(control(await status(key), 'high-risk-approval')).toMatchObject({ status: 'fail', score: 0 });
 
     await createPolicy(key, {
@@ -227,9 +244,10 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
     expect(approved.score).toBeGreaterThan(open.score);
   });
 
-  it('counts only rules that can take effect: an allow rule, or a condition that never holds, enforces nothing', async () => {
+  it('counts only rules that can take effect on what was done: allow, a condition that never holds, an act never done', async () => {
     const key = await freshWorkspace();
     await createAgent(key, { name: 'Prod wild', slug: 'prod-wild', environment: 'production', risk_level: 'high' });
+    await evaluate(key, { action: 'payments.send', agent: 'prod-wild', context: { amount: 500 } });
     await waitSealed(key); // so that audit-chain is applicable in both statuses compared
     const before = await status(key);
     // issue 36: these two raised a workspace's score from 32.6 to 71.7, both controls passing
@@ -239,6 +257,14 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
         name: `Never (${condition})`,
         rules: [{ match: { agent: ['prod-*'] }, effect: 'require_approval', condition }],
       });
+    // issue 46, row 5: a rule for an act no agent does took a workspace from 47.8 to 87
+    await createPolicy(key, {
+      name: 'Never happens',
+      rules: [
+        { match: { action: ['zz.never.happens'] }, effect: 'block' },
+        { match: { action: ['zz.never.happens'] }, effect: 'require_approval' },
+      ],
+    });
     const inflated = await status(key);
     for (const id of ['production-enforced', 'high-risk-approval'])
       expect(control(inflated, id)).toMatchObject({ status: 'fail', score: 0 });
@@ -297,6 +323,8 @@ describe('GET /compliance/status (getComplianceStatus)', () => {
     const credential = { name: 'api', hosts: ['api.example.com'], auth: { type: 'bearer' as const, secret: 'compliance-secret-0123' } };
     expect((await server.api('POST', '/credentials', { key, body: credential })).status).toBe(201);
     await server.api('POST', '/audit', { key, body: { action: 'seed', result: 'blocked' } });
+    // what the agent did, so that the controls judged on its acts apply
+    expect((await evaluate(key, { action: 'orders.ship', agent: 'full', environment: 'production' })).status).toBe(200);
     await waitSealed(key);
     const failing = await status(key);
     expect(failing.control_coverage).toBe(100);

@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { brokersCredentials } from '../credentials/credentials.repository.ts';
 import { conditionNeverHolds } from '../policies/cel.ts';
-import { compileGlobs } from '../policies/glob.ts';
+import { compilePolicySet, type DecisionInput, decide, type PolicySet } from '../policies/engine.ts';
 import { loadPolicySettings } from '../settings/settings.service.ts';
 import * as repo from './compliance.repository.ts';
 
@@ -35,7 +35,7 @@ export const CONTROLS: Record<string, ControlDefinition> = {
     id: 'production-enforced',
     name: 'Production agents are covered by an enforcing policy',
     description:
-      'Share of active production agents matched (by agent and environment) by a block or require_approval rule of an enabled enforcing policy whose condition, if any, can hold (an allow rule permits, it does not enforce; a condition that reads no variable and is not true never takes effect).',
+      'Per active production agent that acted in the last 7 days, the share of its acts a block or require_approval rule of an enabled enforcing policy can match (replayed on each act; a condition that can hold is taken to hold), averaged over those agents. A rule counts only for the acts it can match: one whose patterns fit nothing the agent does covers nothing (an allow rule permits, it does not enforce; a condition that reads no variable and is not true never takes effect).',
     weight: 25,
     frameworks: ['EU-AI-ACT:Art.14', 'NIST-AI-RMF:MANAGE-2.2', 'ISO-42001:A.9.2'],
   },
@@ -43,7 +43,7 @@ export const CONTROLS: Record<string, ControlDefinition> = {
     id: 'high-risk-approval',
     name: 'High-risk agents need human approval',
     description:
-      'Share of active high- or critical-risk agents matched by a require_approval rule of an enabled enforcing policy whose condition, if any, can hold.',
+      'Share of active high- or critical-risk agents that acted in the last 7 days for which a require_approval rule of an enabled enforcing policy, whose condition can hold, matches at least one of those acts.',
     weight: 20,
     frameworks: ['EU-AI-ACT:Art.14', 'NIST-AI-RMF:MANAGE-1.3', 'ISO-42001:A.9.3'],
   },
@@ -80,6 +80,63 @@ export const CONTROLS: Record<string, ControlDefinition> = {
   },
 };
 
+/**
+ * The enforcing rules that can take effect (of `effect`, else block and require_approval), as a
+ * policy set to replay acts on: not `allow` (it permits), not a condition that can never hold;
+ * a condition that can hold is taken to hold (an act's recorded context is redacted, so it is
+ * not evaluated again).
+ */
+function enforcingRules(policies: readonly { name: string; priority: number; rules: unknown }[], effect?: PolicyRule['effect']): PolicySet {
+  return compilePolicySet(
+    policies.map((policy) => ({
+      name: policy.name,
+      mode: 'enforce',
+      priority: policy.priority,
+      rules: (policy.rules as PolicyRule[])
+        .filter((rule) => (effect ? rule.effect === effect : rule.effect !== 'allow'))
+        .filter((rule) => !(rule.condition && conditionNeverHolds(rule.condition)))
+        .map(({ condition: _condition, ...rule }) => rule),
+    })),
+  );
+}
+
+type Act = Awaited<ReturnType<typeof repo.recentActs>>[number];
+type AgentRow = Awaited<ReturnType<typeof repo.complianceAgents>>[number];
+
+/** The act as policy matched it when it was decided: its declared fields and what its execution ran. */
+function replayed(act: Act): DecisionInput {
+  const execution =
+    act.mode === 'http_proxy'
+      ? { mode: 'http_proxy', method: act.method ?? '', host: act.host ?? '', path: act.path ?? '', url: act.url ?? '' }
+      : act.mode === 'mcp_proxy'
+        ? { mode: 'mcp_proxy', server: act.server ?? '' }
+        : null;
+  return {
+    action: act.action,
+    ...(act.resource === null ? {} : { resource: act.resource }),
+    ...(act.tool === null ? {} : { tool: act.tool }),
+    ...(act.environment === null ? {} : { environment: act.environment }),
+    execution: execution as DecisionInput['execution'],
+  };
+}
+
+/** The share (0–1) of an agent's recent acts, by how often each was decided, that a rule of `set` matches. */
+function coveredShare(set: PolicySet, agent: AgentRow, acts: readonly Act[]): number {
+  const facts = { ...agent, allowed_tools: [], allowed_resources: [] };
+  let total = 0;
+  let covered = 0;
+  for (const act of acts) {
+    const count = Number(act.count);
+    total += count;
+    try {
+      if (decide(set, replayed(act), facts).matched) covered += count;
+    } catch {
+      covered += count; // a rule whose search spends the budget fails the act closed when it is decided: it governs it
+    }
+  }
+  return total === 0 ? 0 : covered / total;
+}
+
 const round = (value: number) => Math.round(value * 10) / 10;
 const share = (satisfied: number, total: number) => (total === 0 ? 0 : (100 * satisfied) / total);
 
@@ -97,36 +154,38 @@ function control(definition: ControlDefinition, satisfied: number, subjects: num
 type VerifyAudit = (workspaceId: string) => Promise<AuditVerification['data']>;
 
 export async function computeCompliance(db: Kysely<DB>, verifyAudit: VerifyAudit, workspaceId: string): Promise<ComplianceStatus['data']> {
-  const [agents, policies, decisions, chain, { defaults, agentsHoldNoCredentials }, brokers] = await Promise.all([
+  const [agents, policies, acts, decisions, chain, { defaults, agentsHoldNoCredentials }, brokers] = await Promise.all([
     repo.complianceAgents(db, workspaceId),
     repo.enforcingPolicyRules(db, workspaceId),
+    repo.recentActs(db, workspaceId),
     repo.recentDecisionCounts(db, workspaceId),
     verifyAudit(workspaceId),
     loadPolicySettings(db, workspaceId),
     brokersCredentials(db, workspaceId),
   ]);
-  // Only rules that can take effect enforce anything: not `allow` (it permits), not a condition that can never hold.
-  const rules = policies
-    .flatMap((p) => p.rules as PolicyRule[])
-    .filter((rule) => rule.effect !== 'allow' && !(rule.condition && conditionNeverHolds(rule.condition)));
-  const covers = (rule: PolicyRule, agent: { slug: string; name: string; environment: string }) =>
-    (!rule.match?.agent?.length || [agent.slug, agent.name].some(compileGlobs(rule.match.agent))) &&
-    (!rule.match?.environment?.length || compileGlobs(rule.match.environment)(agent.environment));
+  const enforcing = enforcingRules(policies);
+  const asking = enforcingRules(policies, 'require_approval');
+  const actsOf = new Map<string, Act[]>();
+  for (const act of acts) {
+    const own = actsOf.get(act.agent_id as string);
+    if (own) own.push(act);
+    else actsOf.set(act.agent_id as string, [act]);
+  }
 
   const current = agents.filter((a) => a.status !== 'retired');
   const active = agents.filter((a) => a.status === 'active');
-  const production = active.filter((a) => a.environment === 'production');
-  const highRisk = active.filter((a) => a.risk_level === 'high' || a.risk_level === 'critical');
+  const production = active.filter((a) => a.environment === 'production' && actsOf.has(a.id));
+  const highRisk = active.filter((a) => (a.risk_level === 'high' || a.risk_level === 'critical') && actsOf.has(a.id));
   const controls = [
     control(CONTROLS.riskAssessed as ControlDefinition, current.filter((a) => a.risk_level !== null).length, current.length),
     control(
       CONTROLS.productionEnforced as ControlDefinition,
-      production.filter((a) => rules.some((r) => covers(r, a))).length,
+      production.reduce((sum, a) => sum + coveredShare(enforcing, a, actsOf.get(a.id) ?? []), 0),
       production.length,
     ),
     control(
       CONTROLS.highRiskApproval as ControlDefinition,
-      highRisk.filter((a) => rules.some((r) => r.effect === 'require_approval' && covers(r, a))).length,
+      highRisk.filter((a) => coveredShare(asking, a, actsOf.get(a.id) ?? []) > 0).length,
       highRisk.length,
     ),
     control(CONTROLS.agentKeys as ControlDefinition, active.filter((a) => a.api_key_hash !== null).length, active.length),
