@@ -10,9 +10,9 @@
  *   concurrent calls included: a call pays no handshake. Never shared by two agents: an
  *   upstream keeps state per session (what one agent left there, another would read).
  * - An upstream session is terminated (HTTP DELETE, as the transport specification asks) when
- *   it has been idle for `idleMs`, when its governed session expires, when the pool is full (the
- *   least recently used goes: the workspace's own once it holds MAX_POOLED_PER_WORKSPACE, so one
- *   workspace's agents do not end another's sessions), when the registry's URL or transport
+ *   it has been idle for `idleMs`, when its governed session expires, when a share is full (fairly:
+ *   an agent's own least recently used past MAX_POOLED_PER_AGENT, the workspace's heaviest agent's
+ *   past MAX_POOLED_PER_WORKSPACE, the heaviest workspace's past MAX_POOLED: see evictFor), when the registry's URL or transport
  *   changes, and on shutdown.
  * - What the upstream sends is read within `maxMessageBytes` per message (mcp-fetch.ts).
  * - A dead upstream session (the server restarted or forgot it: it answers 404, or 400 to a
@@ -44,8 +44,18 @@ export const DEFAULT_UPSTREAM_IDLE_MS = 300_000;
  * the least recently used is terminated.
  */
 export const MAX_POOLED = 1_000;
-/** Upstream sessions one workspace keeps at most (its agents × servers in use); beyond, its least recently used goes. */
+/** Upstream sessions one workspace keeps at most (its agents × servers in use); beyond, its heaviest agent's least recently used goes. */
 export const MAX_POOLED_PER_WORKSPACE = 250;
+/** Upstream sessions one agent keeps at most (its client sessions × servers); beyond, its own least recently used goes. */
+export const MAX_POOLED_PER_AGENT = 64;
+
+/** The least recently used of the group (by `groupOf`) holding the most of `entries` (ordered least recently used first). */
+function oldestOfHeaviest<T>(entries: readonly T[], groupOf: (entry: T) => string): T {
+  const counts = new Map<string, number>();
+  for (const entry of entries) counts.set(groupOf(entry), (counts.get(groupOf(entry)) ?? 0) + 1);
+  const heaviest = Math.max(...counts.values());
+  return entries.find((entry) => counts.get(groupOf(entry)) === heaviest) as T;
+}
 /** How long a DELETE that terminates an upstream session may take. */
 const TERMINATE_TIMEOUT_MS = 2_000;
 
@@ -144,6 +154,7 @@ interface Pooled {
   /** Whose session it is on which server, whatever its URL, transport or secret (see retireStale). */
   owner: string;
   workspaceId: string;
+  agentId: string;
   client: Promise<Client>;
   lastUsed: number;
   /** For a governed session: when it expires. */
@@ -276,25 +287,20 @@ export class McpConnector {
     for (const entry of [...this.pool.values()]) if (entry.owner === owner && entry.key !== key && entry.inUse === 0) this.retire(entry);
   }
 
-  /** Makes room for a new session of `workspaceId`: its own least recently used past its share, else the pool's. */
-  private evictFor(workspaceId: string): void {
-    if (this.pool.size >= MAX_POOLED_PER_WORKSPACE) {
-      let own = 0;
-      let oldestOwn: Pooled | undefined;
-      for (const entry of this.pool.values())
-        if (entry.workspaceId === workspaceId) {
-          own += 1;
-          oldestOwn ??= entry;
-        }
-      if (own >= MAX_POOLED_PER_WORKSPACE && oldestOwn) {
-        this.retire(oldestOwn);
-        return;
-      }
-    }
-    if (this.pool.size >= MAX_POOLED) {
-      const oldest = this.pool.values().next().value;
-      if (oldest) this.retire(oldest);
-    }
+  /**
+   * Makes room for a new session of `agentId` in `workspaceId`, fairly: past the agent's share,
+   * its own least recently used goes; past the workspace's, the least recently used of the
+   * workspace's heaviest agent; past the process's, that of the heaviest workspace. So an agent
+   * that opens many sessions ends its own, never another agent's (or workspace's) while it holds more.
+   */
+  private evictFor(workspaceId: string, agentId: string): void {
+    if (this.pool.size < MAX_POOLED_PER_AGENT) return;
+    const entries = [...this.pool.values()]; // least recently used first
+    const own = entries.filter((entry) => entry.workspaceId === workspaceId && entry.agentId === agentId);
+    const workspace = entries.filter((entry) => entry.workspaceId === workspaceId);
+    if (own.length >= MAX_POOLED_PER_AGENT) this.retire(own[0] as Pooled);
+    else if (workspace.length >= MAX_POOLED_PER_WORKSPACE) this.retire(oldestOfHeaviest(workspace, (entry) => entry.agentId));
+    else if (this.pool.size >= MAX_POOLED) this.retire(oldestOfHeaviest(entries, (entry) => entry.workspaceId));
   }
 
   private acquire(target: McpTarget, owner: UpstreamOwner): Pooled {
@@ -313,12 +319,13 @@ export class McpConnector {
     }
     const ownerKey = this.ownerOf(target, owner);
     this.retireStale(ownerKey, key);
-    this.evictFor(target.workspace_id);
+    this.evictFor(target.workspace_id, owner.agentId);
     const entry: Pooled = {
       key,
       clientId: owner.client?.id,
       owner: ownerKey,
       workspaceId: target.workspace_id,
+      agentId: owner.agentId,
       lastUsed: now,
       expiresAt: session ? session.expiresAt.getTime() : Number.POSITIVE_INFINITY,
       closed: false,
