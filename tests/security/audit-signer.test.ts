@@ -11,7 +11,7 @@
  * `audit.integrity_failed` webhook, and no further checkpoint is signed for that log. Consistency
  * is re-checked here with the test's own RFC 9162 verifier (the SDK's), not the server's.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -212,5 +212,73 @@ describe('the signer refuses a history rewritten under its last checkpoint', () 
     expect((await blockedEvent(control, 'later')).status).toBe(201);
     await until('the control log signed at its new size', async () => (await verify(control)).checkpoint?.tree_size === control.size + 1);
     expect(await verify(control)).toMatchObject({ valid: true, signing_refused: null });
+  });
+
+  it('a signer started without its own record signs nothing the database alone vouches for, and says how to fix it (issue 46, row 9)', async () => {
+    const key = await keyFor(server, '*', 'lost-record');
+    const signing = (await server.api('GET', '/audit/signing-key', { key })).body.data;
+    const ws: Workspace = {
+      slug: 'lost-record',
+      key,
+      id: (signing.key_name as string).split('/audit/')[1] as string,
+      vkey: signing.verifier_key,
+      size: 0,
+      root: '',
+    };
+    const signedAt = async (size: number) =>
+      until(`signed at ${size}`, async () => {
+        const data = await verify(ws);
+        return data.unsealed === 0 && data.tree_size >= size && data.checkpoint?.tree_size === data.tree_size && data;
+      });
+    for (let i = 0; i < 3; i++) expect((await blockedEvent(ws, `early.${i}`)).status).toBe(201);
+    const older = await signedAt(3);
+    for (let i = 0; i < 3; i++) expect((await blockedEvent(ws, `late.${i}`)).status).toBe(201);
+    const newest = await signedAt(older.tree_size + 3);
+    // a database writer deletes the newest checkpoints and rewrites history after the older one
+    await asAttacker(server.database.db, async (trx) => {
+      await sql`DELETE FROM audit_checkpoints WHERE workspace_id = ${ws.id} AND tree_size > ${older.tree_size}`.execute(trx);
+      await sql`UPDATE audit_events SET result = 'allowed' WHERE workspace_id = ${ws.id} AND action = 'late.1'`.execute(trx);
+      await resealEverything(trx, ws.id);
+    });
+    await until('resealed', async () => (await verify(ws)).unsealed === 0 && (await verify(ws)).tree_size === newest.tree_size);
+
+    // a signer whose checkpoint file is lost (here: a new path) anchored on the older checkpoint before, and signed the forgery
+    const errors: { message: string; fields?: Record<string, unknown> }[] = [];
+    const lostFile = join(dir, 'lost-checkpoints.ndjson');
+    const withoutRecord = new Checkpointer(
+      server.database.db,
+      loadAuditSigner({ auditSigningKey: signingKey, dataDir: 'memory://', auditLogName: ws.vkey.split('/audit/')[0] as string }),
+      { info: () => undefined, error: (message, fields) => errors.push({ message, ...(fields ? { fields } : {}) }) },
+      0,
+      lostFile,
+    );
+    await withoutRecord.run();
+    expect(withoutRecord.lastSigned(ws.id)).toBeUndefined();
+    expect(existsSync(lostFile)).toBe(false);
+    expect(errors.map((e) => e.message).join('\n')).toMatch(/checkpoint file holds no checkpoint of any log, but the database does/);
+    expect(errors[0]?.message).toMatch(/Restore the checkpoint file/);
+    // nor does a record that lacks only this log (its newest checkpoints deleted) anchor on the database's older one
+    const partial = join(dir, 'partial-checkpoints.ndjson');
+    writeFileSync(
+      partial,
+      readFileSync(checkpointFile, 'utf8')
+        .split('\n')
+        .filter((line) => line && !line.includes(ws.id))
+        .join('\n'),
+    );
+    const withoutThisLog = new Checkpointer(
+      server.database.db,
+      loadAuditSigner({ auditSigningKey: signingKey, dataDir: 'memory://', auditLogName: ws.vkey.split('/audit/')[0] as string }),
+      { info: () => undefined, error: (message, fields) => errors.push({ message, ...(fields ? { fields } : {}) }) },
+      0,
+      partial,
+    );
+    await withoutThisLog.run();
+    expect(withoutThisLog.lastSigned(ws.id)).toBeUndefined();
+    expect(errors.find((e) => e.fields?.workspaceId === ws.id)?.message).toMatch(/holds no checkpoint of this log, but the database does/);
+    const stored = await sql<{ tree_size: string }>`SELECT tree_size FROM audit_checkpoints WHERE workspace_id = ${ws.id}`.execute(
+      server.database.db,
+    );
+    expect(stored.rows.map((row) => Number(row.tree_size))).not.toContain(newest.tree_size);
   });
 });

@@ -9,7 +9,7 @@
  * key, each under its own origin `<log name>/audit/<workspace id>` (the key name is the origin).
  */
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   AuditProofError,
   decodeBase64,
@@ -132,7 +132,11 @@ export class Witness {
     };
   }
 
-  /** Written whole, synced, then renamed over the old file: a crash leaves one state or the other. */
+  /**
+   * Written whole, synced, then renamed over the old file, and the directory synced so that the
+   * rename itself survives a power loss: a crash leaves one state or the other, never an older one
+   * after a cosignature of the newer went out.
+   */
   private persist(): void {
     const temporary = `${this.stateFile}.${process.pid}.tmp`;
     const fd = openSync(temporary, 'w', 0o600);
@@ -143,6 +147,12 @@ export class Witness {
       closeSync(fd);
     }
     renameSync(temporary, this.stateFile);
+    const directory = openSync(dirname(this.stateFile), 'r');
+    try {
+      fsyncSync(directory);
+    } finally {
+      closeSync(directory);
+    }
   }
 }
 

@@ -92,3 +92,7 @@ export const checkpointsBySize = (db: Kysely<DB>, workspaceId: string, afterSize
     .orderBy('tree_size')
     .limit(limit)
     .execute();
+
+/** Whether the database holds any signed checkpoint (of any log). */
+export const anyCheckpoint = async (db: Kysely<DB>) =>
+  (await db.selectFrom('audit_checkpoints').select('workspace_id').limit(1).executeTakeFirst()) !== undefined;

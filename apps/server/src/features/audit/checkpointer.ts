@@ -20,7 +20,7 @@ import type { Kysely } from 'kysely';
 import { readOrCreateSecretFile } from '../../db/data-dir-lock.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
-import { findCheckpoint, insertCheckpoint, treesDueForCheckpoint } from './checkpoint.repository.ts';
+import { anyCheckpoint, findCheckpoint, insertCheckpoint, treesDueForCheckpoint } from './checkpoint.repository.ts';
 import {
   exportSigningKey,
   formatVerifierKey,
@@ -150,6 +150,8 @@ type Refusal = string | undefined;
 
 /** How often a refusal that goes on is logged again (it is checked every round). */
 const REFUSAL_LOG_EVERY_MS = 60_000;
+/** The key of unrecorded()'s log line when the signer's whole record is missing. */
+const ALL_LOGS = '*';
 
 /** The largest checkpoint per log in the checkpoint file whose signature verifies with the signer's key. */
 export function readSignedCheckpoints(file: string | undefined, signer: AuditSigner, logger: Logger): Map<string, Signed> {
@@ -207,6 +209,8 @@ export class Checkpointer {
   async run(now = Date.now()): Promise<void> {
     if (now - this.last < this.intervalMs) return;
     this.last = now;
+    // its whole record lost (no checkpoint file, or an empty one) while the database holds checkpoints: it vouches for nothing
+    if (this.file && this.signed.size === 0 && (await anyCheckpoint(this.db))) return this.unrecorded(ALL_LOGS);
     for (const tree of await treesDueForCheckpoint(this.db)) {
       try {
         await this.checkpoint(tree.workspace_id, Number(tree.tree_size), tree.root_hash, new Date(now));
@@ -221,9 +225,11 @@ export class Checkpointer {
    * newest checkpoint in the database if it is larger and its note verifies with this key (then
    * this signer, or another process with the same key, did sign it).
    */
-  private async anchorOf(workspaceId: string): Promise<Signed | undefined> {
+  private async anchorOf(workspaceId: string): Promise<Signed | 'unrecorded' | undefined> {
     const kept = this.signed.get(workspaceId);
     const stored = await findCheckpoint(this.db, workspaceId);
+    // a database writer can delete checkpoints: one the signer's own record lacks is no anchor (finding 9 of issue 46)
+    if (kept === undefined && stored && this.file) return 'unrecorded';
     const opened = stored && openSignedCheckpoint(this.signer, stored.note);
     if (opened && opened.origin === originOf(this.signer, workspaceId) && opened.size > (kept?.size ?? 0))
       return { size: opened.size, root: opened.rootHash.toString('hex') };
@@ -276,8 +282,23 @@ export class Checkpointer {
     }
   }
 
+  /** Logs, at most once a minute per log, that this signer will not sign a log its own record does not hold, and the fix. */
+  private unrecorded(workspaceId: string): void {
+    const logged = this.refused.get(workspaceId);
+    if (logged !== undefined && Date.now() - logged < REFUSAL_LOG_EVERY_MS) return;
+    this.refused.set(workspaceId, Date.now());
+    this.logger.error(
+      `audit checkpoint not signed: the checkpoint file holds no checkpoint of ${workspaceId === ALL_LOGS ? 'any log' : 'this log'}, but the database does. ` +
+        'The signer anchors only on its own record, which no database writer can delete. Restore the checkpoint file ' +
+        '(or copy it from a process that signs), or append to it the latest checkpoint you hold outside Warden ' +
+        '(an audit.checkpoint webhook, a witness), then restart',
+      { ...(workspaceId === ALL_LOGS ? {} : { workspaceId }), file: this.file },
+    );
+  }
+
   private async checkpoint(workspaceId: string, size: number, rootHash: string, time: Date): Promise<void> {
     const anchor = await this.anchorOf(workspaceId);
+    if (anchor === 'unrecorded') return this.unrecorded(workspaceId);
     const reason = anchor && (await this.refusal(workspaceId, anchor, size, rootHash));
     if (anchor && reason) return this.refuse(workspaceId, anchor, { size, root: rootHash }, reason);
     await this.sign(workspaceId, size, rootHash, time);
