@@ -297,7 +297,7 @@ describe('getWebhookDelivery (the payload viewer)', () => {
       ...sent,
       data: { ...sent.data, event: { ...sent.data.event, context: { amount: 9, password: '[redacted]' } } },
     });
-    expect(sent.data.event.context.password).toBe('pw-123'); // the receiver gets it as recorded
+    expect(sent.data.event.context.password).toBe('[redacted]'); // the audit log never takes the secret in
     expect(JSON.stringify(shown.body)).not.toContain('pw-123');
   });
 

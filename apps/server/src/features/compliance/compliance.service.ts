@@ -174,14 +174,16 @@ export async function computeCompliance(db: Kysely<DB>, verifyAudit: VerifyAudit
 
   const current = agents.filter((a) => a.status !== 'retired');
   const active = agents.filter((a) => a.status === 'active');
-  const production = active.filter((a) => a.environment === 'production' && actsOf.has(a.id));
+  const production = active.filter((a) => a.environment === 'production');
+  // Rule coverage is judged on what an agent did; the default decides for every production agent.
+  const productionActing = production.filter((a) => actsOf.has(a.id));
   const highRisk = active.filter((a) => (a.risk_level === 'high' || a.risk_level === 'critical') && actsOf.has(a.id));
   const controls = [
     control(CONTROLS.riskAssessed as ControlDefinition, current.filter((a) => a.risk_level !== null).length, current.length),
     control(
       CONTROLS.productionEnforced as ControlDefinition,
-      production.reduce((sum, a) => sum + coveredShare(enforcing, a, actsOf.get(a.id) ?? []), 0),
-      production.length,
+      productionActing.reduce((sum, a) => sum + coveredShare(enforcing, a, actsOf.get(a.id) ?? []), 0),
+      productionActing.length,
     ),
     control(
       CONTROLS.highRiskApproval as ControlDefinition,
