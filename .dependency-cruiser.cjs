@@ -52,6 +52,14 @@ module.exports = {
       to: { path: SRC, pathNot: `${SRC}shared/` },
     },
     {
+      name: 'acts-are-pure',
+      severity: 'error',
+      comment:
+        'An act and its canonical forms (features/acts/) are pure: they import only acts/ and shared/, so every layer can read them.',
+      from: { path: `${SRC}features/acts/` },
+      to: { path: SRC, pathNot: [`${SRC}features/acts/`, `${SRC}shared/`] },
+    },
+    {
       name: 'edges-record-nothing-themselves',
       severity: 'error',
       comment: 'An edge (the MCP gateway) acts only through the act pipeline: it never writes audit events, approvals or any table itself.',

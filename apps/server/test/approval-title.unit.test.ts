@@ -4,7 +4,7 @@
  * resource; the HTTP method and URL (secret query values redacted); or the declared action.
  */
 import { describe, expect, it } from 'vitest';
-import { approvalTitle, httpFacts, mcpFacts } from '../src/features/decisions/act.ts';
+import { approvalTitle, httpFacts, mcpFacts } from '../src/features/acts/act.ts';
 
 describe('approvalTitle', () => {
   it('names the MCP server and the tool, the prompt or the resource', () => {

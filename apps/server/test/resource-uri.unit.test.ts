@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { normaliseResourceUri, ResourceUriError } from '../src/features/decisions/resource-uri.ts';
+import { normaliseResourceUri, ResourceUriError } from '../src/features/acts/resource-uri.ts';
 
 const SPECIAL = /^(https?|wss?|ftp|file):/;
 

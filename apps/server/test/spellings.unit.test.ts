@@ -5,8 +5,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { httpFacts } from '../src/features/decisions/act.ts';
-import { normaliseResourceUri, ResourceUriError } from '../src/features/decisions/resource-uri.ts';
+import { httpFacts } from '../src/features/acts/act.ts';
+import { normaliseResourceUri, ResourceUriError } from '../src/features/acts/resource-uri.ts';
 import { type AgentFacts, compilePolicySet, decide } from '../src/features/policies/engine.ts';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1000);

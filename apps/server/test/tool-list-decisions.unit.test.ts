@@ -1,6 +1,6 @@
 import type { PolicyRule } from '@warden/contract';
 import { describe, expect, it } from 'vitest';
-import { mcpFacts } from '../src/features/decisions/act.ts';
+import { mcpFacts } from '../src/features/acts/act.ts';
 import { type AgentFacts, compilePolicySet, type DecisionInput, decideEach } from '../src/features/policies/engine.ts';
 
 const agent: AgentFacts = {

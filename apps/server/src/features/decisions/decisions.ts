@@ -16,6 +16,8 @@ import { inTransaction } from '../../db/transaction.ts';
 import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { actDigest, approvalTitle, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from '../acts/act.ts';
+import { CREDENTIAL_HEADERS } from '../acts/http-form.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { type ApprovalWait, awaitApproval, type WaitOptions } from '../approvals/approval-wait.ts';
 import { findApproval, findApprovalForAct } from '../approvals/approvals.repository.ts';
@@ -27,8 +29,6 @@ import { type AgentDirectory, assertActive, resolveAgent } from '../identity/age
 import type { PolicySet } from '../policies/engine.ts';
 import { ConditionError, type Decision, type DecisionInput, decideEach, decideStrictest } from '../policies/engine.ts';
 import type { PolicyCache } from '../policies/policy-cache.ts';
-import { actDigest, approvalTitle, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from './act.ts';
-import { CREDENTIAL_HEADERS } from './http-form.ts';
 
 /** The refusal of "agents hold no credentials" (settings): an HTTP act whose own headers carry a credential. */
 function agentCredentialRefusal(set: PolicySet, facts: ExecutionFacts | null): ApiError | undefined {

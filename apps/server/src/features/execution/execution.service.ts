@@ -26,9 +26,9 @@ import type { DB } from '../../db/schema.ts';
 import type { EgressGuard } from '../../egress/guard.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, type McpRequest, mcpFacts } from '../acts/act.ts';
 import type { ApprovalWait, WaitOptions } from '../approvals/approval-wait.ts';
 import type { CredentialsService, ResolvedCredential } from '../credentials/credentials.service.ts';
-import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, type McpRequest, mcpFacts } from '../decisions/act.ts';
 import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
 import {

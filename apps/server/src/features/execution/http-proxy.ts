@@ -1,7 +1,7 @@
 /**
  * The HTTP proxy: performs an allowed request through the egress guard and hands the
  * upstream's answer back as data. It sends the facts the policy decided on, nothing else:
- * their method, URL and headers (decisions/http-form.ts: the caller's `execution.headers` only,
+ * their method, URL and headers (acts/http-form.ts: the caller's `execution.headers` only,
  * so Warden's own Authorization never travels, minus hop-by-hop headers, Host, Content-Length
  * and X-Warden-*), and their body, a JSON value sent as application/json (none when null).
  * - Redirects are not followed: a 3xx comes back with its Location.
@@ -12,8 +12,8 @@ import type { HttpExecutionResult } from '@warden/contract';
 import { request } from 'undici';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
-import type { HttpFacts } from '../decisions/act.ts';
-import { HOP_BY_HOP_HEADERS } from '../decisions/http-form.ts';
+import type { HttpFacts } from '../acts/act.ts';
+import { HOP_BY_HOP_HEADERS } from '../acts/http-form.ts';
 
 export const MAX_UPSTREAM_BODY = 5 * 1024 * 1024;
 const DEFAULT_TIMEOUT_MS = 10_000;

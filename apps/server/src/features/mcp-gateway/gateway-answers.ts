@@ -8,9 +8,9 @@ import { type CallToolResult, ErrorCode, McpError, type ServerNotification } fro
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
+import { normaliseResourceUri, ResourceUriError } from '../acts/resource-uri.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import type { DecisionOutcome, OutcomeBasis } from '../decisions/decisions.ts';
-import { normaliseResourceUri, ResourceUriError } from '../decisions/resource-uri.ts';
 import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
 import type { Relay } from './relay.ts';
 import { rpcError } from './rpc-error.ts';

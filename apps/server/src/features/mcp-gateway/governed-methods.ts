@@ -5,7 +5,7 @@
  * the upstream sent it:
  *
  * - `resources/read`: `mcp.resources.read`, resource the URI, normalised and sent in that form
- *   (decisions/resource-uri.ts); on the aggregate the answer's URIs are namespaced too;
+ *   (acts/resource-uri.ts); on the aggregate the answer's URIs are namespaced too;
  * - `prompts/get`: `mcp.prompts.get`, resource the prompt's name; decided on every parameter
  *   sent, so an approval binds the arguments too;
  * - `logging/setLevel`: `mcp.logging`, resource the level; on the aggregate, sent to every
@@ -13,7 +13,7 @@
  * - `completion/complete`: `mcp.completion`, resource the prompt's name or the template's URI;
  * - `resources/subscribe` and `resources/unsubscribe`: `mcp.resources.subscribe`, resource the URI.
  *
- * The client's `_meta` is never forwarded (decisions/act.ts, McpFacts). The upstream's log
+ * The client's `_meta` is never forwarded (acts/act.ts, McpFacts). The upstream's log
  * notifications during a request reach the client through relay.ts.
  */
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -50,7 +50,7 @@ export interface GovernedContext {
     act: { action: string; resource: string; method: string; params: Record<string, unknown>; signal?: AbortSignal },
     work: (client: Client) => Promise<T>,
   ) => Promise<T>;
-  /** A resource URI in the one form it is decided on and sent in (decisions/resource-uri.ts). */
+  /** A resource URI in the one form it is decided on and sent in (acts/resource-uri.ts). */
   resourceUri: (uri: string) => string;
   /** On the aggregate, the name a client sees for a server's URI; null on a server's own endpoint. */
   namespaced: ((target: McpTarget, name: string) => string) | null;

@@ -19,7 +19,7 @@
  * - resources/list, resources/templates/list, prompts/list: decided as `mcp.discover`
  *   (discovery-methods.ts, with tools/list);
  *   resources/read as `mcp.resources.read` (resource: the URI, normalised and sent in that
- *   form: decisions/resource-uri.ts), prompts/get as `mcp.prompts.get` (resource: the prompt's
+ *   form: acts/resource-uri.ts), prompts/get as `mcp.prompts.get` (resource: the prompt's
  *   name); both on every parameter sent (an approval binds the arguments too);
  * - logging/setLevel, completion/complete, resources/subscribe and unsubscribe: `mcp.logging`,
  *   `mcp.completion`, `mcp.resources.subscribe` (governed-methods.ts, with resources/read and prompts/get);

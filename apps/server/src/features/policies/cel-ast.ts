@@ -98,7 +98,7 @@ export function refusedCall(root: Node, source: string): { message: string; posi
 }
 
 /**
- * Fields of `execution` that every call of one MCP tool shares (decisions/act.ts McpFacts):
+ * Fields of `execution` that every call of one MCP tool shares (acts/act.ts McpFacts):
  * what it names, never what it is sent with.
  */
 const CALL_INVARIANT_FIELDS = new Set(['mode', 'server', 'method', 'tool', 'prompt', 'uri']);

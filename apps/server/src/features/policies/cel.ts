@@ -31,7 +31,7 @@ export interface ConditionVariables {
   input: Record<string, unknown>;
   context: Record<string, unknown>;
   agent: Record<string, unknown> | null;
-  /** What Warden's proxy will run (see decisions/act.ts), or null for a bare evaluation. */
+  /** What Warden's proxy will run (see acts/act.ts), or null for a bare evaluation. */
   execution: Record<string, unknown> | null;
 }
 

@@ -3,7 +3,7 @@
  * decides in memory, with no database access per rule or per decision.
  *
  * Block and approval rules match a URL, path or resource in every spelling an upstream may read
- * as the same (decisions/readings.ts); allow rules match only the form that is sent.
+ * as the same (acts/readings.ts); allow rules match only the form that is sent.
  *
  * Precedence: an agent's own allow-lists (allowed_tools, allowed_resources) act first, as
  * implicit block rules; then among matching rules of enforcing policies, block beats
@@ -14,8 +14,8 @@
  * audit record, never enforced.
  */
 import type { PolicyRule, RuleEffect, Severity } from '@warden/contract';
-import type { ExecutionFacts } from '../decisions/act.ts';
-import { foldedReadings } from '../decisions/readings.ts';
+import type { ExecutionFacts } from '../acts/act.ts';
+import { foldedReadings } from '../acts/readings.ts';
 import { type CompiledCondition, compileCondition, evaluateCondition } from './cel.ts';
 import { compileGlobs, type Matcher } from './glob.ts';
 import { budgetExceeded, startDecisionBudget } from './limits.ts';
@@ -105,7 +105,7 @@ export interface PolicySet {
   defaultDecision: DefaultDecisions;
   /** The setting "agents hold no credentials": an HTTP act whose own headers carry one is refused (decisions.ts). */
   agentsHoldNoCredentials?: boolean;
-  /** What audit events keep of an MCP act's arguments (decisions/act.ts); redacted when not said. */
+  /** What audit events keep of an MCP act's arguments (acts/act.ts); redacted when not said. */
   auditMcpArguments?: 'redacted' | 'digest';
 }
 
@@ -162,7 +162,7 @@ export function checkConditions(rules: readonly PolicyRule[]): { index: number; 
   return null;
 }
 
-/** Fields an upstream may read in another spelling than the one sent (decisions/readings.ts). */
+/** Fields an upstream may read in another spelling than the one sent (acts/readings.ts). */
 const READ_FIELDS: ReadonlySet<MatchField> = new Set(['resource', 'url', 'path']);
 
 /**

@@ -2,7 +2,7 @@
  * Workspace settings: the default decision per agent environment for an act that no rule of an
  * enforcing policy matches, whether agents may hold upstream credentials (the HTTP proxy
  * refuses their credential headers when not: decisions.ts), and what the audit log keeps of an
- * MCP act's arguments (decisions/act.ts). Stored in workspace_settings, whose trigger bumps the workspace's
+ * MCP act's arguments (acts/act.ts). Stored in workspace_settings, whose trigger bumps the workspace's
  * policy_version, so the compiled policy sets (which carry the defaults) are rebuilt by every
  * server process at its next request, as after a policy change.
  */
