@@ -31,6 +31,7 @@ import { McpClientSessions } from './features/execution/mcp-client-sessions.ts';
 import { McpConnector } from './features/execution/mcp-connector.ts';
 import { McpRegistry } from './features/execution/mcp-registry.ts';
 import { McpTasks } from './features/execution/mcp-tasks.ts';
+import { ActPipeline } from './features/execution/pipeline.ts';
 import { healthService } from './features/health/health.service.ts';
 import { idempotencyService } from './features/idempotency/idempotency.service.ts';
 import { AgentDirectory } from './features/identity/agent-identity.ts';
@@ -123,12 +124,12 @@ export function compose({
   const rateLimitStore: RateLimitStore = { redis, pool: database.pool };
   const loginGuard = new LoginGuard(createStoreLimiter(MAX_FAILED_LOGINS, rateLimitStore, LOGIN_WINDOW_S, 'login'));
   const agentDirectory = new AgentDirectory(db);
-  const decisions = new DecisionService(db, new PolicyCache(db), agentDirectory, auditWriter, telemetry);
+  const decisions = new DecisionService(db, new PolicyCache(db), agentDirectory, audit.log, telemetry);
   const credentials = credentialsService(db, box);
   const oauthEgress = oauthFetch((url, init) => egress.fetch(url, init));
   const upstreamOAuth = new UpstreamOAuth(db, box, oauthEgress);
   const registry = new McpRegistry(db, box, new UpstreamTokens(db, box, oauthEgress));
-  const execution = new ExecutionService(db, decisions, mcp, egress, registry, credentials);
+  const execution = new ExecutionService(db, new ActPipeline(db, decisions, audit.log), decisions, mcp, egress, registry, credentials);
   // question ids' MACs: one key in every process that shares the master key
   const questionKey = createHmac('sha256', masterKey).update('warden mcp relay question ids').digest();
   const clientSessions = new McpClientSessions(db, mcp, questionKey, config.mcpClientSessionIdleMs);

@@ -8,6 +8,7 @@ import type { AuditEvent, AuditEventCreate, AuditEventSummary } from '@warden/co
 import type { Kysely } from 'kysely';
 import { iso, type PageRequest, paginate, paginateSearch } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
+import { inTransaction } from '../../db/transaction.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery, auditSearchCondition, insertAuditRows } from './audit.repository.ts';
@@ -24,6 +25,23 @@ export async function recordIn(db: Kysely<DB>, workspaceId: string, record: Audi
   await insertAuditRows(db, [rows]);
   return rows.event;
 }
+
+/**
+ * The door acts use into the log (decisions, outcomes): each event is durable before the call
+ * returns, or the call fails 503 `audit_persist_failed` and the act is not answered as done.
+ */
+export interface AuditLog {
+  /** One event, through the group commit (batched with concurrent ones). */
+  record(workspaceId: string, record: AuditRecord): Promise<AuditEvent>;
+  /** One event in a transaction with `change` (an approval used or asked for), whose value completes it. */
+  recordWith<T>(workspaceId: string, change: (trx: Kysely<DB>) => Promise<T>, record: (value: T) => AuditRecord): Promise<AuditEvent>;
+}
+
+export const auditLog = (db: Kysely<DB>, writer: AuditWriter): AuditLog => ({
+  record: (workspaceId, record) => persistOrRefuse(() => writer.write(workspaceId, record)),
+  recordWith: (workspaceId, change, record) =>
+    persistOrRefuse(() => inTransaction(db, async (trx) => recordIn(trx, workspaceId, record(await change(trx))))),
+});
 
 /** A change to a workspace's configuration, as its audit event describes it. */
 export interface ConfigurationChange {
@@ -85,7 +103,7 @@ export const listEventSummaries = (db: Kysely<DB>, workspaceId: string, query: P
   paginate(auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toSummary);
 
 /** Wraps the write of a decision's records: if they cannot be stored, nothing is allowed (503). */
-export async function persistOrRefuse<T>(write: () => Promise<T>): Promise<T> {
+async function persistOrRefuse<T>(write: () => Promise<T>): Promise<T> {
   try {
     return await write();
   } catch (error) {
@@ -135,8 +153,8 @@ export function auditService(
   options: AuditServiceOptions,
 ) {
   return {
-    /** Records an event through the group commit (sealed in the statement that records it). */
-    record: (workspaceId: string, record: AuditRecord) => writer.write(workspaceId, record),
+    /** The door acts use (see AuditLog). */
+    log: auditLog(db, writer),
     /** POST /audit (see recordManualEvent). */
     recordManual: (workspaceId: string, input: AuditEventCreate, requestId: string) =>
       recordManualEvent(writer, workspaceId, input, requestId),

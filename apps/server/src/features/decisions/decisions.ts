@@ -12,19 +12,16 @@ import { SpanStatusCode, trace } from '@opentelemetry/api';
 import type { EvaluationInput, EvaluationResult } from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
-import { inTransaction } from '../../db/transaction.ts';
 import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { actDigest, approvalTitle, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from '../acts/act.ts';
 import { CREDENTIAL_HEADERS } from '../acts/http-form.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
-import { type ApprovalWait, awaitApproval, type WaitOptions } from '../approvals/approval-wait.ts';
-import { findApproval, findApprovalForAct } from '../approvals/approvals.repository.ts';
-import { consumeApprovalFor, insertPendingApproval, toApproval } from '../approvals/approvals.service.ts';
-import { persistOrRefuse, recordIn } from '../audit/audit.service.ts';
+import { type ApprovalStep, approvalOf, approvalStep, changesApproval, takeApprovalStep } from '../approvals/approval-step.ts';
+import type { NewApproval } from '../approvals/approvals.service.ts';
+import type { AuditLog } from '../audit/audit.service.ts';
 import type { AuditRecord } from '../audit/audit-event.ts';
-import type { AuditWriter } from '../audit/audit-writer.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import type { PolicySet } from '../policies/engine.ts';
 import { ConditionError, type Decision, type DecisionInput, decideEach, decideStrictest } from '../policies/engine.ts';
@@ -74,39 +71,6 @@ export interface DecisionOutcome {
   source: DecisionRequest['source'];
 }
 
-/** What the audit event of an act's outcome repeats of its decision: kept with an MCP task, whose end is recorded later. */
-export function outcomeBasis(decided: DecisionOutcome) {
-  const { agent, input, result } = decided;
-  return {
-    source: decided.source,
-    agent: agent.slug,
-    agentId: agent.id,
-    action: input.action,
-    resource: input.resource,
-    tool: input.tool,
-    environment: decided.environment,
-    policy: result.policy,
-    severity: result.severity,
-    approvalId: result.approval_id,
-    execution: decided.execution ? auditedExecution(decided.execution, false) : undefined,
-    decisionEventId: result.audit_event_id,
-  };
-}
-export type OutcomeBasis = ReturnType<typeof outcomeBasis>;
-
-/** The audit record of an act's outcome (`requestId`: the request that saw it, if a request did). */
-export function outcomeRecord(requestId: string | undefined, basis: OutcomeBasis, outcome: ExecutionOutcome): AuditRecord {
-  const { execution, decisionEventId, severity, ...event } = basis;
-  return {
-    ...event,
-    result: outcome.result,
-    severity: outcome.result === 'blocked' ? 'high' : severity,
-    message: outcome.message,
-    requestId,
-    context: { ...outcome.context, ...(execution ? { execution } : {}), decision_event_id: decisionEventId },
-  };
-}
-
 /**
  * The views of an act that policy decides on: what runs (an HTTP execution's resource is its
  * URL, an MCP operation's action is fixed) and, when it differs, what the caller declares.
@@ -122,13 +86,57 @@ function views(declared: DecisionInput, fixedAction: string | undefined): Decisi
   return executed === declared ? [declared] : [executed, declared];
 }
 
-type ApprovalStep = { kind: 'none' } | { kind: 'create' } | { kind: 'consume'; id: string } | { kind: 'reuse'; id: string };
-
-export interface ExecutionOutcome {
-  result: 'allowed' | 'blocked';
-  message: string;
-  context: Record<string, unknown>;
+/** The environment the act is decided in: the agent's registered one, which a caller may state but not change. */
+function environmentOf(set: PolicySet, input: EvaluationInput, agent: AgentRow): string {
+  if (input.environment !== undefined && input.environment !== agent.environment)
+    throw new ApiError('environment_mismatch', `agent '${agent.slug}' is registered for ${agent.environment}, not ${input.environment}`);
+  if (input.environment === undefined && set.usesEnvironment)
+    throw new ApiError('environment_context_required', 'Policies of this workspace match on environment: state input.environment');
+  return input.environment ?? agent.environment;
 }
+
+/** An act refused whatever policy says. */
+const refused = (message: string, policy: string | null): Decision => ({
+  allowed: false,
+  effect: 'block',
+  matched: false,
+  policy,
+  policyVersion: null,
+  ruleId: null,
+  severity: 'high',
+  message,
+  result: 'blocked',
+  requireProxy: false,
+  monitored: [],
+});
+
+/** The approval a decision asks for: what approvers are shown, and the exact act it authorises. */
+const askedApproval = (
+  decision: Decision,
+  input: EvaluationInput,
+  facts: ExecutionFacts | null,
+  agent: AgentRow,
+  requestedBy: string,
+  act: { digest: string; environment: string },
+): NewApproval => ({
+  title: approvalTitle(input, facts, agent.slug),
+  description: decision.message,
+  type: 'policy',
+  priority: decision.severity === 'critical' ? 'urgent' : decision.severity === 'high' ? 'high' : 'normal',
+  agent: { id: agent.id, slug: agent.slug },
+  policy: decision.policy,
+  action: input.action,
+  resource: input.resource ?? null,
+  context: input.context,
+  requestedBy,
+  act: {
+    ...act,
+    tool: input.tool ?? null,
+    execution: facts ? shownExecution(facts) : null,
+    rule: decision.ruleId,
+    policyVersion: decision.policyVersion,
+  },
+});
 
 const tracer = trace.getTracer('warden');
 
@@ -137,7 +145,7 @@ export class DecisionService {
     private readonly db: Kysely<DB>,
     private readonly policies: PolicyCache,
     private readonly agents: AgentDirectory,
-    private readonly auditWriter: AuditWriter,
+    private readonly audit: AuditLog,
     private readonly telemetry: Telemetry = NO_TELEMETRY,
   ) {}
 
@@ -162,25 +170,47 @@ export class DecisionService {
     const facts = request.execution ?? null;
     const input = declaredInput(request.input, facts);
 
-    // 1. who acts
+    // 1. who acts, 2. where
     const agent = await resolveAgent(this.agents, ctx.auth, input.agent, ctx.agentKey);
     assertActive(agent);
-
-    // 2. where
     const set = await this.policies.get(workspaceId, ctx.auth.policyVersion);
+    const environment = environmentOf(set, input, agent);
+    const declared: DecisionInput = { ...input, environment, execution: facts };
+
+    // 3. decide; 4. what an approval does to it
+    const verdict = this.verdict(set, request, declared, agent);
+    let digest: string | undefined;
+    const actDigestOnce = () => (digest ??= actDigest(agent.id, environment, input, facts));
+    let { decision, step } = verdict.error
+      ? { decision: verdict.decision, step: { kind: 'none' } as ApprovalStep }
+      : await approvalStep(this.db, verdict.decision, {
+          workspaceId,
+          agentId: agent.id,
+          digest: actDigestOnce,
+          named: request.approvalId,
+          retried: request.retried,
+          expired: () => this.telemetry.approvalExpired(),
+        });
+    // The rule allows only through Warden's proxy: a bare evaluation is refused (and recorded).
+    const proxyRefused = decision.allowed && decision.requireProxy && !request.viaProxy;
+    if (proxyRefused)
+      decision = {
+        ...decision,
+        allowed: false,
+        result: 'blocked',
+        message: 'This action may only run through Warden\u2019s execution proxy',
+      };
+
+    // 5. record, then answer
+    const context: Record<string, unknown> = verdict.error ? { ...verdict.context } : {};
+    if (!verdict.error) {
+      if (decision.ruleId) context.rule = decision.ruleId;
+      if (decision.monitored.length) context.monitored = decision.monitored;
+      if (input.context) context.input = input.context;
+    }
     // what the audit keeps of an MCP act's arguments: the workspace's setting (docs/decisions/0026-audited-mcp-arguments.md)
-    const audited = (facts: ExecutionFacts) => auditedExecution(facts, set.auditMcpArguments !== 'digest');
-    if (input.environment !== undefined && input.environment !== agent.environment) {
-      throw new ApiError('environment_mismatch', `agent '${agent.slug}' is registered for ${agent.environment}, not ${input.environment}`);
-    }
-    if (input.environment === undefined && set.usesEnvironment) {
-      throw new ApiError('environment_context_required', 'Policies of this workspace match on environment: state input.environment');
-    }
-    const environment = input.environment ?? agent.environment;
-    const record = (
-      decision: Pick<Decision, 'result' | 'severity' | 'message' | 'policy'>,
-      extra: Partial<AuditRecord> = {},
-    ): AuditRecord => ({
+    if (facts) context.execution = auditedExecution(facts, set.auditMcpArguments !== 'digest');
+    const record = (approvalId: string | null): AuditRecord => ({
       source: request.source,
       agent: agent.slug,
       agentId: agent.id,
@@ -193,149 +223,23 @@ export class DecisionService {
       severity: decision.severity,
       message: decision.message,
       requestId: ctx.requestId,
-      ...extra,
+      approvalId,
+      context,
     });
-    const declared: DecisionInput = { ...input, environment, execution: facts };
-
-    // refused whatever policy says: recorded, with the act, before anything is sent
-    const refusal = request.refusal ?? agentCredentialRefusal(set, facts);
-    if (refusal) {
-      await persistOrRefuse(() =>
-        this.auditWriter.write(
+    // the hot path is batched with concurrent decisions (group commit); a change to an approval commits with its event
+    let approvalId = approvalOf(step);
+    const event = changesApproval(step)
+      ? await this.audit.recordWith(
           workspaceId,
-          record(
-            { result: 'blocked', severity: 'high', message: refusal.message, policy: null },
-            { context: { refusal: refusal.code, ...(facts ? { execution: audited(facts) } : {}) } },
-          ),
-        ),
-      );
-      this.telemetry.decision('blocked', request.source);
-      throw refusal;
-    }
-
-    // 3. decide
-    let decision: Decision;
-    try {
-      decision = decideStrictest(set, views(declared, request.fixedAction), agent);
-    } catch (error) {
-      if (!(error instanceof ConditionError)) throw error;
-      const message = `condition of policy '${error.policy}' failed: ${error.message}`;
-      await persistOrRefuse(() =>
-        this.auditWriter.write(
-          workspaceId,
-          record(
-            { result: 'blocked', severity: 'high', message, policy: error.policy },
-            { context: { rule: error.ruleId, ...(facts ? { execution: audited(facts) } : {}) } },
-          ),
-        ),
-      );
-      this.telemetry.decision('blocked', request.source);
-      throw new ApiError('evaluation_failed', message);
-    }
-
-    // 4. approvals
-    let step: ApprovalStep = decision.effect === 'require_approval' ? { kind: 'create' } : { kind: 'none' };
-    let digest: string | undefined;
-    const actDigestOnce = () => (digest ??= actDigest(agent.id, environment, input, facts));
-    const namedApproval =
-      request.approvalId ??
-      (decision.effect === 'require_approval' && request.retried
-        ? await findApprovalForAct(this.db, workspaceId, agent.id, actDigestOnce())
-        : undefined);
-    if (namedApproval !== undefined) {
-      const approval = await findApproval(this.db, workspaceId, namedApproval);
-      if (!approval) throw new ApiError('approval_invalid', `approval_id names no approval of this workspace`);
-      if (approval.input_digest === null)
-        throw new ApiError('approval_invalid', `approval '${approval.id}' pins no act, so it authorises no runtime decision`);
-      if (approval.agent_id !== agent.id || approval.input_digest !== actDigestOnce())
-        throw new ApiError(
-          'approval_invalid',
-          `approval '${approval.id}' authorises another act: the agent, environment, action, resource, tool, context or execution differ`,
-        );
-      const askedByThisRule =
-        (approval.policy_name === null || approval.policy_name === decision.policy) &&
-        (approval.rule_id === null || approval.rule_id === decision.ruleId);
-      if (decision.effect === 'require_approval' && !askedByThisRule)
-        throw new ApiError('approval_invalid', `approval '${approval.id}' was asked for by another rule than the one deciding now`);
-      const status = toApproval(approval).status;
-      // An approval is usable once, and only before it expires — whether it was decided or not.
-      if (approval.consumed_at !== null) throw new ApiError('approval_invalid', `approval '${approval.id}' is already used`);
-      if (new Date(approval.expires_at).getTime() <= Date.now()) {
-        this.telemetry.approvalExpired();
-        throw new ApiError('approval_invalid', `approval '${approval.id}' has expired`);
-      }
-      if (decision.effect === 'require_approval') {
-        if (status === 'approved') {
-          decision = { ...decision, allowed: true, result: 'allowed', message: `Allowed by approval ${approval.id}` };
-          step = { kind: 'consume', id: approval.id };
-        } else if (status === 'rejected') {
-          decision = { ...decision, allowed: false, effect: 'block', result: 'blocked', message: `Approval ${approval.id} was rejected` };
-          step = { kind: 'none' };
-        } else {
-          step = { kind: 'reuse', id: approval.id };
-        }
-      }
-    }
-
-    // The rule allows only through Warden's proxy: a bare evaluation is refused (and recorded).
-    const proxyRefused = decision.allowed && decision.requireProxy && !request.viaProxy;
-    if (proxyRefused)
-      decision = {
-        ...decision,
-        allowed: false,
-        result: 'blocked',
-        message: 'This action may only run through Warden\u2019s execution proxy',
-      };
-
-    // 5. record, then answer
-    const context: Record<string, unknown> = {};
-    if (decision.ruleId) context.rule = decision.ruleId;
-    if (decision.monitored.length) context.monitored = decision.monitored;
-    if (input.context) context.input = input.context;
-    if (facts) context.execution = audited(facts);
-    // Batched when the decision touches no approval; in a transaction with the approval's
-    // change otherwise.
-    const writeEvent = (db: Kysely<DB>, approvalId: string | null) =>
-      recordIn(db, workspaceId, record(decision, { approvalId, context })).then((event) => ({ approvalId, eventId: event.id }));
-    const { approvalId, eventId } = await persistOrRefuse(() => {
-      // the hot path: batched with concurrent decisions (group commit), durable before the answer
-      if (step.kind === 'none' || step.kind === 'reuse') {
-        const approvalId = step.kind === 'reuse' ? step.id : null;
-        return this.auditWriter
-          .write(workspaceId, record(decision, { approvalId, context }))
-          .then((event) => ({ approvalId, eventId: event.id }));
-      }
-      const approvalStep = step;
-      return inTransaction(this.db, async (trx) => {
-        if (approvalStep.kind === 'consume') {
-          if (!(await consumeApprovalFor(trx, workspaceId, approvalStep.id, ctx.auth.keyName)))
-            throw new ApiError('approval_invalid', `approval '${approvalStep.id}' is already used`);
-          return writeEvent(trx, approvalStep.id);
-        }
-        const approval = await insertPendingApproval(trx, workspaceId, {
-          title: approvalTitle(input, facts, agent.slug),
-          description: decision.message,
-          type: 'policy',
-          priority: decision.severity === 'critical' ? 'urgent' : decision.severity === 'high' ? 'high' : 'normal',
-          agent: { id: agent.id, slug: agent.slug },
-          policy: decision.policy,
-          action: input.action,
-          resource: input.resource ?? null,
-          context: input.context,
-          requestedBy: ctx.auth.keyName,
-          act: {
-            digest: actDigestOnce(),
-            environment,
-            tool: input.tool ?? null,
-            execution: facts ? shownExecution(facts) : null,
-            rule: decision.ruleId,
-            policyVersion: decision.policyVersion,
-          },
-        });
-        return writeEvent(trx, approval.id);
-      });
-    });
+          async (trx) =>
+            (approvalId = await takeApprovalStep(trx, workspaceId, step, ctx.auth.keyName, () =>
+              askedApproval(decision, input, facts, agent, ctx.auth.keyName, { digest: actDigestOnce(), environment }),
+            )),
+          record,
+        )
+      : await this.audit.record(workspaceId, record(approvalId));
     this.telemetry.decision(decision.result, request.source);
+    if (verdict.error) throw verdict.error;
     if (step.kind === 'create') this.telemetry.approvalCreated();
     if (proxyRefused) throw new ApiError('execution_proxy_required', 'This action may only run through /runtime/execute or /runtime/mcp/*');
 
@@ -355,22 +259,34 @@ export class DecisionService {
         result: decision.result,
         approval_id: approvalId,
         execution_proxy_required: decision.requireProxy,
-        audit_event_id: eventId,
+        audit_event_id: event.id,
       },
     };
   }
 
   /**
-   * Records what an allowed execution did (a second audit event, after the decision's). If
-   * it cannot be stored, the caller answers 503 and the upstream's answer is not handed out.
+   * Policy's decision on the act, or a refusal whatever policy says (a credential the act may
+   * not send, a condition that failed): blocked, recorded with why, then thrown.
    */
-  async recordOutcome(ctx: RequestContext, decided: DecisionOutcome, outcome: ExecutionOutcome): Promise<void> {
-    await persistOrRefuse(() => this.auditWriter.write(ctx.auth.workspaceId, outcomeRecord(ctx.requestId, outcomeBasis(decided), outcome)));
-  }
-
-  /** Holds an act open until its approval `id` is decided (or `options.until`, or the caller goes). */
-  awaitApproval(ctx: RequestContext, id: string, options: WaitOptions): Promise<ApprovalWait> {
-    return awaitApproval(this.db, ctx.auth.workspaceId, id, options);
+  private verdict(
+    set: PolicySet,
+    request: DecisionRequest,
+    declared: DecisionInput,
+    agent: AgentRow,
+  ): { decision: Decision; error?: ApiError; context?: Record<string, unknown> } {
+    const refusal = request.refusal ?? agentCredentialRefusal(set, declared.execution ?? null);
+    if (refusal) return { decision: refused(refusal.message, null), error: refusal, context: { refusal: refusal.code } };
+    try {
+      return { decision: decideStrictest(set, views(declared, request.fixedAction), agent) };
+    } catch (error) {
+      if (!(error instanceof ConditionError)) throw error;
+      const message = `condition of policy '${error.policy}' failed: ${error.message}`;
+      return {
+        decision: refused(message, error.policy),
+        error: new ApiError('evaluation_failed', message),
+        context: { rule: error.ruleId },
+      };
+    }
   }
 
   /**

@@ -27,9 +27,9 @@ import type { EgressGuard } from '../../egress/guard.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { type ExecutionFacts, type HttpFacts, httpFacts, type McpFacts, type McpRequest, mcpFacts } from '../acts/act.ts';
-import type { ApprovalWait, WaitOptions } from '../approvals/approval-wait.ts';
+import type { WaitOptions } from '../approvals/approval-wait.ts';
 import type { CredentialsService, ResolvedCredential } from '../credentials/credentials.service.ts';
-import type { DecisionOutcome, DecisionService } from '../decisions/decisions.ts';
+import type { DecisionOutcome, DecisionRequest, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
 import {
   type ClientOwner,
@@ -40,9 +40,9 @@ import {
   type UpstreamOwner,
   type UseOptions,
 } from './mcp-connector.ts';
-import { UpstreamMessageTooLarge } from './mcp-fetch.ts';
 import type { McpRegistry } from './mcp-registry.ts';
 import { findOpenSession, insertSession } from './mcp-sessions.repository.ts';
+import type { ActPipeline, Ran } from './pipeline.ts';
 
 export { MCP_REQUEST_TIMEOUT_MS } from './mcp-connector.ts';
 export const MCP_SESSION_MINUTES = 30;
@@ -114,11 +114,9 @@ export interface GovernOptions extends UseOptions {
   signal?: AbortSignal;
   /** The gateway's client session the act belongs to: its upstream sessions are its own, declaring what its client declared. */
   client?: ClientOwner;
+  /** The caller waits for an approval policy asks for (a held MCP call): see ActPipeline.govern. */
+  hold?: WaitOptions;
 }
-
-/** Why an act failed, in its outcome's context, when more is known than that it failed. */
-const failureReason = (error: unknown): string | undefined =>
-  error instanceof ApiError && error.cause instanceof UpstreamMessageTooLarge ? 'upstream_message_too_large' : undefined;
 
 /** An MCP operation's input: its action is the operation's unless the caller declares one too. */
 const mcpInput = (input: McpRuntimeInput | undefined, action: string): EvaluationInput => ({ ...input, action: input?.action ?? action });
@@ -126,6 +124,7 @@ const mcpInput = (input: McpRuntimeInput | undefined, action: string): Evaluatio
 export class ExecutionService {
   constructor(
     private readonly db: Kysely<DB>,
+    private readonly pipeline: ActPipeline,
     private readonly decisions: DecisionService,
     private readonly mcp: McpConnector,
     private readonly egress: EgressGuard,
@@ -152,63 +151,6 @@ export class ExecutionService {
         `credential '${credential.name}' is not bound to host '${facts.host}' (it is sent only to ${credential.hosts.join(', ')}); nothing was sent`,
       ),
     };
-  }
-
-  /**
-   * Runs the action of an allowed decision and audits its outcome; a failure is audited too. A
-   * caller that abandoned the act (`signal` aborted) is recorded `cancelled`: not sent when it
-   * went before the act started, else its upstream outcome unknown (the upstream may have run it).
-   */
-  private async act<T>(
-    ctx: RequestContext,
-    decided: DecisionOutcome,
-    run: () => Promise<T>,
-    describe: (value: T) => Record<string, unknown>,
-    signal?: AbortSignal,
-  ): Promise<T> {
-    const started = performance.now();
-    const cancelled = (upstream: 'not_sent' | 'unknown') =>
-      this.decisions.recordOutcome(ctx, decided, {
-        result: 'allowed',
-        message: 'cancelled: the caller went away',
-        context: { outcome: 'cancelled', upstream_outcome: upstream, duration_ms: Math.round(performance.now() - started) },
-      });
-    if (signal?.aborted) {
-      await cancelled('not_sent');
-      throw signal.reason ?? new Error('cancelled');
-    }
-    let value: T;
-    try {
-      value = await run();
-    } catch (error) {
-      if (signal?.aborted) {
-        await cancelled('unknown');
-        throw error;
-      }
-      const denied = error instanceof ApiError && error.code === 'execution_target_denied';
-      const reason = failureReason(error);
-      await this.decisions.recordOutcome(ctx, decided, {
-        result: denied ? 'blocked' : 'allowed',
-        message: error instanceof ApiError ? error.message : 'execution failed',
-        context: {
-          outcome: denied ? 'target_denied' : 'failed',
-          ...(reason ? { reason } : {}),
-          duration_ms: Math.round(performance.now() - started),
-        },
-      });
-      throw error;
-    }
-    await this.decisions.recordOutcome(ctx, decided, {
-      result: 'allowed',
-      message: 'executed',
-      context: { outcome: 'succeeded', duration_ms: Math.round(performance.now() - started), ...describe(value) },
-    });
-    return value;
-  }
-
-  /** Holds an act open until its approval is decided (see DecisionService.awaitApproval). */
-  awaitApproval(ctx: RequestContext, id: string, options: WaitOptions): Promise<ApprovalWait> {
-    return this.decisions.awaitApproval(ctx, id, options);
   }
 
   /** The enabled server with this slug (or id) in the caller's workspace, from the cached registry (404 otherwise). */
@@ -243,22 +185,28 @@ export class ExecutionService {
     failure: ErrorCode,
     work: (client: Client) => Promise<T>,
     describe: (value: T) => Record<string, unknown>,
-    { signal, client, ...options }: GovernOptions = {},
-  ): Promise<{ decided: DecisionOutcome; value: T | null }> {
-    const facts = mcpFacts(server.slug, mcpRequestOf(operation));
-    const decided = await this.decisions.decide(ctx, {
-      input: operation.input ?? { action: operation.action },
-      execution: facts,
-      fixedAction: operation.action,
-      approvalId: operation.approvalId,
-      retried: operation.retried,
-      source: operation.source ?? 'mcp',
-      viaProxy: true,
-    });
-    if (!decided.result.allowed) return { decided, value: null };
-    const owner = { ...(await this.owner(ctx, operation.sessionId, server, decided.agent.id)), client };
-    const value = await this.act(ctx, decided, () => this.mcp.use(server, failure, owner, work, options), describe, signal);
-    return { decided, value };
+    { signal, client, hold, ...options }: GovernOptions = {},
+  ): Promise<Ran<T>> {
+    return this.pipeline.govern(
+      ctx,
+      {
+        input: operation.input ?? { action: operation.action },
+        execution: mcpFacts(server.slug, mcpRequestOf(operation)),
+        fixedAction: operation.action,
+        approvalId: operation.approvalId,
+        retried: operation.retried,
+        source: operation.source ?? 'mcp',
+        viaProxy: true,
+      },
+      {
+        run: async (decided) => {
+          const owner = { ...(await this.owner(ctx, operation.sessionId, server, decided.agent.id)), client };
+          return this.mcp.use(server, failure, owner, work, options);
+        },
+        describe,
+      },
+      { signal, hold },
+    );
   }
 
   async execute(ctx: RequestContext, body: ExecutionRequest): Promise<ExecutionResponse['data']> {
@@ -269,7 +217,7 @@ export class ExecutionService {
         ? mcpFacts((server as McpTarget).slug, { method: 'tools/call', params: { name: execution.tool, arguments: execution.arguments } })
         : httpFacts(execution);
     const brokered = facts.mode === 'http_proxy' && facts.credential !== null ? await this.credentialFor(ctx, facts) : undefined;
-    const decided = await this.decisions.decide(ctx, {
+    const request: DecisionRequest = {
       input: body.input,
       execution: facts,
       fixedAction: facts.mode === 'mcp_proxy' ? 'mcp.call' : undefined,
@@ -277,37 +225,31 @@ export class ExecutionService {
       source: 'execution',
       viaProxy: true,
       refusal: brokered?.refusal,
-    });
-    const decision = decided.result;
-    if (!decision.allowed) return { allowed: false, decision, execution: null };
-    if (execution.mode === 'http_proxy') {
-      // sent in the one form the policy decided on: the facts' method, URL, headers and body
-      const result = await this.act(
-        ctx,
-        decided,
-        () => {
-          const credential = brokered?.credential;
-          return executeHttp(
-            this.egress,
-            facts as HttpFacts,
-            execution.timeout_ms,
-            credential ? { [credential.header]: credential.value() } : {},
-          );
-        },
-        (r) => ({ upstream_status: r.status }),
-      );
-      return { allowed: true, decision, execution: result };
-    }
-    const target = server as McpTarget;
-    const args = (facts as McpFacts).arguments ?? {};
-    const owner = await this.owner(ctx, execution.session_id, target, decided.agent.id);
-    const result = await this.act(
-      ctx,
-      decided,
-      () => this.mcp.use(target, 'execution_failed', owner, (client) => runTool(client, execution.tool, args)),
-      (r) => ({ tool_error: r.isError }),
-    );
-    return { allowed: true, decision, execution: { mode: 'mcp_proxy' as const, server: target.slug, tool: execution.tool, ...result } };
+    };
+    const ran =
+      execution.mode === 'http_proxy'
+        ? await this.pipeline.govern(ctx, request, {
+            // sent in the one form the policy decided on: the facts' method, URL, headers and body
+            run: () => {
+              const credential = brokered?.credential;
+              const injected = credential ? { [credential.header]: credential.value() } : {};
+              return executeHttp(this.egress, facts as HttpFacts, execution.timeout_ms, injected);
+            },
+            describe: (r) => ({ upstream_status: r.status }),
+          })
+        : await this.pipeline.govern(ctx, request, {
+            run: async (decided) => {
+              const target = server as McpTarget;
+              const owner = await this.owner(ctx, execution.session_id, target, decided.agent.id);
+              const args = (facts as McpFacts).arguments ?? {};
+              const result = await this.mcp.use(target, 'execution_failed', owner, (client) => runTool(client, execution.tool, args));
+              return { mode: 'mcp_proxy' as const, server: target.slug, tool: execution.tool, ...result };
+            },
+            describe: (r) => ({ tool_error: r.isError }),
+          });
+    const decision = ran.decided.result;
+    if (ran.value === null) return { allowed: false, decision, execution: null };
+    return { allowed: true, decision, execution: ran.value };
   }
 
   /**
@@ -380,25 +322,26 @@ export class ExecutionService {
 
   async openSession(ctx: RequestContext, body: McpSessionRequest): Promise<McpSessionResponse['data']> {
     const server = await this.registeredServer(ctx, body.server);
-    const decided = await this.decisions.decide(ctx, {
-      input: mcpInput(body.input, 'mcp.session'),
-      execution: mcpFacts(server.slug, { method: 'initialize' }),
-      fixedAction: 'mcp.session',
-      source: 'mcp',
-      viaProxy: true,
-    });
-    if (!decided.result.allowed) return { allowed: false, server: server.slug, session_id: null, expires_at: null };
     const held: HeldSession = { id: randomUUID(), expiresAt: new Date(Date.now() + MCP_SESSION_MINUTES * 60_000) };
-    // Open the upstream connection now, so a session that cannot work fails here (502).
-    await this.act(
+    const { decided, value } = await this.pipeline.govern(
       ctx,
-      decided,
-      () =>
-        this.mcp.use(server, 'session_failed', { agentId: decided.agent.id, session: held }, (client) =>
-          client.ping({ timeout: MCP_REQUEST_TIMEOUT_MS }),
-        ),
-      () => ({ session_id: held.id }),
+      {
+        input: mcpInput(body.input, 'mcp.session'),
+        execution: mcpFacts(server.slug, { method: 'initialize' }),
+        fixedAction: 'mcp.session',
+        source: 'mcp',
+        viaProxy: true,
+      },
+      {
+        // the upstream connection opens now, so a session that cannot work fails here (502)
+        run: (decided) =>
+          this.mcp.use(server, 'session_failed', { agentId: decided.agent.id, session: held }, (client) =>
+            client.ping({ timeout: MCP_REQUEST_TIMEOUT_MS }),
+          ),
+        describe: () => ({ session_id: held.id }),
+      },
     );
+    if (value === null) return { allowed: false, server: server.slug, session_id: null, expires_at: null };
     await insertSession(this.db, {
       workspace_id: ctx.auth.workspaceId,
       id: held.id,

@@ -10,8 +10,7 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
-import { recordIn } from '../audit/audit.service.ts';
-import { type OutcomeBasis, outcomeRecord } from '../decisions/decisions.ts';
+import type { DecisionOutcome } from '../decisions/decisions.ts';
 import type { McpConnector, McpTarget, UpstreamSession } from './mcp-connector.ts';
 import {
   claimExpiredTasks,
@@ -22,6 +21,7 @@ import {
   releaseTask,
   reserveTask,
 } from './mcp-tasks.repository.ts';
+import { type OutcomeBasis, outcomeBasis, recordOutcomeIn } from './outcome.ts';
 
 export { upstreamSessionOf } from './mcp-connector.ts';
 export type { GatewayTaskRow } from './mcp-tasks.repository.ts';
@@ -55,8 +55,14 @@ export class McpTasks {
   }
 
   /** Fills in a reserved row once the upstream created its task. */
-  async complete(workspaceId: string, id: string, upstream: Parameters<typeof completeTask>[3]): Promise<void> {
-    await completeTask(this.db, workspaceId, id, upstream);
+  async complete(
+    workspaceId: string,
+    id: string,
+    decided: DecisionOutcome,
+    upstream: Omit<Parameters<typeof completeTask>[3], 'outcome_basis'>,
+  ): Promise<void> {
+    // what the task's end will record of its decision
+    await completeTask(this.db, workspaceId, id, { ...upstream, outcome_basis: JSON.stringify(outcomeBasis(decided)) });
   }
 
   /** A call that created no task: its reservation dropped and, when it opened one, its session terminated. */
@@ -84,15 +90,11 @@ export class McpTasks {
   async finish(requestId: string, row: GatewayTaskRow, context: Record<string, unknown>): Promise<void> {
     await inTransaction(this.db, async (trx) => {
       if (!(await markTaskFinished(trx, row.workspace_id, row.id, FINISHED_TASK_KEEP_MS))) return;
-      await recordIn(
-        trx,
-        row.workspace_id,
-        outcomeRecord(requestId, row.outcome_basis as OutcomeBasis, {
-          result: 'allowed',
-          message: 'task ended',
-          context: { outcome: 'task_ended', task_id: row.id, ...context },
-        }),
-      );
+      await recordOutcomeIn(trx, row.workspace_id, requestId, row.outcome_basis as OutcomeBasis, {
+        result: 'allowed',
+        message: 'task ended',
+        context: { outcome: 'task_ended', task_id: row.id, ...context },
+      });
     });
   }
 
@@ -108,15 +110,11 @@ export class McpTasks {
         const rows = await claimExpiredTasks(trx, SWEEP_BATCH);
         for (const row of rows)
           if (row.finished_at === null && row.outcome_basis !== null)
-            await recordIn(
-              trx,
-              row.workspace_id,
-              outcomeRecord(undefined, row.outcome_basis as OutcomeBasis, {
-                result: 'allowed',
-                message: 'task expired',
-                context: { outcome: 'task_expired', task_id: row.id },
-              }),
-            );
+            await recordOutcomeIn(trx, row.workspace_id, undefined, row.outcome_basis as OutcomeBasis, {
+              result: 'allowed',
+              message: 'task expired',
+              context: { outcome: 'task_expired', task_id: row.id },
+            });
         return rows;
       });
       await Promise.all(

@@ -10,7 +10,7 @@ import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import { normaliseResourceUri, ResourceUriError } from '../acts/resource-uri.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
-import type { DecisionOutcome, OutcomeBasis } from '../decisions/decisions.ts';
+import type { DecisionOutcome } from '../decisions/decisions.ts';
 import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
 import type { Relay } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
@@ -144,4 +144,4 @@ export type HeldCall = <T>(
     describe: (value: T) => Record<string, unknown>;
     dedicated?: boolean;
   },
-) => Promise<{ value: T; basis: OutcomeBasis } | { refused: Refused }>;
+) => Promise<{ value: T; decided: DecisionOutcome } | { refused: Refused }>;

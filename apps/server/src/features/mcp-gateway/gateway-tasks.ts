@@ -179,11 +179,10 @@ export class GatewayTasks {
       const session = upstream as UpstreamSession;
       // Warden reaches a task for the TTL the upstream granted, at most MAX_TASK_TTL_MS (null: unlimited)
       const ttl = Math.min(created.task.ttl ?? MAX_TASK_TTL_MS, MAX_TASK_TTL_MS);
-      await this.tasks.complete(workspaceId, id, {
+      await this.tasks.complete(workspaceId, id, called.decided, {
         upstream_session_id: session.sessionId,
         protocol_version: session.protocolVersion,
         upstream_task_id: created.task.taskId,
-        outcome_basis: JSON.stringify(called.basis),
         expires_at: new Date(Date.now() + ttl),
       });
       return { ...created, task: { ...created.task, taskId: id, ttl } };

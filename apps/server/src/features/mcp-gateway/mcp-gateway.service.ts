@@ -45,7 +45,7 @@ import type { Permission } from '@warden/contract';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
-import { type OutcomeBasis, outcomeBasis } from '../decisions/decisions.ts';
+import type { DecisionOutcome } from '../decisions/decisions.ts';
 import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
 import type { McpClientSessions } from '../execution/mcp-client-sessions.ts';
 import type { McpTarget } from '../execution/mcp-connector.ts';
@@ -450,9 +450,10 @@ export class McpGateway {
   }
 
   /**
-   * A tool call decided (and recorded) on what runs, held open for its approval when policy
-   * asks for one: the value of `work` once allowed, else what the refusal says. `run` builds
-   * the work from the function that relays the upstream's progress to the client.
+   * A tool call run through the act pipeline, held open for its approval when policy asks for
+   * one (the pipeline waits; the client is told by progress notifications): the value of `work`
+   * once allowed, else what the refusal says. `run` builds the work from the function that
+   * relays the upstream's progress to the client.
    */
   private async heldCall<T>(
     { caller, target, tool, args, extra, origin }: ToolCall,
@@ -461,7 +462,7 @@ export class McpGateway {
       describe: (value: T) => Record<string, unknown>;
       dedicated?: boolean;
     },
-  ): Promise<{ value: T; basis: OutcomeBasis } | { refused: Refused }> {
+  ): Promise<{ value: T; decided: DecisionOutcome } | { refused: Refused }> {
     const progressToken = extra._meta?.progressToken;
     let progress = 0;
     const notify = (value: number, message: string, total?: number) =>
@@ -474,42 +475,38 @@ export class McpGateway {
     const { work, describe, dedicated } = run(
       (p) => void notify(progress + p.progress, p.message ?? '', p.total === undefined ? undefined : progress + p.total),
     );
-    const attempt = () =>
-      this.execution.governMcp(
-        caller.ctx,
-        target,
-        { action: 'mcp.call', input: this.input(caller, 'mcp.call'), tool, arguments: args, retried: true },
-        'call_failed',
-        work,
-        describe,
-        { dedicated, signal: extra.signal, client: caller.client },
-      );
-    let { decided, value } = await attempt();
-    if (value !== null) return { value, basis: outcomeBasis(decided) };
-    const approvalId = decided.result.approval_id;
-    if (decided.result.action !== 'require_approval' || approvalId === null) return { refused: { message: refusal(decided) } };
-    const waited = await this.execution.awaitApproval(caller.ctx, approvalId, {
-      until: Date.now() + this.options.approvalWaitMs,
-      signal: AbortSignal.any([extra.signal, this.stopping.signal]),
-      onWait: async (message) => {
-        progress += 1;
-        await notify(progress, message);
+    const ran = await this.execution.governMcp(
+      caller.ctx,
+      target,
+      { action: 'mcp.call', input: this.input(caller, 'mcp.call'), tool, arguments: args, retried: true },
+      'call_failed',
+      work,
+      describe,
+      {
+        dedicated,
+        signal: extra.signal,
+        client: caller.client,
+        hold: {
+          until: Date.now() + this.options.approvalWaitMs,
+          signal: AbortSignal.any([extra.signal, this.stopping.signal]),
+          onWait: async (message) => {
+            progress += 1;
+            await notify(progress, message);
+          },
+        },
       },
-    });
-    if (waited === 'approved') {
-      ({ decided, value } = await attempt());
-      if (value !== null) return { value, basis: outcomeBasis(decided) };
-      if (decided.result.action !== 'require_approval' || decided.result.approval_id === null)
-        return { refused: { message: refusal(decided) } };
-    }
-    if (waited === 'rejected' || waited === 'expired')
+    );
+    const { decided } = ran;
+    if (ran.value !== null) return { value: ran.value, decided };
+    const pending = decided.result.approval_id;
+    if (decided.result.action !== 'require_approval' || pending === null) return { refused: { message: refusal(decided) } };
+    if (ran.waited === 'rejected' || ran.waited === 'expired')
       return {
         refused: {
-          message: `Denied: approval ${approvalId} ${waited === 'rejected' ? 'was rejected' : 'expired'}`,
-          meta: { [APPROVAL_META]: { id: approvalId, status: waited } },
+          message: `Denied: approval ${pending} ${ran.waited === 'rejected' ? 'was rejected' : 'expired'}`,
+          meta: { [APPROVAL_META]: { id: pending, status: ran.waited } },
         },
       };
-    const pending = decided.result.approval_id ?? approvalId;
     const stopping = this.stopping.signal.aborted ? ' This Warden process is shutting down, so the call is not held any longer.' : '';
     return {
       refused: {
