@@ -60,6 +60,14 @@ module.exports = {
       to: { path: SRC, pathNot: [`${SRC}features/acts/`, `${SRC}shared/`] },
     },
     {
+      name: 'audit-writer-is-private',
+      severity: 'error',
+      comment:
+        'Events enter the log through audit.service.ts (AuditLog for acts, recordIn in a transaction): only audit/ and the composition root touch the group-commit writer.',
+      from: { path: SRC, pathNot: [`${SRC}features/audit/`, `${SRC}composition\\.ts$`] },
+      to: { path: `${SRC}features/audit/audit-writer\\.ts$` },
+    },
+    {
       name: 'edges-record-nothing-themselves',
       severity: 'error',
       comment: 'An edge (the MCP gateway) acts only through the act pipeline: it never writes audit events, approvals or any table itself.',
