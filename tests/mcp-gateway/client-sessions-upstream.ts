@@ -3,7 +3,8 @@
  * HTTP on a loopback port, one McpServer and transport per session. It records, per session,
  * what the client declared at initialize, the GET streams open and the DELETEs received, keeps
  * a note and resource subscriptions per session, asks its client `roots/list` and
- * `elicitation/create` from tools, and sends notifications outside any request when told to.
+ * `elicitation/create` from tools, and sends notifications and asks questions outside any
+ * request when told to (on the session's GET stream, as real servers do).
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -39,6 +40,12 @@ export interface SessionsUpstream {
   resourceUpdated: (uri: string) => Promise<string[]>;
   /** Sends `notification` to one session outside any request (on its GET stream, if it has one). */
   notify: (sessionId: string, notification: ServerNotification) => Promise<void>;
+  /**
+   * Asks one session's client `elicitation/create` outside any request (on its GET stream), as the
+   * conformance suite's reference server does with `server.request(…)`: the client's answer, or
+   * the error it (or Warden) sent back, within `timeoutMs`.
+   */
+  ask: (sessionId: string, message: string, timeoutMs?: number) => Promise<{ action: string; content?: unknown } | { error: string }>;
   close: () => Promise<void>;
 }
 
@@ -170,6 +177,21 @@ export async function startSessionsUpstream(): Promise<SessionsUpstream> {
     },
     notify: async (id, notification) => {
       await known.get(id)?.server.server.notification(notification);
+    },
+    ask: async (id, message, timeoutMs = 10_000) => {
+      const session = known.get(id);
+      if (!session) throw new Error(`no session ${id}`);
+      const requestedSchema = { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] };
+      try {
+        const answer = await session.server.server.request(
+          { method: 'elicitation/create', params: { message, requestedSchema } } as ServerRequest,
+          ElicitResultSchema,
+          { timeout: timeoutMs },
+        );
+        return { action: answer.action, content: answer.content };
+      } catch (error) {
+        return { error: (error as Error).message };
+      }
     },
     close: async () => {
       for (const t of [...transports.values()]) await t.close().catch(() => undefined);

@@ -14,6 +14,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   type ClientCapabilities,
+  ElicitRequestSchema,
   ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
   ResourceListChangedNotificationSchema,
@@ -62,7 +63,7 @@ interface Workspace {
   agentKey: string;
   api: (method: string, path: string, body?: unknown) => Promise<{ status: number; body: any }>;
   /** The audit events of an action, newest first. */
-  events: (action: string) => Promise<{ result: string }[]>;
+  events: (action: string) => Promise<{ result: string; agent: string }[]>;
 }
 
 /** A workspace of its own: the upstream registered as `up`, agent `bot` with a key, these policies. */
@@ -410,6 +411,46 @@ describe('the GET stream: what the upstream sends outside any request', () => {
       () => (expected.every((name) => got.has(name)) ? true : undefined),
     );
     expect([...got].sort()).toEqual([...expected].sort());
+  });
+});
+
+describe('questions an upstream asks outside any request (on its GET stream)', () => {
+  /** An SDK client declaring elicitation, answering with `name`, counting the times it is asked. */
+  async function elicitingClient(ws: Workspace, name = 'ada') {
+    const asked = { count: 0 };
+    const { client } = await connect(ws.agentKey, { elicitation: {} });
+    client.setRequestHandler(ElicitRequestSchema, async () => {
+      asked.count++;
+      return { action: 'accept', content: { name } };
+    });
+    const upstreamId = await whoami(client);
+    // Warden listens on the upstream session's GET stream, the client on its own
+    await eventually(() => upstream.streaming().includes(upstreamId) || undefined);
+    return { client, asked, upstreamId };
+  }
+
+  it('reaches the client that owns the upstream session, decided as mcp.elicitation, and the upstream gets its answer', async () => {
+    const ws = await workspace();
+    const { asked, upstreamId } = await elicitingClient(ws);
+    const other = await elicitingClient(ws, 'not me');
+    const answer = await eventually(async () => {
+      const got = await upstream.ask(upstreamId, 'between calls: who?', 3_000);
+      return 'action' in got ? got : undefined; // the client's GET stream may open just after
+    });
+    expect(answer).toEqual({ action: 'accept', content: { name: 'ada' } });
+    expect(asked.count).toBeGreaterThanOrEqual(1);
+    expect(other.asked.count).toBe(0);
+    const events = await ws.events('mcp.elicitation');
+    expect(events.some((e) => e.result === 'allowed' && e.agent === 'bot')).toBe(true);
+  });
+
+  it('a policy blocks mcp.elicitation: the upstream gets a JSON-RPC error naming it, the client is never asked', async () => {
+    const ws = await workspace([{ name: 'No questions', rules: [{ match: { action: ['mcp.elicitation'] }, effect: 'block' }] }]);
+    const { asked, upstreamId } = await elicitingClient(ws);
+    const answer = await upstream.ask(upstreamId, 'who?', 5_000);
+    expect(answer).toMatchObject({ error: expect.stringMatching(/No questions/) });
+    expect(asked.count).toBe(0);
+    expect((await ws.events('mcp.elicitation')).some((e) => e.result === 'blocked')).toBe(true);
   });
 });
 

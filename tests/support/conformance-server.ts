@@ -3,7 +3,9 @@
  * (`@modelcontextprotocol/conformance`, `conformance list --server`): an SDK-built server,
  * stateful Streamable HTTP on a loopback port, offering the tools, resources, prompts,
  * completions, logging and subscriptions each scenario names, and refusing a Host or Origin
- * that is not loopback (the dns-rebinding-protection scenario).
+ * that is not loopback (the dns-rebinding-protection scenario). Like the suite's reference
+ * server, it asks questions both inside a call (sampling) and outside any (elicitation, on the
+ * session's GET stream).
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
@@ -116,8 +118,10 @@ function buildServer(subscribed: Set<string>): McpServer {
       return text(`LLM response: ${answer.content.type === 'text' ? answer.content.text : answer.content.type}`);
     },
   );
-  const elicit = async (extra: RequestHandlerExtra<ServerRequest, ServerNotification>, message: string, requestedSchema: unknown) => {
-    const answer = await extra.sendRequest(
+  // Asked outside the call, as the suite's own reference server asks (server.request: the
+  // question goes on the session's GET stream, not the call's); sampling is asked inside.
+  const elicit = async (_extra: RequestHandlerExtra<ServerRequest, ServerNotification>, message: string, requestedSchema: unknown) => {
+    const answer = await server.server.request(
       { method: 'elicitation/create', params: { message, requestedSchema } } as ServerRequest,
       ElicitResultSchema,
     );

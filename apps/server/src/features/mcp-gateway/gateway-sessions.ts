@@ -9,9 +9,9 @@ import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { ClientSession, McpClientSessions } from '../execution/mcp-client-sessions.ts';
-import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-connector.ts';
 import { asClientSees, type GatewayCaller } from './gateway-answers.ts';
-import { listen } from './relay.ts';
+import { listen, type Relay } from './relay.ts';
 
 /** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
 export const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
@@ -34,6 +34,8 @@ export class GatewaySessions {
     private readonly registered: (ctx: RequestContext, slug: string) => Promise<McpTarget>,
     /** How often an open GET stream gets a comment (so that proxies in between keep it open) and its caller is checked again. */
     private readonly checkMs: number,
+    /** How a question an upstream asks outside any request reaches the client session's GET stream, decided for `caller`. */
+    private readonly askOutside: (caller: GatewayCaller, target: McpTarget, sessionId: string) => NonNullable<Relay['ask']>,
   ) {
     // a session ended (here or in another process): its GET streams here end too
     sessions.onEnded((id) => {
@@ -143,7 +145,7 @@ export class GatewaySessions {
       );
       res.setHeader('mcp-session-id', session.id);
     } else session = await this.sessionOf(caller, slug, req);
-    return session ? { ...caller, client: this.clientOwner(session) } : caller;
+    return session ? this.inClientSession(caller, session) : caller;
   }
 
   /** The client session `Mcp-Session-Id` names (null: none named); 404 session_not_found unless it is this agent's, on this endpoint. */
@@ -161,18 +163,24 @@ export class GatewaySessions {
     return session;
   }
 
-  /** Whose upstream sessions a client session's requests use, and how what those send outside a request reaches its GET stream. */
-  private clientOwner(session: ClientSession): ClientOwner {
-    const outside = {
-      notify: (notification: object) => this.sessions.send(`stream:${session.id}`, notification).catch(() => undefined),
+  /**
+   * The caller in its client session: whose upstream sessions its requests use, and how what
+   * those send outside a request (notifications, questions) reaches the session's GET stream.
+   */
+  private inClientSession(caller: GatewayCaller, session: ClientSession): GatewayCaller {
+    const toStream = (message: object) => this.sessions.send(`stream:${session.id}`, message).catch(() => undefined);
+    const inSession: GatewayCaller = {
+      ...caller,
+      client: {
+        id: session.id,
+        capabilities: session.capabilities,
+        prepare: (client, target) =>
+          listen(client, session.capabilities, {
+            notify: (notification) => toStream(asClientSees(target, session.endpoint !== '', notification)),
+            ask: this.askOutside(inSession, target, session.id),
+          }),
+      },
     };
-    return {
-      id: session.id,
-      capabilities: session.capabilities,
-      prepare: (client, target) =>
-        listen(client, session.capabilities, {
-          notify: (notification) => outside.notify(asClientSees(target, session.endpoint !== '', notification)),
-        }),
-    };
+    return inSession;
   }
 }

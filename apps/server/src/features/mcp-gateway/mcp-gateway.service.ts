@@ -35,6 +35,7 @@
  * client session is a row, not a transport's memory, so any process serves any request; what
  * upstream sessions are kept, the connection manager keeps.
  */
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -102,7 +103,21 @@ export class McpGateway {
   ) {
     this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
     this.questions = new Questions(sessions);
-    this.edgeSessions = new GatewaySessions(sessions, (ctx, slug) => execution.registeredServer(ctx, slug), options.streamCheckMs);
+    this.edgeSessions = new GatewaySessions(
+      sessions,
+      (ctx, slug) => execution.registeredServer(ctx, slug),
+      options.streamCheckMs,
+      (caller, target, sessionId) => (request, signal) =>
+        // a question no request of the client's carries: decided as its own act, under a request id of its own
+        this.governedAsk({ ...caller, ctx: { ...caller.ctx, requestId: randomUUID() } }, target, request, () =>
+          this.questions.ask(
+            caller.agent.id,
+            request,
+            signal,
+            (message) => void sessions.send(`stream:${sessionId}`, JSON.parse(message)).catch(() => undefined),
+          ),
+        ),
+    );
   }
 
   /** A shutdown: calls held for an approval are answered now (pending, with where to decide it), and none is held from now on. */

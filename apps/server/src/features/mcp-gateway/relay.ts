@@ -10,9 +10,10 @@
  * called from the request), so an AsyncLocalStorage entered around the upstream request tells
  * the handler whose it is. The session's own GET stream is opened outside any such scope (by the
  * connection's handshake): what the upstream sends there goes to the client session's own GET
- * stream (`outside`), when the upstream session belongs to one; a request asked there is
- * refused (it belongs to no request of the client's, so nothing would decide it as the client's act).
- * An upstream client handles only the questions its client session declared it can answer.
+ * stream (`outside`), when the upstream session belongs to one, and a question asked there is
+ * decided for that session's agent like one asked during a call. A question inside a request
+ * whose stream cannot carry it, or outside any on an upstream session no client session owns,
+ * is refused. An upstream client handles only the questions its client session declared it can answer.
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
@@ -69,11 +70,10 @@ const RELAYED_NOTIFICATIONS = [
 ];
 
 /**
- * Sets `client`'s relaying handlers: notifications go to the request whose stream they came on,
- * else to `outside` (the client session's GET stream); the questions `declared` names are
- * relayed within a request only.
+ * Sets `client`'s relaying handlers: notifications and the questions `declared` names go to the
+ * request whose stream they came on, else to `outside` (the client session's GET stream).
  */
-export function listen(client: Client, declared: ClientCapabilities, outside?: Pick<Relay, 'notify'>): void {
+export function listen(client: Client, declared: ClientCapabilities, outside?: Relay): void {
   if (listening.has(client)) return;
   listening.add(client);
   for (const schema of RELAYED_NOTIFICATIONS)
@@ -81,7 +81,7 @@ export function listen(client: Client, declared: ClientCapabilities, outside?: P
   const ask =
     <R>() =>
     async (request: ClientRequest, extra: { signal: AbortSignal }): Promise<R> => {
-      const relay = scope.getStore();
+      const relay = scope.getStore() ?? outside;
       if (!relay?.ask)
         throw rpcError(ErrorCode.MethodNotFound, `Warden cannot relay ${request.method} outside a request that can carry it`);
       // deciding and asking run outside the call's scope: a connection opened meanwhile must not inherit it
