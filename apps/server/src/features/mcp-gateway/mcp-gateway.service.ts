@@ -75,6 +75,7 @@ import { registerGovernedMethods } from './governed-methods.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { type ClientRequest, Questions, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
+import { HEADER_MISMATCH, headerMismatch } from './standard-headers.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
 /** The fixed action of each question an upstream asks of the client. */
@@ -175,6 +176,14 @@ export class McpGateway {
     body: unknown,
     origin: string,
   ): Promise<void> {
+    // headers that say another act than the body: refused before anything is decided or sent
+    const disagree = headerMismatch(req.headers, body);
+    if (disagree) {
+      const id = isObject(body) && (typeof body.id === 'string' || typeof body.id === 'number') ? body.id : null;
+      const error = { code: HEADER_MISMATCH, message: disagree.message, data: { mismatch: disagree.mismatch } };
+      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error, id }));
+      return;
+    }
     // the client's answer to what an upstream asked it during one of its calls (relay.ts)
     if (await this.questions.answer(caller.agent.id, body)) {
       res.writeHead(202).end();
