@@ -276,6 +276,19 @@ export async function connectClient(url: string, headers: Record<string, string>
   return client;
 }
 
+/** A raw JSON-RPC POST to an MCP endpoint as `bearer`, with these extra headers (a client's exact bytes, no SDK in between). */
+export const postMcp = (url: string, bearer: string, body: unknown, headers: Record<string, string> = {}) =>
+  fetch(url, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${bearer}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      ...headers,
+    },
+    body: JSON.stringify(body),
+  });
+
 /** Polls `probe` until it answers something other than undefined (at most `ms`). */
 export async function eventually<T>(probe: () => Promise<T | undefined> | T | undefined, ms = 10_000): Promise<T> {
   const deadline = Date.now() + ms;

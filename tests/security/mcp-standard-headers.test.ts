@@ -7,6 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { postMcp } from '../mcp-gateway/support.ts';
 import { startTestMcpServer, type TestMcpServer } from '../support/mcp-server.ts';
 import { keyFor, useTestServer } from '../support/server.ts';
 
@@ -29,17 +30,7 @@ afterAll(async () => {
   await upstream?.close();
 });
 
-const post = (body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${server.url}/mcp/up`, {
-    method: 'POST',
-    headers: {
-      authorization: `Bearer ${agentKey}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      ...headers,
-    },
-    body: JSON.stringify(body),
-  });
+const post = (body: unknown, headers: Record<string, string> = {}) => postMcp(`${server.url}/mcp/up`, agentKey, body, headers);
 
 const call = (name: string, id: number | string = 1) => ({
   jsonrpc: '2.0',
@@ -126,7 +117,7 @@ describe('headers that agree with the body, or none', () => {
   });
 
   it('serves a legacy client that sends no standard header, and one that sends only MCP-Protocol-Version', async () => {
-    for (const headers of [{}, { 'mcp-protocol-version': '2025-11-25' }]) {
+    for (const headers of [{}, { 'mcp-protocol-version': '2025-11-25' }] as Record<string, string>[]) {
       const res = await post({ ...call('echo'), params: { name: 'echo', arguments: { text: 'legacy' } } }, headers);
       expect(res.status).toBe(200);
       expect(JSON.stringify(await res.json())).toContain('legacy');

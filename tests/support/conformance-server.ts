@@ -4,8 +4,8 @@
  * stateful Streamable HTTP on a loopback port, offering the tools, resources, prompts,
  * completions, logging and subscriptions each scenario names, and refusing a Host or Origin
  * that is not loopback (the dns-rebinding-protection scenario). Like the suite's reference
- * server, it asks questions both inside a call (sampling) and outside any (elicitation, on the
- * session's GET stream).
+ * server, it asks questions both inside a call (sampling, test_elicitation) and outside any
+ * (the SEP elicitation tools, on the session's GET stream).
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
@@ -118,13 +118,17 @@ function buildServer(subscribed: Set<string>): McpServer {
       return text(`LLM response: ${answer.content.type === 'text' ? answer.content.text : answer.content.type}`);
     },
   );
-  // Asked outside the call, as the suite's own reference server asks (server.request: the
-  // question goes on the session's GET stream, not the call's); sampling is asked inside.
-  const elicit = async (_extra: RequestHandlerExtra<ServerRequest, ServerNotification>, message: string, requestedSchema: unknown) => {
-    const answer = await server.server.request(
-      { method: 'elicitation/create', params: { message, requestedSchema } } as ServerRequest,
-      ElicitResultSchema,
-    );
+  // test_elicitation asks inside the call (extra.sendRequest: on the call's stream); the SEP
+  // tools ask outside it, as the suite's own reference server does (server.request: on the
+  // session's GET stream). Real servers do both.
+  const elicit = async (
+    extra: RequestHandlerExtra<ServerRequest, ServerNotification> | 'outside',
+    message: string,
+    requestedSchema: unknown,
+  ) => {
+    const request = { method: 'elicitation/create', params: { message, requestedSchema } } as ServerRequest;
+    const answer =
+      extra === 'outside' ? await server.server.request(request, ElicitResultSchema) : await extra.sendRequest(request, ElicitResultSchema);
     return `action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`;
   };
   server.registerTool(
@@ -142,9 +146,9 @@ function buildServer(subscribed: Set<string>): McpServer {
         })}`,
       ),
   );
-  server.registerTool('test_elicitation_sep1034_defaults', { description: 'Elicits with defaults of every type' }, async (extra) =>
+  server.registerTool('test_elicitation_sep1034_defaults', { description: 'Elicits with defaults of every type' }, async () =>
     text(
-      `Elicitation completed: ${await elicit(extra, 'Confirm your details', {
+      `Elicitation completed: ${await elicit('outside', 'Confirm your details', {
         type: 'object',
         properties: {
           name: { type: 'string', default: 'John Doe' },
@@ -156,9 +160,9 @@ function buildServer(subscribed: Set<string>): McpServer {
       })}`,
     ),
   );
-  server.registerTool('test_elicitation_sep1330_enums', { description: 'Elicits with every kind of enum' }, async (extra) =>
+  server.registerTool('test_elicitation_sep1330_enums', { description: 'Elicits with every kind of enum' }, async () =>
     text(
-      `Elicitation completed: ${await elicit(extra, 'Choose', {
+      `Elicitation completed: ${await elicit('outside', 'Choose', {
         type: 'object',
         properties: {
           untitledSingle: { type: 'string', enum: ['option1', 'option2', 'option3'] },

@@ -41,7 +41,7 @@ export interface DiscoveryContext {
   skipOnAggregate: (error: unknown) => null;
 }
 
-export function registerDiscoveryMethods(server: Server, context: DiscoveryContext): void {
+export function registerDiscoveryMethods(server: Pick<Server, 'setRequestHandler'>, context: DiscoveryContext): void {
   const { single, servers, named } = context;
   const cursorOf = (request: { params?: { cursor?: string } }) => (single ? request.params?.cursor : undefined);
 

@@ -71,7 +71,7 @@ export class GatewayTasks {
   ) {}
 
   /** Registers tasks/get, tasks/result and tasks/cancel on a request's Server. */
-  register(server: Server, caller: GatewayCaller, single: McpTarget | null): void {
+  register(server: Pick<Server, 'setRequestHandler'>, caller: GatewayCaller, single: McpTarget | null): void {
     server.setRequestHandler(GetTaskRequestSchema, async (request, extra) =>
       this.onTask(caller, single, request.params.taskId, async (row, client) => {
         const task = await client.request({ method: 'tasks/get', params: { taskId: row.upstream_task_id } }, GetTaskResultSchema, {

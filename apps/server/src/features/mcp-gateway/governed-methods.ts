@@ -57,7 +57,7 @@ export interface GovernedContext {
 }
 
 /** Registers these methods on a request's Server (its capabilities must declare `resources`, `prompts`, `logging` and `completions`). */
-export function registerGovernedMethods(server: Server, gateway: GovernedContext): void {
+export function registerGovernedMethods(server: Pick<Server, 'setRequestHandler'>, gateway: GovernedContext): void {
   server.setRequestHandler(ReadResourceRequestSchema, async (request, extra) => {
     const { target, name } = await gateway.route(request.params.uri);
     const { _meta, ...params } = request.params;

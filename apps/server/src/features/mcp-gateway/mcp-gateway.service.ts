@@ -72,6 +72,7 @@ import {
 import { GatewaySessions, sseEvent } from './gateway-sessions.ts';
 import { GatewayTasks } from './gateway-tasks.ts';
 import { registerGovernedMethods } from './governed-methods.ts';
+import { isModernRequest, ModernEdge } from './modern.ts';
 import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { type ClientRequest, Questions, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
@@ -87,11 +88,21 @@ const ASK_ACTIONS: Record<ClientRequest['method'], string> = {
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
+/** How the gateway names itself to a client: per server, or the aggregate. */
+export const serverInfo = (single: McpTarget | null) => ({ name: single ? `warden:${single.slug}` : 'warden', version: '1.0.0' });
+
+export const instructionsFor = (caller: GatewayCaller, single: McpTarget | null) =>
+  single
+    ? `Tools of the MCP server '${single.slug}', governed by Warden for agent '${caller.agent.slug}'.`
+    : `Tools of every MCP server agent '${caller.agent.slug}' may use, governed by Warden; names are '<server>${NAMESPACE_SEPARATOR}<name>'.`;
+
 export class McpGateway {
   private readonly taskMethods: GatewayTasks;
   private readonly questions: Questions;
   /** The client sessions at this edge: opening, checking, streaming, ending (gateway-sessions.ts). */
   private readonly edgeSessions: GatewaySessions;
+  /** Requests of revision 2026-07-28 and later (modern.ts). */
+  private readonly modern = new ModernEdge();
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
 
@@ -190,6 +201,12 @@ export class McpGateway {
       return;
     }
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
+    // revision 2026-07-28 and later: no session, the v2 SDK's wire, the same governed methods
+    if (isModernRequest(req, body)) {
+      const register = (methods: Pick<Server, 'setRequestHandler'>) => this.register(methods, caller, single, origin);
+      const modern = { caller, single, info: serverInfo(single), instructions: instructionsFor(caller, single), register };
+      return this.modern.serve(modern, req, res, body);
+    }
     caller = await this.edgeSessions.inSession(caller, slug, req, body, res);
     // the client's roots changed: its session's upstreams are told, wherever they are
     if (caller.client && isObject(body) && body.method === 'notifications/roots/list_changed' && !('id' in body)) {
@@ -219,30 +236,42 @@ export class McpGateway {
     await transport.handleRequest(req, res, body);
   }
 
+  /** A legacy (stateful revisions) request's Server: the governed methods on the SDK's v1 Server. */
   private build(
     caller: GatewayCaller,
     single: McpTarget | null,
     origin: string,
     asker?: (requestId: string | number) => Extra['ask'],
   ): Server {
-    const server = new Server(
-      { name: single ? `warden:${single.slug}` : 'warden', version: '1.0.0' },
-      {
-        // tasks: created by tools/call, then got, waited for and cancelled; not listed
-        capabilities: {
-          tools: {},
-          resources: { subscribe: true },
-          prompts: {},
-          logging: {},
-          completions: {},
-          tasks: { cancel: {}, requests: { tools: { call: {} } } },
-        },
-        jsonSchemaValidator: SCHEMA_VALIDATOR,
-        instructions: single
-          ? `Tools of the MCP server '${single.slug}', governed by Warden for agent '${caller.agent.slug}'.`
-          : `Tools of every MCP server agent '${caller.agent.slug}' may use, governed by Warden; names are '<server>${NAMESPACE_SEPARATOR}<name>'.`,
+    const server = new Server(serverInfo(single), {
+      // tasks: created by tools/call, then got, waited for and cancelled; not listed
+      capabilities: {
+        tools: {},
+        resources: { subscribe: true },
+        prompts: {},
+        logging: {},
+        completions: {},
+        tasks: { cancel: {}, requests: { tools: { call: {} } } },
       },
-    );
+      jsonSchemaValidator: SCHEMA_VALIDATOR,
+      instructions: instructionsFor(caller, single),
+    });
+    this.register(server, caller, single, origin, asker);
+    return server;
+  }
+
+  /**
+   * Registers every method the gateway serves on `server`: the v1 Server of a legacy request,
+   * or the method table a 2026-07-28 request is dispatched through (modern.ts). One set of
+   * governed methods serves both revisions.
+   */
+  register(
+    server: Pick<Server, 'setRequestHandler'>,
+    caller: GatewayCaller,
+    single: McpTarget | null,
+    origin: string,
+    asker?: (requestId: string | number) => Extra['ask'],
+  ): void {
     const servers = async (): Promise<McpTarget[]> => (single ? [single] : this.execution.registeredServers(caller.ctx));
     const route = (name: string) => this.route(caller, single, name);
     const named = (target: McpTarget, name: string) => (single ? name : `${target.slug}${NAMESPACE_SEPARATOR}${name}`);
@@ -291,8 +320,6 @@ export class McpGateway {
       resourceUri,
       namespaced: single ? null : named,
     });
-
-    return server;
   }
 
   /** The server a name belongs to and the name the server knows it by (on the aggregate, names are namespaced). */
