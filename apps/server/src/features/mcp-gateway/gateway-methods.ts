@@ -1,0 +1,310 @@
+/**
+ * The methods the gateway serves, governed, for either protocol era (McpGateway serves the
+ * transport): listings and reads, prompts, completions and logging (discovery-methods.ts,
+ * governed-methods.ts), tool calls held for their approval, tasks (gateway-tasks.ts), and the
+ * questions an upstream asks, each decided as an act of its own. Every one runs through
+ * ExecutionService, the act pipeline's door for the gateway.
+ */
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { CallToolRequestSchema, type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ApiError } from '../../shared/errors.ts';
+import { isObject } from '../../shared/objects.ts';
+import type { DecisionOutcome } from '../decisions/decisions.ts';
+import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
+import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTasks } from '../execution/mcp-tasks.ts';
+import { registerDiscoveryMethods } from './discovery-methods.ts';
+import {
+  APPROVAL_META,
+  asClientSees,
+  asProtocolError,
+  asToolError,
+  type Extra,
+  type GatewayCaller,
+  type GatewayOptions,
+  NAMESPACE_SEPARATOR,
+  POLICY_REFUSED,
+  type Refused,
+  refusal,
+  resourceUri,
+  type ToolCall,
+  text,
+} from './gateway-answers.ts';
+import { GatewayTasks } from './gateway-tasks.ts';
+import { registerGovernedMethods } from './governed-methods.ts';
+import { type ClientRequest, type Relay, relayed } from './relay.ts';
+import { rpcError } from './rpc-error.ts';
+
+/** The fixed action of each question an upstream asks of the client. */
+const ASK_ACTIONS: Record<ClientRequest['method'], string> = {
+  'sampling/createMessage': 'mcp.sampling',
+  'elicitation/create': 'mcp.elicitation',
+  'roots/list': 'mcp.roots',
+};
+
+export class GatewayMethods {
+  private readonly taskMethods: GatewayTasks;
+
+  constructor(
+    private readonly execution: ExecutionService,
+    tasks: McpTasks,
+    private readonly options: GatewayOptions,
+    /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
+    private readonly stopping: AbortSignal,
+  ) {
+    this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
+  }
+
+  /**
+   * Registers every method the gateway serves on `server`: the v1 Server of a legacy request,
+   * or the method table a 2026-07-28 request is dispatched through (modern.ts). One set of
+   * governed methods serves both revisions.
+   */
+  register(
+    server: Pick<Server, 'setRequestHandler'>,
+    caller: GatewayCaller,
+    single: McpTarget | null,
+    origin: string,
+    asker?: (requestId: string | number) => Extra['ask'],
+  ): void {
+    const servers = async (): Promise<McpTarget[]> => (single ? [single] : this.execution.registeredServers(caller.ctx));
+    const route = (name: string) => this.route(caller, single, name);
+    const named = (target: McpTarget, name: string) => (single ? name : `${target.slug}${NAMESPACE_SEPARATOR}${name}`);
+
+    registerDiscoveryMethods(server, {
+      single,
+      servers,
+      named,
+      listTools: (target, cursor) =>
+        this.execution.listTools(caller.ctx, target, { input: this.input(caller, 'mcp.discover'), cursor, client: caller.client }),
+      discover: (target, method, capability, run, count) =>
+        this.execution.governMcp(
+          caller.ctx,
+          target,
+          { action: 'mcp.discover', input: this.input(caller, 'mcp.discover'), request: { method } },
+          'discovery_failed',
+          async (client) => (client.getServerCapabilities()?.[capability] ? run(client) : null),
+          (r) => ({ [capability]: r ? count(r) : 0 }),
+          { idempotent: true, client: caller.client },
+        ),
+      skipOnAggregate: (error) => this.skipOnAggregate(single, error),
+    });
+
+    server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
+      const { target, name } = await route(request.params.name);
+      const args = request.params.arguments ?? {};
+      const { task } = request.params;
+      const call: ToolCall = {
+        caller,
+        target,
+        tool: name,
+        args,
+        extra: { ...(extra as Extra), ask: asker?.(extra.requestId) },
+        origin,
+        aggregate: single === null,
+      };
+      return task ? this.taskMethods.create(call, task) : this.callTool(call);
+    });
+
+    this.taskMethods.register(server, caller, single);
+
+    registerGovernedMethods(server, {
+      servers,
+      route,
+      governed: (target, act, work) => this.governed(caller, target, act, work),
+      resourceUri,
+      namespaced: single ? null : named,
+    });
+  }
+
+  /** The server a name belongs to and the name the server knows it by (on the aggregate, names are namespaced). */
+  async route(caller: GatewayCaller, single: McpTarget | null, name: string): Promise<{ target: McpTarget; name: string }> {
+    if (single) return { target: single, name };
+    const at = name.indexOf(NAMESPACE_SEPARATOR);
+    if (at <= 0) throw rpcError(-32602, `'${name}' names no server: names here are '<server>${NAMESPACE_SEPARATOR}<name>'`);
+    const target = await this.execution.registeredServer(caller.ctx, name.slice(0, at)).catch((error) => {
+      throw asProtocolError(error);
+    });
+    return { target, name: name.slice(at + NAMESPACE_SEPARATOR.length) };
+  }
+
+  /** On the aggregate, a server that fails (or went away) is left out of a listing; on a server's own endpoint, it is the answer. */
+  private skipOnAggregate(single: McpTarget | null, error: unknown): null {
+    if (single || !(error instanceof ApiError) || error.status < 403 || error.status === 503) throw asProtocolError(error);
+    return null;
+  }
+
+  private input(caller: GatewayCaller, action: string, resource?: string): McpOperation['input'] {
+    // An MCP client cannot state an environment: the agent's registered one is the act's.
+    return { action, environment: caller.agent.environment, ...(resource !== undefined ? { resource } : {}) };
+  }
+
+  /**
+   * A read or a prompt: decided on the request as it is sent (method and params), run when
+   * allowed, a JSON-RPC error naming the policy when not.
+   */
+  private async governed<T>(
+    caller: GatewayCaller,
+    target: McpTarget,
+    act: { action: string; resource: string; method: string; params: Record<string, unknown>; signal?: AbortSignal },
+    work: (client: Client) => Promise<T>,
+  ): Promise<T> {
+    const { decided, value } = await this.execution
+      .governMcp(
+        caller.ctx,
+        target,
+        {
+          action: act.action,
+          input: this.input(caller, act.action, act.resource),
+          request: { method: act.method, params: act.params },
+          retried: true,
+        },
+        'call_failed',
+        work,
+        () => ({}),
+        // a client that goes away makes the outcome `cancelled`, not `failed`
+        { idempotent: true, signal: act.signal, client: caller.client },
+      )
+      .catch((error) => {
+        throw asProtocolError(error);
+      });
+    if (value === null) {
+      const { approval_id } = decided.result;
+      throw rpcError(POLICY_REFUSED, approval_id ? `${refusal(decided)} (approval ${approval_id} is pending)` : refusal(decided), {
+        result: decided.result.result,
+        policy: decided.result.policy,
+        approval_id,
+      });
+    }
+    return value;
+  }
+
+  /** Where a call relays what its upstream sends meanwhile: notifications as they come, questions decided first. */
+  private relayTo({ caller, target, extra, aggregate }: ToolCall): Relay {
+    const { ask } = extra;
+    return {
+      notify: (notification) => extra.sendNotification(asClientSees(target, !aggregate, notification)),
+      ...(ask
+        ? { ask: (request: ClientRequest, signal: AbortSignal) => this.governedAsk(caller, target, request, () => ask(request, signal)) }
+        : {}),
+    };
+  }
+
+  /**
+   * What an upstream asks of the client during a call, as a governed act of its own
+   * (`mcp.sampling`, `mcp.elicitation`, `mcp.roots`) on the whole request relayed: relayed once allowed, its
+   * outcome audited; refused, the upstream is answered a JSON-RPC error naming the policy.
+   */
+  async governedAsk(caller: GatewayCaller, target: McpTarget, request: ClientRequest, ask: () => Promise<unknown>): Promise<unknown> {
+    const action = ASK_ACTIONS[request.method];
+    const { _meta, ...params } = (request.params ?? {}) as Record<string, unknown>;
+    const { decided, value } = await this.execution
+      .governMcp(
+        caller.ctx,
+        target,
+        { action, input: this.input(caller, action), request: { method: request.method, params }, retried: true },
+        'call_failed',
+        async () => ({ answer: await ask() }),
+        ({ answer }) => (isObject(answer) && typeof answer.action === 'string' ? { elicitation_action: answer.action } : {}),
+        { client: caller.client },
+      )
+      .catch((error) => {
+        // the client's own answer (an error it sent, a timeout) goes back as it is
+        throw error instanceof ApiError && error.cause instanceof McpError ? error.cause : error;
+      });
+    if (value === null) throw rpcError(POLICY_REFUSED, refusal(decided), { result: decided.result.result, policy: decided.result.policy });
+    return value.answer;
+  }
+
+  async callTool(call: ToolCall): Promise<CallToolResult> {
+    const { tool, args, extra } = call;
+    try {
+      const called = await this.heldCall(call, (onProgress) => ({
+        work: (client) =>
+          relayed(client, this.relayTo(call), () =>
+            callUpstreamTool(
+              client,
+              { name: tool, arguments: args },
+              { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal, resetTimeoutOnProgress: true, onprogress: onProgress },
+            ),
+          ),
+        describe: (r) => ({ tool_error: r.isError === true }),
+      }));
+      return 'value' in called ? called.value : text(called.refused.message, called.refused.meta);
+    } catch (error) {
+      const result = asToolError(error);
+      if (result) return result;
+      throw asProtocolError(error);
+    }
+  }
+
+  /**
+   * A tool call run through the act pipeline, held open for its approval when policy asks for
+   * one (the pipeline waits; the client is told by progress notifications): the value of `work`
+   * once allowed, else what the refusal says. `run` builds the work from the function that
+   * relays the upstream's progress to the client.
+   */
+  private async heldCall<T>(
+    { caller, target, tool, args, extra, origin }: ToolCall,
+    run: (onProgress: (p: { progress: number; total?: number; message?: string }) => void) => {
+      work: (client: Client) => Promise<T>;
+      describe: (value: T) => Record<string, unknown>;
+      dedicated?: boolean;
+    },
+  ): Promise<{ value: T; decided: DecisionOutcome } | { refused: Refused }> {
+    const progressToken = extra._meta?.progressToken;
+    let progress = 0;
+    const notify = (value: number, message: string, total?: number) =>
+      progressToken === undefined
+        ? Promise.resolve()
+        : extra
+            .sendNotification({ method: 'notifications/progress', params: { progressToken, progress: value, total, message } })
+            .catch(() => undefined);
+    // the upstream's progress goes on from ours (progress only grows)
+    const { work, describe, dedicated } = run(
+      (p) => void notify(progress + p.progress, p.message ?? '', p.total === undefined ? undefined : progress + p.total),
+    );
+    const ran = await this.execution.governMcp(
+      caller.ctx,
+      target,
+      { action: 'mcp.call', input: this.input(caller, 'mcp.call'), tool, arguments: args, retried: true },
+      'call_failed',
+      work,
+      describe,
+      {
+        dedicated,
+        signal: extra.signal,
+        client: caller.client,
+        hold: {
+          until: Date.now() + this.options.approvalWaitMs,
+          signal: AbortSignal.any([extra.signal, this.stopping]),
+          onWait: async (message) => {
+            progress += 1;
+            await notify(progress, message);
+          },
+        },
+      },
+    );
+    const { decided } = ran;
+    if (ran.value !== null) return { value: ran.value, decided };
+    const pending = decided.result.approval_id;
+    if (decided.result.action !== 'require_approval' || pending === null) return { refused: { message: refusal(decided) } };
+    if (ran.waited === 'rejected' || ran.waited === 'expired')
+      return {
+        refused: {
+          message: `Denied: approval ${pending} ${ran.waited === 'rejected' ? 'was rejected' : 'expired'}`,
+          meta: { [APPROVAL_META]: { id: pending, status: ran.waited } },
+        },
+      };
+    const stopping = this.stopping.aborted ? ' This Warden process is shutting down, so the call is not held any longer.' : '';
+    return {
+      refused: {
+        message:
+          `Approval required: ${decided.result.message}.${stopping} Approval ${pending} is pending: decide it in the Warden dashboard ` +
+          `(${origin}/dashboard/#/approvals) or with PATCH ${origin}/api/v1/approvals/${pending}, then call this tool again with the same arguments.`,
+        meta: { [APPROVAL_META]: { id: pending, status: 'pending' } },
+      },
+    };
+  }
+}
