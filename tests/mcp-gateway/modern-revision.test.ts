@@ -30,14 +30,16 @@ beforeAll(async () => {
   expect((await api('/agents', { name: 'Bot', slug: 'bot', provider: 'local', api_key: agentKey })).status).toBe(201);
   const block = { name: 'No deleting', rules: [{ match: { action: ['mcp.call'], tool: ['delete_everything'] }, effect: 'block' }] };
   expect((await api('/policies', block)).status).toBe(201);
+  const ask = { name: 'Ask before failing', rules: [{ match: { action: ['mcp.call'], tool: ['fail'] }, effect: 'require_approval' }] };
+  expect((await api('/policies', ask)).status).toBe(201);
 });
 afterAll(async () => {
   for (const client of clients) await client.close().catch(() => undefined);
   await upstream?.close();
 });
 
-async function modernClient(path = '/up'): Promise<Client> {
-  const client = new Client({ name: 'modern-test', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+async function modernClient(path = '/up', capabilities: ConstructorParameters<typeof Client>[1] = {}): Promise<Client> {
+  const client = new Client({ name: 'modern-test', version: '1.0.0' }, { ...capabilities, versionNegotiation: { mode: 'auto' } });
   clients.push(client);
   await client.connect(
     new StreamableHTTPClientTransport(new URL(`${server.url}/mcp${path}`), {
@@ -86,6 +88,34 @@ describe('a 2026-07-28 client (the v2 SDK)', () => {
     expect(tools.map((tool) => tool.name)).toContain('up__echo');
     const result = await client.callTool({ name: 'up__add', arguments: { a: 2, b: 3 } });
     expect(result.content).toEqual([{ type: 'text', text: '5' }]);
+  });
+});
+
+describe("an approval, in the revision's own terms", () => {
+  it('sends a client that elicits URLs to the approval page (input_required), and its retry runs the approved act once', async () => {
+    const client = await modernClient('/up', { capabilities: { elicitation: { url: {} } } });
+    const asked: { mode?: string; url?: string }[] = [];
+    client.setRequestHandler('elicitation/create', async (request) => {
+      const params = request.params as { mode?: string; url?: string; message: string };
+      asked.push(params);
+      // the person opens the page and approves; then the client says it is done
+      const id = /Approval ([0-9a-f-]{36}) is pending/.exec(params.message)?.[1] as string;
+      const decided = await server.api('PATCH', `/approvals/${id}` as '/approvals/{id}', {
+        key,
+        body: { status: 'approved' },
+        unchecked: true,
+      });
+      expect(decided.status).toBe(200);
+      return { action: 'accept' };
+    });
+    const before = upstream.calls().filter((c) => c === 'fail').length;
+    const result = await client.callTool({ name: 'fail', arguments: {} });
+    expect(result.content).toEqual([{ type: 'text', text: 'it broke' }]); // the tool's own answer: it ran
+    expect(asked).toHaveLength(1);
+    expect(asked[0]).toMatchObject({ mode: 'url', url: expect.stringMatching(/\/dashboard\/#\/approvals$/) });
+    expect(upstream.calls().filter((c) => c === 'fail').length).toBe(before + 1);
+    const approvals = (await server.api('GET', '/approvals', { key, query: { status: 'approved' }, unchecked: true })).body.data;
+    expect(approvals.filter((a: { tool: string }) => a.tool === 'fail')).toHaveLength(1);
   });
 });
 

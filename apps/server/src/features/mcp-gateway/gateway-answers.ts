@@ -78,6 +78,8 @@ export interface ToolCall {
 export interface Refused {
   message: string;
   meta?: Record<string, unknown>;
+  /** The same answer in a 2026-07-28 client's own terms: `input_required` with a URL elicitation to where it is decided. */
+  inputRequired?: Record<string, unknown>;
 }
 
 export type Extra = {
@@ -86,6 +88,11 @@ export type Extra = {
   sendNotification: (notification: ServerNotification) => Promise<void>;
   /** Relays what the upstream asks of the client on this request's stream (absent: the stream cannot carry it). */
   ask?: Relay['ask'];
+  /**
+   * The client takes a pending approval as `input_required` (a URL elicitation to the approval
+   * page, revision 2026-07-28) and retries, instead of a connection held open while it waits.
+   */
+  handBack?: boolean;
 };
 
 export const text = (message: string, meta?: Record<string, unknown>): CallToolResult => ({

@@ -231,7 +231,8 @@ export class GatewayMethods {
           ),
         describe: (r) => ({ tool_error: r.isError === true }),
       }));
-      return 'value' in called ? called.value : text(called.refused.message, called.refused.meta);
+      if ('value' in called) return called.value;
+      return (called.refused.inputRequired as CallToolResult | undefined) ?? text(called.refused.message, called.refused.meta);
     } catch (error) {
       const result = asToolError(error);
       if (result) return result;
@@ -276,14 +277,16 @@ export class GatewayMethods {
         dedicated,
         signal: extra.signal,
         client: caller.client,
-        hold: {
-          until: Date.now() + this.options.approvalWaitMs,
-          signal: AbortSignal.any([extra.signal, this.stopping]),
-          onWait: async (message) => {
-            progress += 1;
-            await notify(progress, message);
-          },
-        },
+        hold: extra.handBack
+          ? undefined
+          : {
+              until: Date.now() + this.options.approvalWaitMs,
+              signal: AbortSignal.any([extra.signal, this.stopping]),
+              onWait: async (message) => {
+                progress += 1;
+                await notify(progress, message);
+              },
+            },
       },
     );
     const { decided } = ran;
@@ -298,13 +301,19 @@ export class GatewayMethods {
         },
       };
     const stopping = this.stopping.aborted ? ' This Warden process is shutting down, so the call is not held any longer.' : '';
-    return {
-      refused: {
-        message:
-          `Approval required: ${decided.result.message}.${stopping} Approval ${pending} is pending: decide it in the Warden dashboard ` +
-          `(${origin}/dashboard/#/approvals) or with PATCH ${origin}/api/v1/approvals/${pending}, then call this tool again with the same arguments.`,
-        meta: { [APPROVAL_META]: { id: pending, status: 'pending' } },
-      },
-    };
+    const page = `${origin}/dashboard/#/approvals`;
+    const message =
+      `Approval required: ${decided.result.message}.${stopping} Approval ${pending} is pending: decide it in the Warden dashboard ` +
+      `(${page}) or with PATCH ${origin}/api/v1/approvals/${pending}, then call this tool again with the same arguments.`;
+    const meta = { [APPROVAL_META]: { id: pending, status: 'pending' } };
+    // a 2026-07-28 client is sent to the approval page and retries the same act, which the approval then allows once
+    const inputRequired = extra.handBack
+      ? {
+          resultType: 'input_required',
+          inputRequests: { [`warden-approval-${pending}`]: { method: 'elicitation/create', params: { mode: 'url', message, url: page } } },
+          _meta: meta,
+        }
+      : undefined;
+    return { refused: { message, meta, ...(inputRequired ? { inputRequired } : {}) } };
   }
 }

@@ -54,6 +54,14 @@ export interface ModernRequest {
   register: (methods: MethodTable) => void;
 }
 
+/** Whether the client declared URL elicitation in this request's envelope: it can be sent to the approval page. */
+function elicitsUrls(ctx: ServerContext): boolean {
+  const envelope = (ctx.mcpReq.envelope ?? {}) as Record<string, unknown>;
+  const capabilities = envelope['io.modelcontextprotocol/clientCapabilities'] ?? envelope.clientCapabilities;
+  const elicitation = isObject(capabilities) ? capabilities.elicitation : undefined;
+  return isObject(elicitation) && isObject(elicitation.url);
+}
+
 /** The v1 SDK's errors keep their JSON-RPC code through the v2 server (an unknown tool stays -32602). */
 const asV2Error = (error: unknown) => (error instanceof McpError ? new ProtocolError(error.code, error.message, error.data) : error);
 
@@ -79,6 +87,7 @@ export class ModernEdge {
         requestId: ctx.mcpReq.id,
         ...(ctx.mcpReq._meta ? { _meta: ctx.mcpReq._meta as Extra['_meta'] } : {}),
         sendNotification: (notification: { method: string; params?: Record<string, unknown> }) => ctx.mcpReq.notify(notification),
+        handBack: elicitsUrls(ctx),
       };
       try {
         return (await handler(
