@@ -141,6 +141,21 @@ describe('the 2026-07-28 wire, raw', () => {
     });
   });
 
+  it('answers a plain tools/call on its fast path exactly as the v2 SDK answers it', async () => {
+    const headers = { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'echo' };
+    const call = (meta: Record<string, unknown>) =>
+      post({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'echo', arguments: { text: 'same' }, _meta: meta } }, headers);
+    const body = async (res: Response) => {
+      const text = await res.text();
+      return JSON.parse(text.startsWith('{') ? text : (text.split('\n').find((l) => l.startsWith('data:')) as string).slice(5));
+    };
+    const fast = await body(await call(envelope));
+    // a trace context in _meta is one thing the fast path leaves to the SDK
+    const viaSdk = await body(await call({ ...envelope, traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' }));
+    expect(fast).toEqual(viaSdk);
+    expect(fast.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'same' }] });
+  });
+
   it('answers an unsupported revision -32022 naming the supported one', async () => {
     const res = await post(
       {

@@ -1,8 +1,10 @@
 /**
- * The MCP gateway (issues 23 and 35): the same tool call (`echo` on an SDK-built Streamable HTTP
- * upstream) four ways — direct on the upstream, through a bare relay (one more hop, nothing
+ * The MCP gateway (issues 23, 35 and 47): the same tool call (`echo` on an SDK-built Streamable
+ * HTTP upstream) five ways — direct on the upstream, through a bare relay (one more hop, nothing
  * else: what any gateway pays on this machine for being in the path), through Warden's
- * /api/v1/mcp/tools (the agent key as the bearer) and as POST /runtime/mcp/call.
+ * /api/v1/mcp/tools (the agent key as the bearer) in revision 2025-11-25 (`gateway`) and in
+ * revision 2026-07-28 (`modern`: the v2 SDK's edge, same governed call), and as POST
+ * /runtime/mcp/call. Target (issue 47): CPU per call on the modern path ≤ the 2025 path's.
  *
  *   sequential  SDK clients (and fetch for runtime), one call at a time, the order rotated every
  *               round: what each way adds to direct's latency (targets p50 + ≤ 1.5 ms, p99 + ≤ 5 ms)
@@ -12,6 +14,7 @@
  * And `mcp-memory` (issue 35, attack 4): what one large upstream answer costs a Warden process.
  */
 import { writeFileSync } from 'node:fs';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 } from '@modelcontextprotocol/client';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { positive } from '../config.ts';
@@ -21,11 +24,23 @@ import { cpuMs, memoryMb, sleep } from '../procs.ts';
 import { median, type Percentiles, percentiles, round } from '../report.ts';
 import { AGENT_KEY, jsonHeaders, MCP_CALL_BODY } from '../workload.ts';
 
-const WAYS = ['direct', 'relay', 'gateway', 'runtime'] as const;
+const WAYS = ['direct', 'relay', 'gateway', 'modern', 'runtime'] as const;
 type Way = (typeof WAYS)[number];
 const ARGUMENTS = MCP_CALL_BODY(undefined).arguments;
 const PROTOCOL = '2025-06-18';
 const MCP_ACCEPT = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': PROTOCOL };
+const MODERN = '2026-07-28';
+/** A 2026-07-28 request: its revision and method in the headers, the envelope in `_meta`. */
+const MODERN_HEADERS = { ...MCP_ACCEPT, 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': 'echo' };
+const MODERN_META = { 'io.modelcontextprotocol/protocolVersion': MODERN, 'io.modelcontextprotocol/clientCapabilities': {} };
+
+/** The v2 SDK's client, negotiating 2026-07-28 (server/discover, no initialize). */
+async function modernClient(url: string, headers: Record<string, string>): Promise<ClientV2> {
+  const client = new ClientV2({ name: 'warden-bench', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  await client.connect(new TransportV2(new URL(url), { requestInit: { headers } }));
+  if (client.getNegotiatedProtocolVersion() !== MODERN) throw new Error(`${url} did not negotiate ${MODERN}`);
+  return client;
+}
 
 async function sdkClient(url: string, headers: Record<string, string> = {}): Promise<Client> {
   const client = new Client({ name: 'warden-bench', version: '1.0.0' });
@@ -65,6 +80,7 @@ export const mcpScenario: Scenario = {
       direct: upstream.url,
       relay: hop.url,
       gateway: `${s.baseUrl}/mcp/tools`,
+      modern: `${s.baseUrl}/mcp/tools`,
       runtime: `${s.baseUrl}/runtime/mcp/call`,
     };
 
@@ -75,6 +91,7 @@ export const mcpScenario: Scenario = {
       relay: await sdkClient(urls.relay),
       gateway: await sdkClient(urls.gateway, gatewayHeaders),
     };
+    const modern = await modernClient(urls.modern, gatewayHeaders);
     const viaSdk = (client: Client) => async () => {
       const result = await client.callTool({ name: 'echo', arguments: ARGUMENTS });
       if (result.isError) throw new Error(`tool error ${JSON.stringify(result.content).slice(0, 300)}`);
@@ -83,6 +100,10 @@ export const mcpScenario: Scenario = {
       direct: viaSdk(clients.direct),
       relay: viaSdk(clients.relay),
       gateway: viaSdk(clients.gateway),
+      modern: async () => {
+        const result = await modern.callTool({ name: 'echo', arguments: ARGUMENTS });
+        if (result.isError) throw new Error(`tool error ${JSON.stringify(result.content).slice(0, 300)}`);
+      },
       runtime: async () => {
         const body = JSON.stringify(MCP_CALL_BODY(undefined));
         const res = await fetch(urls.runtime, { method: 'POST', headers: jsonHeaders(s.key), body });
@@ -92,8 +113,8 @@ export const mcpScenario: Scenario = {
       },
     };
     log(`MCP sequential: ${warmup} warm-up + ${calls} rounds of each way, order rotated…`);
-    const took: Record<Way, number[]> = { direct: [], relay: [], gateway: [], runtime: [] };
-    const added: Record<Way, number[]> = { direct: [], relay: [], gateway: [], runtime: [] };
+    const took: Record<Way, number[]> = { direct: [], relay: [], gateway: [], modern: [], runtime: [] };
+    const added: Record<Way, number[]> = { direct: [], relay: [], gateway: [], modern: [], runtime: [] };
     for (let round = 0; round < warmup + calls; round++) {
       const times = {} as Record<Way, number>;
       // the order rotates, so that no way always comes first (or after a pause)
@@ -109,7 +130,7 @@ export const mcpScenario: Scenario = {
         added[way].push(times[way] - times.direct);
       }
     }
-    await Promise.allSettled(Object.values(clients).map((client) => client.close()));
+    await Promise.allSettled([...Object.values(clients).map((client) => client.close()), modern.close()]);
     const sequential = Object.fromEntries(
       WAYS.map((way) => [way, { ...percentiles(took[way]), pairedAdded: percentiles(added[way]) }]),
     ) as Record<Way, Percentiles & { pairedAdded: Percentiles }>;
@@ -121,6 +142,7 @@ export const mcpScenario: Scenario = {
       direct: { pids: [upstream.pid], origin: upstream.url },
       relay: { pids: [hop.pid], origin: hop.url },
       gateway: s,
+      modern: s,
       runtime: s,
     };
     const loads: Record<Way, Load> = {
@@ -155,6 +177,22 @@ export const mcpScenario: Scenario = {
         idReplacement: true,
         audit: { table: 'audit_events', perOk: 2 },
       },
+      modern: {
+        target: 'modern',
+        scenario: 'mcp',
+        server: s,
+        url: urls.modern,
+        method: 'POST',
+        headers: { ...MODERN_HEADERS, ...gatewayHeaders },
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: '[<id>]',
+          method: 'tools/call',
+          params: { name: 'echo', arguments: ARGUMENTS, _meta: MODERN_META },
+        }),
+        idReplacement: true,
+        audit: { table: 'audit_events', perOk: 2 },
+      },
       runtime: {
         target: 'runtime',
         scenario: 'mcp',
@@ -186,10 +224,12 @@ export const mcpScenario: Scenario = {
     const cpu = (way: Way) => round(median(concurrent.filter((r) => r.way === way).map((r) => r.cpuMsPerRequest)));
     const headline = {
       gateway_cpu_ms_per_call: cpu('gateway'),
+      modern_cpu_ms_per_call: cpu('modern'),
       runtime_cpu_ms_per_call: cpu('runtime'),
       relay_cpu_ms_per_call: cpu('relay'),
       gateway_added_p50_ms: plus('gateway', 'p50'),
       gateway_added_p99_ms: plus('gateway', 'p99'),
+      modern_added_p50_ms: plus('modern', 'p50'),
       relay_added_p50_ms: plus('relay', 'p50'),
       relay_added_p99_ms: plus('relay', 'p99'),
       runtime_added_p50_ms: plus('runtime', 'p50'),
@@ -202,7 +242,7 @@ export const mcpScenario: Scenario = {
     return {
       report: [
         'MCP tool call (echo): direct, through a bare relay, through the gateway (/api/v1/mcp/tools), as /runtime/mcp/call',
-        `  CPU ms per call of the server in front (median, ${config.connections} concurrent): gateway ${h.gateway_cpu_ms_per_call}, runtime ${h.runtime_cpu_ms_per_call}, relay ${h.relay_cpu_ms_per_call}, upstream (direct) ${cpu('direct')}`,
+        `  CPU ms per call of the server in front (median, ${config.connections} concurrent): gateway ${h.gateway_cpu_ms_per_call} (2025-11-25), modern ${h.modern_cpu_ms_per_call} (2026-07-28), runtime ${h.runtime_cpu_ms_per_call}, relay ${h.relay_cpu_ms_per_call}, upstream (direct) ${cpu('direct')}`,
         `  sequential (${calls} rounds after ${warmup}), p50/p99 ms: ${WAYS.map((w) => `${w} ${sequential[w].p50}/${sequential[w].p99}`).join(', ')}`,
         `  added to direct: gateway +${h.gateway_added_p50_ms}/+${h.gateway_added_p99_ms} ms (targets +1.5/+5; paired p50 +${sequential.gateway.pairedAdded.p50}), relay +${h.relay_added_p50_ms}/+${h.relay_added_p99_ms}, runtime +${h.runtime_added_p50_ms}`,
         ...concurrent.map(
@@ -218,6 +258,9 @@ export const mcpScenario: Scenario = {
           [`MCP gateway throughput >= 0.8 x direct (${config.connections} concurrent)`]: (h.gateway_over_direct_rps ?? 0) >= 0.8,
         }),
         'MCP calls: no errors, 2 audit events per governed call': clean,
+        ...(rounds > 0 && {
+          'MCP 2026-07-28 CPU per call <= 2025-11-25 (same run)': (h.modern_cpu_ms_per_call ?? 0) <= (h.gateway_cpu_ms_per_call ?? 0),
+        }),
       },
       figures: {
         headline,

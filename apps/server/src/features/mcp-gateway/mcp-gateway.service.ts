@@ -54,7 +54,7 @@ import { type Extra, type GatewayCaller, type GatewayOptions, NAMESPACE_SEPARATO
 import { GatewayMethods } from './gateway-methods.ts';
 import { GatewaySessions, sseEvent } from './gateway-sessions.ts';
 import { isModernRequest, ModernEdge } from './modern.ts';
-import { type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
+import { modernPlainToolCall, type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { type ClientRequest, Questions } from './relay.ts';
 import { HEADER_MISMATCH, headerMismatch } from './standard-headers.ts';
 
@@ -75,6 +75,13 @@ export const instructionsFor = (caller: GatewayCaller, single: McpTarget | null)
   single
     ? `Tools of the MCP server '${single.slug}', governed by Warden for agent '${caller.agent.slug}'.`
     : `Tools of every MCP server agent '${caller.agent.slug}' may use, governed by Warden; names are '<server>${NAMESPACE_SEPARATOR}<name>'.`;
+
+/** A tool call's result as revision 2026-07-28 has it: its `resultType`, and the server's identity in `_meta`. */
+const modernResult = (result: Record<string, unknown>, single: McpTarget | null) => ({
+  ...result,
+  resultType: result.resultType ?? 'complete',
+  _meta: { ...(isObject(result._meta) ? result._meta : {}), 'io.modelcontextprotocol/serverInfo': serverInfo(single) },
+});
 
 export class McpGateway {
   /** The governed methods both eras are served by (gateway-methods.ts). */
@@ -184,6 +191,9 @@ export class McpGateway {
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
     // revision 2026-07-28 and later: no session, the v2 SDK's wire, the same governed methods
     if (isModernRequest(req, body)) {
+      // the common modern tools/call, answered as the v2 SDK answers it (plain-tool-call.ts)
+      const modernPlain = modernPlainToolCall(req, body);
+      if (modernPlain) return this.answerToolCall({ caller, single, origin }, modernPlain, res, modernPlain.handBack);
       const register = (methods: Pick<Server, 'setRequestHandler'>) => this.methods.register(methods, caller, single, origin);
       const modern = { caller, single, info: serverInfo(single), instructions: instructionsFor(caller, single), register };
       return this.modern.serve(modern, req, res, body);
@@ -249,6 +259,8 @@ export class McpGateway {
     where: { caller: GatewayCaller; single: McpTarget | null; origin: string },
     plain: PlainToolCall,
     res: ServerResponse,
+    /** A 2026-07-28 call (with whether a pending approval is handed back): no question or log message is sent it, its result is stamped as the revision asks. */
+    modern?: boolean,
   ): Promise<void> {
     const cancelled = new AbortController();
     let answered = false;
@@ -265,12 +277,15 @@ export class McpGateway {
       streaming = true;
       res.write(sseEvent(message));
     };
-    const extra: Extra = {
-      signal: cancelled.signal,
-      ...(plain.meta ? { _meta: plain.meta } : {}),
-      sendNotification: async (notification) => stream(JSON.stringify({ jsonrpc: '2.0', ...notification })),
-      ask: (request, signal) => this.questions.ask(where.caller.agent.id, request, signal, stream),
-    };
+    const extra: Extra =
+      modern === undefined
+        ? {
+            signal: cancelled.signal,
+            ...(plain.meta ? { _meta: plain.meta } : {}),
+            sendNotification: async (notification) => stream(JSON.stringify({ jsonrpc: '2.0', ...notification })),
+            ask: (request, signal) => this.questions.ask(where.caller.agent.id, request, signal, stream),
+          }
+        : { signal: cancelled.signal, sendNotification: async () => undefined, handBack: modern };
     let answer: string;
     try {
       const { target, name } = await this.methods.route(where.caller, where.single, plain.name);
@@ -283,7 +298,7 @@ export class McpGateway {
         origin: where.origin,
         aggregate: where.single === null,
       });
-      answer = toolCallAnswer(plain.id, { result });
+      answer = toolCallAnswer(plain.id, { result: modern === undefined ? result : modernResult(result, where.single) });
     } catch (error) {
       answer = toolCallAnswer(plain.id, { error });
     }

@@ -36,16 +36,49 @@ const contentTypes = (raw: string[]) => {
 
 /** The request's tools/call when it is one the gateway answers itself; undefined for anything else. */
 export function plainToolCall(req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>, body: unknown): PlainToolCall | undefined {
+  const version = req.headers['mcp-protocol-version'];
+  if (version !== undefined && (typeof version !== 'string' || !SUPPORTED_PROTOCOL_VERSIONS.includes(version))) return undefined;
+  return plainCall(req, body);
+}
+
+const MODERN = '2026-07-28';
+const ENVELOPE = {
+  version: 'io.modelcontextprotocol/protocolVersion',
+  capabilities: 'io.modelcontextprotocol/clientCapabilities',
+  info: 'io.modelcontextprotocol/clientInfo',
+};
+const ENVELOPE_KEYS = new Set(Object.values(ENVELOPE));
+
+/**
+ * The same for revision 2026-07-28 (the v2 SDK's wire otherwise, modern.ts): its header and
+ * `_meta` name the revision, the envelope holds nothing but the revision, the client's
+ * capabilities and its info (a log level, a trace context or a progress token go to the SDK).
+ * `handBack`: the client declared URL elicitation (a pending approval is handed back).
+ */
+export function modernPlainToolCall(
+  req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>,
+  body: unknown,
+): (PlainToolCall & { handBack: boolean }) | undefined {
+  if (req.headers['mcp-protocol-version'] !== MODERN || req.headers['mcp-method'] !== 'tools/call') return undefined;
+  const call = plainCall(req, body);
+  const meta = call?.meta;
+  if (!call || !meta || meta[ENVELOPE.version] !== MODERN || !isObject(meta[ENVELOPE.capabilities])) return undefined;
+  if (Object.keys(meta).some((key) => !ENVELOPE_KEYS.has(key))) return undefined;
+  const elicitation = (meta[ENVELOPE.capabilities] as Record<string, unknown>).elicitation;
+  const { meta: _envelope, ...plain } = call;
+  return { ...plain, handBack: isObject(elicitation) && isObject(elicitation.url) };
+}
+
+/** The transport and message checks both eras' plain calls share. */
+function plainCall(req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>, body: unknown): PlainToolCall | undefined {
   const { headers } = req;
   const accept = headers.accept ?? '';
-  const version = headers['mcp-protocol-version'];
   if (
     headers['content-type'] !== 'application/json' ||
     contentTypes(req.rawHeaders) !== 1 ||
     !headers.host ||
     !accept.includes('application/json') ||
-    !accept.includes('text/event-stream') ||
-    (version !== undefined && (typeof version !== 'string' || !SUPPORTED_PROTOCOL_VERSIONS.includes(version)))
+    !accept.includes('text/event-stream')
   )
     return undefined;
   if (!isObject(body) || body.jsonrpc !== '2.0' || body.method !== 'tools/call') return undefined;
