@@ -94,6 +94,21 @@ function buildServer(state: SessionState, onRootsChanged: () => void): McpServer
       return text(`action=${answer.action}; content=${JSON.stringify(answer.content ?? {})}`);
     },
   );
+  server.registerPrompt('ask_in_prompt', { description: 'Asks the client a question while it answers prompts/get' }, async (extra) => {
+    let said: string;
+    try {
+      const requestedSchema = { type: 'object', properties: { name: { type: 'string' } } };
+      const answer = await extra.sendRequest(
+        { method: 'elicitation/create', params: { message: 'during a prompt', requestedSchema } } as ServerRequest,
+        ElicitResultSchema,
+        { timeout: 5_000 },
+      );
+      said = `answered ${answer.action}`;
+    } catch (error) {
+      said = `refused: ${(error as Error).message}`;
+    }
+    return { messages: [{ role: 'user', content: { type: 'text', text: said } }] };
+  });
   server.registerResource('watched', WATCHED, { description: 'A resource to subscribe to', mimeType: 'text/plain' }, async (uri) => ({
     contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'watched' }],
   }));

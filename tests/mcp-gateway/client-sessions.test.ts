@@ -444,6 +444,17 @@ describe('questions an upstream asks outside any request (on its GET stream)', (
     expect(events.some((e) => e.result === 'allowed' && e.agent === 'bot')).toBe(true);
   });
 
+  it('a question asked on the stream of a request that cannot carry it (prompts/get) is refused at once, not sent to the GET stream', async () => {
+    const ws = await workspace();
+    const { client, asked } = await elicitingClient(ws);
+    const started = Date.now();
+    const prompt = await client.getPrompt({ name: 'ask_in_prompt' });
+    expect(JSON.stringify(prompt.messages)).toMatch(/refused: .*cannot relay elicitation\/create/);
+    expect(Date.now() - started).toBeLessThan(4_000); // not left waiting for an answer
+    expect(asked.count).toBe(0);
+    expect(await ws.events('mcp.elicitation')).toEqual([]);
+  });
+
   it('a policy blocks mcp.elicitation: the upstream gets a JSON-RPC error naming it, the client is never asked', async () => {
     const ws = await workspace([{ name: 'No questions', rules: [{ match: { action: ['mcp.elicitation'] }, effect: 'block' }] }]);
     const { asked, upstreamId } = await elicitingClient(ws);

@@ -88,6 +88,44 @@ describe('headers that disagree with the body', () => {
     expect(await callsAudited()).toBe(before.audited);
   });
 
+  it('a header sent on two lines is refused, even when the body names both joined', async () => {
+    const { request } = await import('node:http');
+    const url = new URL(`${server.url}/mcp/up`);
+    const body = JSON.stringify(call('echo, delete_everything'));
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${agentKey}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            'mcp-method': 'tools/call',
+            'mcp-name': ['echo', 'delete_everything'],
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (chunk) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
+        },
+      );
+      req.on('error', reject);
+      req.end(body);
+    });
+    expect(answer.status).toBe(400);
+    expect(JSON.parse(answer.body).error.code).toBe(-32020);
+  });
+
+  it('a batch carrying Mcp-Name is refused: one header cannot name several acts', async () => {
+    const res = await post([call('echo', 1), call('delete_everything', 2)], { 'mcp-name': 'echo' });
+    expect(res.status).toBe(400);
+    expect((await res.json()).error.code).toBe(-32020);
+  });
+
   it('a header sent twice is refused', async () => {
     const headers = new Headers({
       authorization: `Bearer ${agentKey}`,

@@ -112,6 +112,8 @@ export interface ClientOwner {
   capabilities: ClientCapabilities;
   /** Called with each upstream client opened for the session (and its server), before its handshake: the gateway's relay handlers. */
   prepare?: (client: Client, target: McpTarget) => void;
+  /** Runs each of the session's requests on `client`: the gateway ties what the upstream sends meanwhile to that request. */
+  around?: <T>(client: Client, work: () => Promise<T>) => Promise<T>;
 }
 
 /** Whose upstream session a call uses: the agent's, its governed session's, or its gateway client session's. */
@@ -395,7 +397,8 @@ export class McpConnector {
           throw error;
         }
         try {
-          return await work(client);
+          const around = owner.client?.around;
+          return await (around ? around(client, () => work(client)) : work(client));
         } catch (error) {
           const broken = deadSession(error) || networkFailure(error);
           if (!broken) throw error;

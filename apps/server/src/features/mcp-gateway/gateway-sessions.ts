@@ -11,7 +11,7 @@ import { isObject } from '../../shared/objects.ts';
 import type { ClientSession, McpClientSessions } from '../execution/mcp-client-sessions.ts';
 import type { McpTarget } from '../execution/mcp-connector.ts';
 import { asClientSees, type GatewayCaller } from './gateway-answers.ts';
-import { listen, type Relay } from './relay.ts';
+import { inRequest, listen, type Relay } from './relay.ts';
 
 /** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
 export const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
@@ -179,6 +179,7 @@ export class GatewaySessions {
             notify: (notification) => toStream(asClientSees(target, session.endpoint !== '', notification)),
             ask: this.askOutside(inSession, target, session.id),
           }),
+        around: inRequest,
       },
     };
     return inSession;

@@ -40,6 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
 import type { RequestContext } from '../../shared/context.ts';
@@ -55,16 +56,11 @@ import { GatewayMethods } from './gateway-methods.ts';
 import { GatewaySessions, sseEvent } from './gateway-sessions.ts';
 import { isModernRequest, ModernEdge } from './modern.ts';
 import { modernPlainToolCall, type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
-import { type ClientRequest, Questions } from './relay.ts';
+import { Questions } from './relay.ts';
+import { rpcError } from './rpc-error.ts';
 import { HEADER_MISMATCH, headerMismatch } from './standard-headers.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
-/** The fixed action of each question an upstream asks of the client. */
-const _ASK_ACTIONS: Record<ClientRequest['method'], string> = {
-  'sampling/createMessage': 'mcp.sampling',
-  'elicitation/create': 'mcp.elicitation',
-  'roots/list': 'mcp.roots',
-};
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
@@ -107,16 +103,22 @@ export class McpGateway {
       sessions,
       (ctx, slug) => execution.registeredServer(ctx, slug),
       options.streamCheckMs,
-      (caller, target, sessionId) => (request, signal) =>
+      (caller, target, sessionId) => async (request, signal) => {
+        // asked after the request that opened the upstream session: its client session and agent must still be live
+        const session = await sessions.find(sessionId);
+        if (!session || session.agentId !== caller.agent.id)
+          throw rpcError(ErrorCode.InvalidRequest, 'The client session this upstream session belongs to has ended');
+        const { agent } = await this.caller(caller.ctx);
         // a question no request of the client's carries: decided as its own act, under a request id of its own
-        this.methods.governedAsk({ ...caller, ctx: { ...caller.ctx, requestId: randomUUID() } }, target, request, () =>
+        return this.methods.governedAsk({ ...caller, agent, ctx: { ...caller.ctx, requestId: randomUUID() } }, target, request, () =>
           this.questions.ask(
             caller.agent.id,
             request,
             signal,
             (message) => void sessions.send(`stream:${sessionId}`, JSON.parse(message)).catch(() => undefined),
           ),
-        ),
+        );
+      },
     );
   }
 
@@ -176,7 +178,7 @@ export class McpGateway {
     origin: string,
   ): Promise<void> {
     // headers that say another act than the body: refused before anything is decided or sent
-    const disagree = headerMismatch(req.headers, body);
+    const disagree = headerMismatch(req.headersDistinct, body);
     if (disagree) {
       const id = isObject(body) && (typeof body.id === 'string' || typeof body.id === 'number') ? body.id : null;
       const error = { code: HEADER_MISMATCH, message: disagree.message, data: { mismatch: disagree.mismatch } };

@@ -55,6 +55,8 @@ const ANSWER_WAIT_MS = 10 * 60_000;
 const scope = new AsyncLocalStorage<Relay>();
 /** Upstream clients whose relaying handlers are set (once per client). */
 const listening = new WeakSet<Client>();
+/** Where what a client's upstream sends outside any request goes (its client session's GET stream). */
+const outsides = new WeakMap<Client, Relay>();
 
 /**
  * What an upstream notifies its client of, relayed as it is (to the request's stream, else the
@@ -76,6 +78,7 @@ const RELAYED_NOTIFICATIONS = [
 export function listen(client: Client, declared: ClientCapabilities, outside?: Relay): void {
   if (listening.has(client)) return;
   listening.add(client);
+  if (outside) outsides.set(client, outside);
   for (const schema of RELAYED_NOTIFICATIONS)
     client.setNotificationHandler(schema, (notification) => (scope.getStore() ?? outside)?.notify(notification as ServerNotification));
   const ask =
@@ -117,6 +120,17 @@ export async function relayed<T>(client: Client, relay: Relay, work: () => Promi
   } finally {
     open = false;
   }
+}
+
+/**
+ * Runs one of Warden's requests on `client` as a request: what the upstream sends on its stream
+ * is not mistaken for what it sends outside any request. Notifications still reach the session's
+ * GET stream; a question is refused (this request's stream cannot carry it), unless `work` relays
+ * it itself (relayed(), a tool call's).
+ */
+export function inRequest<T>(client: Client, work: () => Promise<T>): Promise<T> {
+  const outside = outsides.get(client);
+  return scope.run({ notify: (notification) => outside?.notify(notification) ?? Promise.resolve() }, work);
 }
 
 /** An answer the client sent, as it travels to the process that asked. */

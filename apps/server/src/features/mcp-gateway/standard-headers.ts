@@ -71,6 +71,8 @@ export function headerMismatch(headers: Headers, body: unknown): HeaderMismatch 
   const request = isObject(body) && typeof body.method === 'string' && 'id' in body ? body : undefined;
   const modern = typeof version === 'string' && version >= MODERN;
   if (method === undefined && name === undefined && !modern) return null;
+  // a batch names several acts: one header cannot say which
+  if (Array.isArray(body)) return mismatch(method ?? name ?? '', '', 'a batch cannot carry Mcp-Method or Mcp-Name');
   if (!request) {
     // a notification or a response: only what is sent is compared
     if (method !== undefined && (!isObject(body) || body.method !== method))
