@@ -202,12 +202,11 @@ export class DecisionService {
       };
 
     // 5. record, then answer
-    const context: Record<string, unknown> = verdict.error ? { ...verdict.context } : {};
-    if (!verdict.error) {
-      if (decision.ruleId) context.rule = decision.ruleId;
-      if (decision.monitored.length) context.monitored = decision.monitored;
-      if (input.context) context.input = input.context;
-    }
+    const context: Record<string, unknown> = verdict.context ?? {
+      ...(decision.ruleId ? { rule: decision.ruleId } : {}),
+      ...(decision.monitored.length ? { monitored: decision.monitored } : {}),
+      ...(input.context ? { input: input.context } : {}),
+    };
     // what the audit keeps of an MCP act's arguments: the workspace's setting (docs/decisions/0026-audited-mcp-arguments.md)
     if (facts) context.execution = auditedExecution(facts, set.auditMcpArguments !== 'digest');
     const record = (approvalId: string | null): AuditRecord => ({
