@@ -12,7 +12,7 @@ import { normaliseResourceUri, ResourceUriError } from '../acts/resource-uri.ts'
 import type { AgentRow } from '../agents/agents.repository.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
 import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
-import type { Relay } from './relay.ts';
+import type { Asker } from './input-rounds.ts';
 import { rpcError } from './rpc-error.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
@@ -86,8 +86,8 @@ export type Extra = {
   signal: AbortSignal;
   _meta?: { progressToken?: string | number };
   sendNotification: (notification: ServerNotification) => Promise<void>;
-  /** Relays what the upstream asks of the client on this request's stream (absent: the stream cannot carry it). */
-  ask?: Relay['ask'];
+  /** Asks the client what the upstream asks during this request, once decided (absent: nothing can carry it to the client). */
+  ask?: Asker;
   /**
    * The client takes a pending approval as `input_required` (a URL elicitation to the approval
    * page, revision 2026-07-28) and retries, instead of a connection held open while it waits.

@@ -32,7 +32,8 @@ import {
   text,
 } from './gateway-answers.ts';
 import { GatewayTasks } from './gateway-tasks.ts';
-import { registerGovernedMethods } from './governed-methods.ts';
+import { type GovernedAct, registerGovernedMethods } from './governed-methods.ts';
+import type { Asker } from './input-rounds.ts';
 import { type ClientRequest, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
@@ -66,7 +67,7 @@ export class GatewayMethods {
     caller: GatewayCaller,
     single: McpTarget | null,
     origin: string,
-    asker?: (requestId: string | number) => Extra['ask'],
+    asker?: (requestId: string | number) => Asker,
   ): void {
     const servers = async (): Promise<McpTarget[]> => (single ? [single] : this.execution.registeredServers(caller.ctx));
     const route = (name: string) => this.route(caller, single, name);
@@ -100,7 +101,7 @@ export class GatewayMethods {
         target,
         tool: name,
         args,
-        extra: { ...(extra as Extra), ask: asker?.(extra.requestId) },
+        extra: { ...(extra as Extra), ask: asker?.(extra.requestId) ?? (extra as Extra).ask },
         origin,
         aggregate: single === null,
       };
@@ -144,12 +145,20 @@ export class GatewayMethods {
    * A read or a prompt: decided on the request as it is sent (method and params), run when
    * allowed, a JSON-RPC error naming the policy when not.
    */
-  private async governed<T>(
-    caller: GatewayCaller,
-    target: McpTarget,
-    act: { action: string; resource: string; method: string; params: Record<string, unknown>; signal?: AbortSignal },
-    work: (client: Client) => Promise<T>,
-  ): Promise<T> {
+  private async governed<T>(caller: GatewayCaller, target: McpTarget, act: GovernedAct, work: (client: Client) => Promise<T>): Promise<T> {
+    const { ask } = act;
+    // what the upstream asks meanwhile goes to a client that can be asked (a 2026-07-28 one, in input rounds)
+    const asking = ask
+      ? (client: Client) =>
+          relayed(
+            client,
+            {
+              notify: async () => undefined,
+              ask: (request, signal) => ask(request, signal, (deliver) => this.governedAsk(caller, target, request, deliver)),
+            },
+            () => work(client),
+          )
+      : work;
     const { decided, value } = await this.execution
       .governMcp(
         caller.ctx,
@@ -161,7 +170,7 @@ export class GatewayMethods {
           retried: true,
         },
         'call_failed',
-        work,
+        asking,
         () => ({}),
         // a client that goes away makes the outcome `cancelled`, not `failed`
         { idempotent: true, signal: act.signal, client: caller.client },
@@ -186,7 +195,10 @@ export class GatewayMethods {
     return {
       notify: (notification) => extra.sendNotification(asClientSees(target, !aggregate, notification)),
       ...(ask
-        ? { ask: (request: ClientRequest, signal: AbortSignal) => this.governedAsk(caller, target, request, () => ask(request, signal)) }
+        ? {
+            ask: (request: ClientRequest, signal: AbortSignal) =>
+              ask(request, signal, (deliver) => this.governedAsk(caller, target, request, deliver)),
+          }
         : {}),
     };
   }

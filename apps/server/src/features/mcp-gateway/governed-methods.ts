@@ -28,6 +28,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
 import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { Asker } from './input-rounds.ts';
 
 /** The fixed actions of these methods (a policy matches them in `match.action`). */
 export const GOVERNED_ACTIONS = {
@@ -38,6 +39,16 @@ export const GOVERNED_ACTIONS = {
   subscribe: 'mcp.resources.subscribe',
 } as const;
 
+/** A read, a prompt or another governed request: what is decided, and who may be asked what its upstream asks meanwhile. */
+export interface GovernedAct {
+  action: string;
+  resource: string;
+  method: string;
+  params: Record<string, unknown>;
+  signal?: AbortSignal;
+  ask?: Asker;
+}
+
 /** What the gateway lends these methods for one request: its servers, its routing and its governed path. */
 export interface GovernedContext {
   /** The servers of this endpoint (one, or every enabled server on the aggregate). */
@@ -45,16 +56,15 @@ export interface GovernedContext {
   /** The server a (possibly namespaced) name or URI belongs to, and the name it knows it by. */
   route: (name: string) => Promise<{ target: McpTarget; name: string }>;
   /** Decides the act, runs `work` on the upstream when allowed; a refusal is a JSON-RPC error naming the policy. */
-  governed: <T>(
-    target: McpTarget,
-    act: { action: string; resource: string; method: string; params: Record<string, unknown>; signal?: AbortSignal },
-    work: (client: Client) => Promise<T>,
-  ) => Promise<T>;
+  governed: <T>(target: McpTarget, act: GovernedAct, work: (client: Client) => Promise<T>) => Promise<T>;
   /** A resource URI in the one form it is decided on and sent in (acts/resource-uri.ts). */
   resourceUri: (uri: string) => string;
   /** On the aggregate, the name a client sees for a server's URI; null on a server's own endpoint. */
   namespaced: ((target: McpTarget, name: string) => string) | null;
 }
+
+/** Who may be asked what an upstream asks during the request (a 2026-07-28 request's, modern.ts). */
+const askerOf = (extra: object): Asker | undefined => (extra as { ask?: Asker }).ask;
 
 /** Registers these methods on a request's Server (its capabilities must declare `resources`, `prompts`, `logging` and `completions`). */
 export function registerGovernedMethods(server: Pick<Server, 'setRequestHandler'>, gateway: GovernedContext): void {
@@ -64,7 +74,14 @@ export function registerGovernedMethods(server: Pick<Server, 'setRequestHandler'
     const sent = { ...params, uri: gateway.resourceUri(name) };
     const result = await gateway.governed(
       target,
-      { action: GOVERNED_ACTIONS.read, resource: sent.uri, method: request.method, params: sent, signal: extra.signal },
+      {
+        action: GOVERNED_ACTIONS.read,
+        resource: sent.uri,
+        method: request.method,
+        params: sent,
+        signal: extra.signal,
+        ask: askerOf(extra),
+      },
       (client) => client.readResource(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
     );
     const { namespaced } = gateway;
@@ -77,7 +94,7 @@ export function registerGovernedMethods(server: Pick<Server, 'setRequestHandler'
     const sent = { ...params, name };
     return gateway.governed(
       target,
-      { action: GOVERNED_ACTIONS.prompt, resource: name, method: request.method, params: sent, signal: extra.signal },
+      { action: GOVERNED_ACTIONS.prompt, resource: name, method: request.method, params: sent, signal: extra.signal, ask: askerOf(extra) },
       (client) => client.getPrompt(sent, { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal }),
     );
   });

@@ -40,7 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
 import type { RequestContext } from '../../shared/context.ts';
@@ -48,19 +48,33 @@ import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { ExecutionService } from '../execution/execution.service.ts';
 import type { McpClientSessions } from '../execution/mcp-client-sessions.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
 import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import { type Extra, type GatewayCaller, type GatewayOptions, NAMESPACE_SEPARATOR } from './gateway-answers.ts';
 import { GatewayMethods } from './gateway-methods.ts';
 import { GatewaySessions, sseEvent } from './gateway-sessions.ts';
-import { isModernRequest, ModernEdge } from './modern.ts';
+import { type Asker, InputRounds, MISSING_CAPABILITY } from './input-rounds.ts';
+import { elicitsUrls, isModernRequest, ModernEdge } from './modern.ts';
 import { modernPlainToolCall, type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
-import { Questions } from './relay.ts';
+import { inRequest, listen, Questions } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 import { HEADER_MISMATCH, headerMismatch } from './standard-headers.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
+
+/**
+ * Whose upstream sessions 2026-07-28 requests use (with the agent's): they declare every question
+ * a client may be asked, since each request declares its own; what a request's client did not
+ * declare it is never asked (input-rounds.ts). Nothing carries a question asked outside a request.
+ */
+const MODERN_CAPABILITIES = { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} };
+const MODERN_CLIENTS: ClientOwner = {
+  id: 'modern-revision',
+  capabilities: MODERN_CAPABILITIES,
+  prepare: (client) => listen(client, MODERN_CAPABILITIES),
+  around: inRequest,
+};
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
@@ -85,8 +99,10 @@ export class McpGateway {
   private readonly questions: Questions;
   /** The client sessions at this edge: opening, checking, streaming, ending (gateway-sessions.ts). */
   private readonly edgeSessions: GatewaySessions;
+  /** What upstreams ask 2026-07-28 clients, held across the clients' retries (input-rounds.ts). */
+  private readonly rounds = new InputRounds();
   /** Requests of revision 2026-07-28 and later (modern.ts). */
-  private readonly modern = new ModernEdge();
+  private readonly modern = new ModernEdge(this.rounds);
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
 
@@ -193,9 +209,11 @@ export class McpGateway {
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
     // revision 2026-07-28 and later: no session, the v2 SDK's wire, the same governed methods
     if (isModernRequest(req, body)) {
+      // its upstream sessions may be asked anything: what the client did not declare it is never asked (input-rounds.ts)
+      caller = { ...caller, client: MODERN_CLIENTS };
       // the common modern tools/call, answered as the v2 SDK answers it (plain-tool-call.ts)
       const modernPlain = modernPlainToolCall(req, body);
-      if (modernPlain) return this.answerToolCall({ caller, single, origin }, modernPlain, res, modernPlain.handBack);
+      if (modernPlain) return this.answerToolCall({ caller, single, origin }, modernPlain, res, modernPlain.capabilities);
       const register = (methods: Pick<Server, 'setRequestHandler'>) => this.methods.register(methods, caller, single, origin);
       const modern = { caller, single, info: serverInfo(single), instructions: instructionsFor(caller, single), register };
       return this.modern.serve(modern, req, res, body);
@@ -216,11 +234,13 @@ export class McpGateway {
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !streaming });
     // on a stream, what the upstream asks during a call is asked on the call's own stream
     const asker = streaming
-      ? (requestId: string | number): Extra['ask'] =>
-          (request, signal) =>
-            this.questions.ask(caller.agent.id, request, signal, (message) => {
-              void transport.send(JSON.parse(message), { relatedRequestId: requestId }).catch(() => undefined);
-            })
+      ? (requestId: string | number): Asker =>
+          (request, signal, decide) =>
+            decide(() =>
+              this.questions.ask(caller.agent.id, request, signal, (message) => {
+                void transport.send(JSON.parse(message), { relatedRequestId: requestId }).catch(() => undefined);
+              }),
+            )
       : undefined;
     const server = this.build(caller, single, origin, asker);
     // closing the Server closes its transport (once: each close builds a ConnectionClosed error)
@@ -230,12 +250,7 @@ export class McpGateway {
   }
 
   /** A legacy (stateful revisions) request's Server: the governed methods on the SDK's v1 Server. */
-  private build(
-    caller: GatewayCaller,
-    single: McpTarget | null,
-    origin: string,
-    asker?: (requestId: string | number) => Extra['ask'],
-  ): Server {
+  private build(caller: GatewayCaller, single: McpTarget | null, origin: string, asker?: (requestId: string | number) => Asker): Server {
     const server = new Server(serverInfo(single), {
       // tasks: created by tools/call, then got, waited for and cancelled; not listed
       capabilities: {
@@ -261,8 +276,8 @@ export class McpGateway {
     where: { caller: GatewayCaller; single: McpTarget | null; origin: string },
     plain: PlainToolCall,
     res: ServerResponse,
-    /** A 2026-07-28 call (with whether a pending approval is handed back): no question or log message is sent it, its result is stamped as the revision asks. */
-    modern?: boolean,
+    /** A 2026-07-28 call (with the capabilities it declared): its questions are answered in input rounds, its result is stamped as the revision asks. */
+    modern?: Record<string, unknown>,
   ): Promise<void> {
     const cancelled = new AbortController();
     let answered = false;
@@ -279,34 +294,44 @@ export class McpGateway {
       streaming = true;
       res.write(sseEvent(message));
     };
-    const extra: Extra =
-      modern === undefined
-        ? {
+    let answer: string;
+    let status = 200;
+    try {
+      const { target, name } = await this.methods.route(where.caller, where.single, plain.name);
+      const call = (extra: Extra) =>
+        this.methods.callTool({
+          caller: where.caller,
+          target,
+          tool: name,
+          args: plain.args,
+          extra,
+          origin: where.origin,
+          aggregate: where.single === null,
+        });
+      if (modern === undefined)
+        answer = toolCallAnswer(plain.id, {
+          result: await call({
             signal: cancelled.signal,
             ...(plain.meta ? { _meta: plain.meta } : {}),
             sendNotification: async (notification) => stream(JSON.stringify({ jsonrpc: '2.0', ...notification })),
-            ask: (request, signal) => this.questions.ask(where.caller.agent.id, request, signal, stream),
-          }
-        : { signal: cancelled.signal, sendNotification: async () => undefined, handBack: modern };
-    let answer: string;
-    try {
-      const { target, name } = await this.methods.route(where.caller, where.single, plain.name);
-      const result = await this.methods.callTool({
-        caller: where.caller,
-        target,
-        tool: name,
-        args: plain.args,
-        extra,
-        origin: where.origin,
-        aggregate: where.single === null,
-      });
-      answer = toolCallAnswer(plain.id, { result: modern === undefined ? result : modernResult(result, where.single) });
+            ask: (request, signal, decide) => decide(() => this.questions.ask(where.caller.agent.id, request, signal, stream)),
+          }),
+        });
+      else {
+        const asked = { agentId: where.caller.agent.id, method: 'tools/call', params: { name: plain.name, arguments: plain.args } };
+        const result = await this.rounds.serve({ ...asked, capabilities: modern, signal: cancelled.signal }, (ask, signal) =>
+          call({ signal, sendNotification: async () => undefined, handBack: elicitsUrls(modern), ask }),
+        );
+        answer = toolCallAnswer(plain.id, { result: modernResult(result as Record<string, unknown>, where.single) });
+      }
     } catch (error) {
+      // a request that needs a capability the client did not declare is a bad request (revision 2026-07-28)
+      if (error instanceof McpError && error.code === MISSING_CAPABILITY) status = 400;
       answer = toolCallAnswer(plain.id, { error });
     }
     answered = true;
     if (cancelled.signal.aborted) return;
     if (streaming) res.end(sseEvent(answer));
-    else res.writeHead(200, { 'content-type': 'application/json' }).end(answer);
+    else res.writeHead(status, { 'content-type': 'application/json' }).end(answer);
   }
 }

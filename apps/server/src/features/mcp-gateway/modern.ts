@@ -7,9 +7,9 @@
  * (McpGateway.register): one act pipeline, whichever revision the client speaks. Upstreams are
  * reached as before, in the revision they speak.
  *
- * Not yet in this revision (docs/decisions/0030-mcp-both-revisions.md): `input_required` for an
- * upstream's questions (they are refused to the upstream, as a request whose stream cannot
- * carry them), `subscriptions/listen` fed by upstream changes, and the tasks extension.
+ * What an upstream asks meanwhile reaches the client as `input_required` (input-rounds.ts).
+ * Not yet in this revision (docs/decisions/0030-mcp-both-revisions.md): `subscriptions/listen`
+ * fed by upstream changes, and the tasks extension.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -19,6 +19,7 @@ import { createMcpHandler, ProtocolError, type ServerContext, Server as ServerV2
 import { isObject } from '../../shared/objects.ts';
 import type { McpTarget } from '../execution/mcp-connector.ts';
 import type { Extra, GatewayCaller } from './gateway-answers.ts';
+import type { Asker, InputRounds } from './input-rounds.ts';
 
 /** The first revision served here rather than by the stateful transport. */
 export const MODERN_REVISION = '2026-07-28';
@@ -54,18 +55,29 @@ export interface ModernRequest {
   register: (methods: MethodTable) => void;
 }
 
-/** Whether the client declared URL elicitation in this request's envelope: it can be sent to the approval page. */
-function elicitsUrls(ctx: ServerContext): boolean {
+/** What the client declared in this request's envelope. */
+function declared(ctx: ServerContext): Record<string, unknown> {
   const envelope = (ctx.mcpReq.envelope ?? {}) as Record<string, unknown>;
   const capabilities = envelope['io.modelcontextprotocol/clientCapabilities'] ?? envelope.clientCapabilities;
-  const elicitation = isObject(capabilities) ? capabilities.elicitation : undefined;
-  return isObject(elicitation) && isObject(elicitation.url);
+  return isObject(capabilities) ? capabilities : {};
 }
+
+/** Whether the client declared URL elicitation: a pending approval can send it to the approval page. */
+export const elicitsUrls = (capabilities: Record<string, unknown>) =>
+  isObject(capabilities.elicitation) && isObject(capabilities.elicitation.url);
+
+/** Methods of the stateful revisions that 2026-07-28 removed (the SDK answers them not found). */
+const REMOVED_METHODS = new Set(['logging/setLevel', 'resources/subscribe', 'resources/unsubscribe']);
+
+/** The requests whose upstream may ask the client something meanwhile: answered in input rounds (input-rounds.ts). */
+const ASKING_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
 
 /** The v1 SDK's errors keep their JSON-RPC code through the v2 server (an unknown tool stays -32602). */
 const asV2Error = (error: unknown) => (error instanceof McpError ? new ProtocolError(error.code, error.message, error.data) : error);
 
 export class ModernEdge {
+  constructor(private readonly rounds: InputRounds) {}
+
   private readonly current = new AsyncLocalStorage<ModernRequest>();
   private readonly handle = toNodeHandler(
     createMcpHandler(() => this.server(this.current.getStore() as ModernRequest), { legacy: 'reject' }),
@@ -75,29 +87,47 @@ export class ModernEdge {
     return this.current.run(request, () => this.handle(req, res, body));
   }
 
-  private server({ info, instructions, register }: ModernRequest): ServerV2 {
+  private server({ caller, info, instructions, register }: ModernRequest): ServerV2 {
     const table = new MethodTable();
     register(table);
     const server = new ServerV2(info, { capabilities: { tools: {}, resources: {}, prompts: {}, completions: {} }, instructions });
-    server.fallbackRequestHandler = async (request, ctx: ServerContext) => {
-      const handler = table.handlers.get(request.method);
-      if (!handler) throw new ProtocolError(-32601, `Method not found: ${request.method}`);
-      const extra = {
-        signal: ctx.mcpReq.signal,
-        requestId: ctx.mcpReq.id,
-        ...(ctx.mcpReq._meta ? { _meta: ctx.mcpReq._meta as Extra['_meta'] } : {}),
-        sendNotification: (notification: { method: string; params?: Record<string, unknown> }) => ctx.mcpReq.notify(notification),
-        handBack: elicitsUrls(ctx),
-      };
+    const serve = async (handler: Handler, request: { method: string; params?: unknown }, ctx: ServerContext) => {
+      const capabilities = declared(ctx);
+      const params = (request.params ?? {}) as Record<string, unknown>;
+      // the rounds' own params are the rounds' (input-rounds.ts): never decided on, never sent upstream
+      const { inputResponses: _answers, requestState: _state, ...sent } = params;
+      const run = (ask: Asker | undefined, signal: AbortSignal) =>
+        handler(
+          { method: request.method, params: sent },
+          {
+            signal,
+            requestId: ctx.mcpReq.id,
+            ...(ctx.mcpReq._meta ? { _meta: ctx.mcpReq._meta as Extra['_meta'] } : {}),
+            sendNotification: (notification: { method: string; params?: Record<string, unknown> }) => ctx.mcpReq.notify(notification),
+            handBack: elicitsUrls(capabilities),
+            ask,
+          },
+        );
       try {
-        return (await handler(
-          { method: request.method, params: request.params ?? {} },
-          extra as Extra & { requestId: string | number },
-        )) as never;
+        if (!ASKING_METHODS.has(request.method)) return (await run(undefined, ctx.mcpReq.signal)) as never;
+        const { requestState, inputResponses } = ctx.mcpReq as { requestState?: () => unknown; inputResponses?: unknown };
+        const asked = {
+          agentId: caller.agent.id,
+          method: request.method,
+          params: sent,
+          state: params.requestState ?? requestState?.(),
+          answers: params.inputResponses ?? inputResponses,
+          capabilities,
+          signal: ctx.mcpReq.signal,
+        };
+        return (await this.rounds.serve(asked, run)) as never;
       } catch (error) {
         throw asV2Error(error);
       }
     };
+    // each method the gateway serves, by name: the SDK answers any other itself (404, -32601)
+    for (const [method, handler] of table.handlers)
+      if (!REMOVED_METHODS.has(method)) server.setRequestHandler(method as 'ping', (request, ctx) => serve(handler, request, ctx) as never);
     return server;
   }
 }

@@ -53,21 +53,24 @@ const ENVELOPE_KEYS = new Set(Object.values(ENVELOPE));
  * The same for revision 2026-07-28 (the v2 SDK's wire otherwise, modern.ts): its header and
  * `_meta` name the revision, the envelope holds nothing but the revision, the client's
  * capabilities and its info (a log level, a trace context or a progress token go to the SDK).
- * `handBack`: the client declared URL elicitation (a pending approval is handed back).
+ * `capabilities`: what the client declared in its envelope.
  */
 export function modernPlainToolCall(
   req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>,
   body: unknown,
-): (PlainToolCall & { handBack: boolean }) | undefined {
+): (PlainToolCall & { capabilities: Record<string, unknown> }) | undefined {
   if (req.headers['mcp-protocol-version'] !== MODERN || req.headers['mcp-method'] !== 'tools/call') return undefined;
   const call = plainCall(req, body);
   const meta = call?.meta;
   if (!call || !meta || meta[ENVELOPE.version] !== MODERN || !isObject(meta[ENVELOPE.capabilities])) return undefined;
   if (Object.keys(meta).some((key) => !ENVELOPE_KEYS.has(key))) return undefined;
-  const elicitation = (meta[ENVELOPE.capabilities] as Record<string, unknown>).elicitation;
+  // a retry of input rounds (inputResponses, requestState) is the SDK's to parse
+  if (Object.keys((body as { params: object }).params).some((key) => !PLAIN_PARAMS.has(key))) return undefined;
   const { meta: _envelope, ...plain } = call;
-  return { ...plain, handBack: isObject(elicitation) && isObject(elicitation.url) };
+  return { ...plain, capabilities: meta[ENVELOPE.capabilities] as Record<string, unknown> };
 }
+
+const PLAIN_PARAMS = new Set(['name', 'arguments', '_meta']);
 
 /** The transport and message checks both eras' plain calls share. */
 function plainCall(req: Pick<IncomingMessage, 'headers' | 'rawHeaders'>, body: unknown): PlainToolCall | undefined {
