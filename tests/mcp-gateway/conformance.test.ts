@@ -110,10 +110,6 @@ const KNOWN_GAPS: Record<string, string> = {
   'input-required-result-basic-elicitation/sep-2322-elicitation-incomplete': 'keys named by the upstream',
   'input-required-result-basic-elicitation/sep-2322-elicitation-complete': 'keys named by the upstream',
   'input-required-result-ignore-extra-params/sep-2322-ignore-unexpected-params': 'inputResponses on a first call',
-  // Mcp-Param-* headers are not yet checked against the tool's x-mcp-header annotations
-  'http-custom-header-server-validation/sep-2243-server-reject-invalid-param-chars': 'Mcp-Param-* validation',
-  'http-custom-header-server-validation/sep-2243-server-reject-param-mismatch': 'Mcp-Param-* validation',
-  'http-custom-header-server-validation/sep-2243-server-validate-param-match': 'Mcp-Param-* validation',
   // subscriptions/listen is not yet fed by the upstreams' list changes
   'server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription': 'subscriptions/listen',
   'server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription': 'subscriptions/listen',

@@ -34,6 +34,7 @@ import {
 import { GatewayTasks } from './gateway-tasks.ts';
 import { type GovernedAct, registerGovernedMethods } from './governed-methods.ts';
 import type { Asker } from './input-rounds.ts';
+import type { ParamHeaders } from './param-headers.ts';
 import { type ClientRequest, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
@@ -53,6 +54,8 @@ export class GatewayMethods {
     private readonly options: GatewayOptions,
     /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
     private readonly stopping: AbortSignal,
+    /** Learns each listing's `Mcp-Param-*` declarations (param-headers.ts). */
+    private readonly paramHeaders: ParamHeaders,
   ) {
     this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
   }
@@ -77,8 +80,15 @@ export class GatewayMethods {
       single,
       servers,
       named,
-      listTools: (target, cursor) =>
-        this.execution.listTools(caller.ctx, target, { input: this.input(caller, 'mcp.discover'), cursor, client: caller.client }),
+      listTools: async (target, cursor) => {
+        const listed = await this.execution.listTools(caller.ctx, target, {
+          input: this.input(caller, 'mcp.discover'),
+          cursor,
+          client: caller.client,
+        });
+        if (listed.tools) this.paramHeaders.learn(target, listed.tools);
+        return listed;
+      },
       discover: (target, method, capability, run, count) =>
         this.execution.governMcp(
           caller.ctx,

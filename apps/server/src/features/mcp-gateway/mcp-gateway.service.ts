@@ -56,10 +56,11 @@ import { GatewayMethods } from './gateway-methods.ts';
 import { GatewaySessions, sseEvent } from './gateway-sessions.ts';
 import { type Asker, InputRounds, MISSING_CAPABILITY } from './input-rounds.ts';
 import { elicitsUrls, isModernRequest, ModernEdge } from './modern.ts';
+import { ParamHeaders } from './param-headers.ts';
 import { modernPlainToolCall, type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
 import { inRequest, listen, Questions } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
-import { HEADER_MISMATCH, headerMismatch } from './standard-headers.ts';
+import { HEADER_MISMATCH, type HeaderMismatch, headerMismatch } from './standard-headers.ts';
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
 
@@ -93,12 +94,21 @@ const modernResult = (result: Record<string, unknown>, single: McpTarget | null)
   _meta: { ...(isObject(result._meta) ? result._meta : {}), 'io.modelcontextprotocol/serverInfo': serverInfo(single) },
 });
 
+/** Headers that say another act than the body: HTTP 400, JSON-RPC -32020, nothing decided or sent. */
+function refuseMismatch(res: ServerResponse, body: unknown, disagree: HeaderMismatch): void {
+  const id = isObject(body) && (typeof body.id === 'string' || typeof body.id === 'number') ? body.id : null;
+  const error = { code: HEADER_MISMATCH, message: disagree.message, data: { mismatch: disagree.mismatch } };
+  res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error, id }));
+}
+
 export class McpGateway {
   /** The governed methods both eras are served by (gateway-methods.ts). */
   private readonly methods: GatewayMethods;
   private readonly questions: Questions;
   /** The client sessions at this edge: opening, checking, streaming, ending (gateway-sessions.ts). */
   private readonly edgeSessions: GatewaySessions;
+  /** Each server's `Mcp-Param-*` declarations, from the listings relayed here (param-headers.ts). */
+  private readonly paramHeaders = new ParamHeaders();
   /** What upstreams ask 2026-07-28 clients, held across the clients' retries (input-rounds.ts). */
   private readonly rounds = new InputRounds();
   /** Requests of revision 2026-07-28 and later (modern.ts). */
@@ -113,7 +123,7 @@ export class McpGateway {
     private readonly sessions: McpClientSessions,
     readonly options: GatewayOptions,
   ) {
-    this.methods = new GatewayMethods(execution, tasks, options, this.stopping.signal);
+    this.methods = new GatewayMethods(execution, tasks, options, this.stopping.signal, this.paramHeaders);
     this.questions = new Questions(sessions);
     this.edgeSessions = new GatewaySessions(
       sessions,
@@ -195,18 +205,15 @@ export class McpGateway {
   ): Promise<void> {
     // headers that say another act than the body: refused before anything is decided or sent
     const disagree = headerMismatch(req.headersDistinct, body);
-    if (disagree) {
-      const id = isObject(body) && (typeof body.id === 'string' || typeof body.id === 'number') ? body.id : null;
-      const error = { code: HEADER_MISMATCH, message: disagree.message, data: { mismatch: disagree.mismatch } };
-      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error, id }));
-      return;
-    }
+    if (disagree) return refuseMismatch(res, body, disagree);
     // the client's answer to what an upstream asked it during one of its calls (relay.ts)
     if (await this.questions.answer(caller.agent.id, body)) {
       res.writeHead(202).end();
       return;
     }
     const single = slug === undefined ? null : await this.execution.registeredServer(caller.ctx, slug);
+    const disagreeParams = await this.paramMismatch(caller, single, req, body);
+    if (disagreeParams) return refuseMismatch(res, body, disagreeParams);
     // revision 2026-07-28 and later: no session, the v2 SDK's wire, the same governed methods
     if (isModernRequest(req, body)) {
       // its upstream sessions may be asked anything: what the client did not declare it is never asked (input-rounds.ts)
@@ -247,6 +254,21 @@ export class McpGateway {
     res.on('close', () => void server.close());
     await server.connect(transport);
     await transport.handleRequest(req, res, body);
+  }
+
+  /** Where a tools/call's `Mcp-Param-*` headers disagree with its arguments (param-headers.ts), or null. */
+  private async paramMismatch(
+    caller: GatewayCaller,
+    single: McpTarget | null,
+    req: IncomingMessage,
+    body: unknown,
+  ): Promise<HeaderMismatch | null> {
+    if (!isObject(body) || body.method !== 'tools/call' || !isObject(body.params) || typeof body.params.name !== 'string') return null;
+    // a name that routes nowhere is answered as any call to it is
+    const routed = await this.methods.route(caller, single, body.params.name).catch(() => null);
+    if (!routed) return null;
+    const args = isObject(body.params.arguments) ? body.params.arguments : {};
+    return this.paramHeaders.check(routed.target, routed.name, args, req.headersDistinct, isModernRequest(req, body));
   }
 
   /** A legacy (stateful revisions) request's Server: the governed methods on the SDK's v1 Server. */

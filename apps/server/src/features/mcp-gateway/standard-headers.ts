@@ -30,16 +30,16 @@ export interface HeaderMismatch {
   mismatch: { header: string; body: string };
 }
 
-type Headers = Record<string, string | string[] | undefined>;
+export type Headers = Record<string, string | string[] | undefined>;
 
 /** A header's one value (undefined: absent), or null when it was sent more than once. */
-function single(headers: Headers, name: string): string | null | undefined {
+export function single(headers: Headers, name: string): string | null | undefined {
   const value = headers[name];
   return Array.isArray(value) ? (value.length === 1 ? (value[0] as string) : null) : value;
 }
 
 /** A header value as sent: plain, or the base64 sentinel for what is not plain ASCII (null: a malformed sentinel). */
-function decoded(value: string): string | null {
+export function decoded(value: string): string | null {
   const sentinel = SENTINEL.exec(value);
   if (!sentinel) return value;
   const bytes = Buffer.from(sentinel[1] as string, 'base64');
@@ -56,7 +56,7 @@ function decoded(value: string): string | null {
 /** What is shown of a value the client sent: enough to see the difference, never a large echo. */
 const shown = (value: string) => (value.length > 200 ? `${value.slice(0, 200)}…` : value);
 
-const mismatch = (header: string, body: string, why: string): HeaderMismatch => ({
+export const mismatch = (header: string, body: string, why: string): HeaderMismatch => ({
   message: `Bad Request: the request headers and body disagree: ${why}`,
   mismatch: { header: shown(header), body: shown(body) },
 });

@@ -1,0 +1,73 @@
+/**
+ * `Mcp-Param-*` headers (revision 2026-07-28, SEP-2243): a tool marks arguments with
+ * `x-mcp-header: <Name>` in its input schema, and a client repeats each such argument in the
+ * header `Mcp-Param-<Name>`, for what sits in front of Warden to route or decide on. Like
+ * `Mcp-Method` and `Mcp-Name` (standard-headers.ts) they are part of the act: a call whose
+ * headers say another value than its body, or that leaves one out, is refused before anything
+ * is decided or sent. The declarations are the server's: learned from the tool listings Warden
+ * relays, in this process; a tool not listed here since the process started is not checked.
+ */
+import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { isObject } from '../../shared/objects.ts';
+import type { McpTarget } from '../execution/mcp-connector.ts';
+import { decoded, type HeaderMismatch, type Headers, mismatch, single } from './standard-headers.ts';
+
+/** Servers whose declarations are kept; past it, the longest known is forgotten (it is learned again at its next listing). */
+const MAX_SERVERS = 1_000;
+
+/** Per tool, each argument that has a header, and the header's name. */
+type Declarations = Map<string, Record<string, string>>;
+
+export class ParamHeaders {
+  private readonly servers = new Map<string, Declarations>();
+
+  /** Takes the declarations of a listing's tools (a page of it: pages add up). */
+  learn(target: McpTarget, tools: Tool[]): void {
+    const key = keyOf(target);
+    let known = this.servers.get(key);
+    if (!known) {
+      if (this.servers.size >= MAX_SERVERS) this.servers.delete(this.servers.keys().next().value as string);
+      known = new Map();
+      this.servers.set(key, known);
+    }
+    for (const tool of tools) {
+      const properties = isObject(tool.inputSchema?.properties) ? tool.inputSchema.properties : {};
+      const declared: Record<string, string> = {};
+      for (const [argument, schema] of Object.entries(properties))
+        if (isObject(schema) && typeof schema['x-mcp-header'] === 'string') declared[argument] = schema['x-mcp-header'];
+      known.set(tool.name, declared);
+    }
+  }
+
+  /**
+   * Why a call's `Mcp-Param-*` headers disagree with its arguments, or null. A header must be
+   * sent for each declared argument the body carries (by a 2026-07-28 client: `required`), and
+   * none for one it does not.
+   */
+  check(target: McpTarget, tool: string, args: Record<string, unknown>, headers: Headers, required: boolean): HeaderMismatch | null {
+    const declared = this.servers.get(keyOf(target))?.get(tool);
+    if (!declared) return null;
+    for (const [argument, name] of Object.entries(declared)) {
+      const header = `Mcp-Param-${name}`;
+      const sent = single(headers, header.toLowerCase());
+      if (sent === null) return mismatch('', '', `${header} is sent more than once`);
+      const value = args[argument];
+      if (value === undefined || value === null) {
+        if (sent !== undefined) return mismatch(sent, '', `${header} is sent, but the body has no argument ${argument}`);
+        continue;
+      }
+      const expected = typeof value === 'string' ? value : typeof value === 'object' ? JSON.stringify(value) : String(value);
+      if (sent === undefined) {
+        if (required) return mismatch('', expected, `${tool} needs the ${header} header (its argument ${argument})`);
+        continue;
+      }
+      const said = decoded(sent);
+      if (said === null) return mismatch(sent, expected, `${header} carries a malformed base64 sentinel`);
+      if (said !== expected) return mismatch(said, expected, `${header} differs from the body's argument ${argument}`);
+    }
+    return null;
+  }
+}
+
+/** A server's declarations hold for its registration as it is: a new URL is another server. */
+const keyOf = (target: McpTarget) => `${target.id}\u0000${target.transport_url}`;
