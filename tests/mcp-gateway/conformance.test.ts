@@ -110,9 +110,6 @@ const KNOWN_GAPS: Record<string, string> = {
   'input-required-result-basic-elicitation/sep-2322-elicitation-incomplete': 'keys named by the upstream',
   'input-required-result-basic-elicitation/sep-2322-elicitation-complete': 'keys named by the upstream',
   'input-required-result-ignore-extra-params/sep-2322-ignore-unexpected-params': 'inputResponses on a first call',
-  // subscriptions/listen is not yet fed by the upstreams' list changes
-  'server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription': 'subscriptions/listen',
-  'server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription': 'subscriptions/listen',
   // a legacy client's POST stream is not resumable through Warden (no priming event, no retry)
   'server-sse-polling/server-sse-priming-event': 'POST stream resumability',
   'server-sse-polling/server-sse-retry-field': 'POST stream resumability',

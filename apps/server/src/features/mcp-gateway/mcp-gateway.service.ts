@@ -64,18 +64,8 @@ import { HEADER_MISMATCH, type HeaderMismatch, headerMismatch } from './standard
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
 
-/**
- * Whose upstream sessions 2026-07-28 requests use (with the agent's): they declare every question
- * a client may be asked, since each request declares its own; what a request's client did not
- * declare it is never asked (input-rounds.ts). Nothing carries a question asked outside a request.
- */
+/** What the upstream sessions of 2026-07-28 requests declare: every question a client may be asked (each request declares its own). */
 const MODERN_CAPABILITIES = { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} };
-const MODERN_CLIENTS: ClientOwner = {
-  id: 'modern-revision',
-  capabilities: MODERN_CAPABILITIES,
-  prepare: (client) => listen(client, MODERN_CAPABILITIES),
-  around: inRequest,
-};
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
@@ -113,6 +103,18 @@ export class McpGateway {
   private readonly rounds = new InputRounds();
   /** Requests of revision 2026-07-28 and later (modern.ts). */
   private readonly modern = new ModernEdge(this.rounds);
+  /**
+   * Whose upstream sessions 2026-07-28 requests use (with the agent's): what a request's client
+   * did not declare it is never asked (input-rounds.ts); what they announce outside a request
+   * (list changes, resource updates) goes to the subscriptions/listen streams that show the server.
+   */
+  private readonly modernClients: ClientOwner = {
+    id: 'modern-revision',
+    capabilities: MODERN_CAPABILITIES,
+    prepare: (client, target) =>
+      listen(client, MODERN_CAPABILITIES, { notify: async (notification) => this.modern.listening.changed(target, notification) }),
+    around: inRequest,
+  };
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
 
@@ -217,7 +219,7 @@ export class McpGateway {
     // revision 2026-07-28 and later: no session, the v2 SDK's wire, the same governed methods
     if (isModernRequest(req, body)) {
       // its upstream sessions may be asked anything: what the client did not declare it is never asked (input-rounds.ts)
-      caller = { ...caller, client: MODERN_CLIENTS };
+      caller = { ...caller, client: this.modernClients };
       // the common modern tools/call, answered as the v2 SDK answers it (plain-tool-call.ts)
       const modernPlain = modernPlainToolCall(req, body);
       if (modernPlain) return this.answerToolCall({ caller, single, origin }, modernPlain, res, modernPlain.capabilities);

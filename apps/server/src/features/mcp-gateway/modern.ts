@@ -7,9 +7,9 @@
  * (McpGateway.register): one act pipeline, whichever revision the client speaks. Upstreams are
  * reached as before, in the revision they speak.
  *
- * What an upstream asks meanwhile reaches the client as `input_required` (input-rounds.ts).
- * Not yet in this revision (docs/decisions/0030-mcp-both-revisions.md): `subscriptions/listen`
- * fed by upstream changes, and the tasks extension.
+ * What an upstream asks meanwhile reaches the client as `input_required` (input-rounds.ts);
+ * what it announces reaches `subscriptions/listen` streams (listen-streams.ts). Not yet in this
+ * revision (docs/decisions/0030-mcp-both-revisions.md): the tasks extension.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -20,6 +20,7 @@ import { isObject } from '../../shared/objects.ts';
 import type { McpTarget } from '../execution/mcp-connector.ts';
 import type { Extra, GatewayCaller } from './gateway-answers.ts';
 import type { Asker, InputRounds } from './input-rounds.ts';
+import { ListenStreams } from './listen-streams.ts';
 
 /** The first revision served here rather than by the stateful transport. */
 export const MODERN_REVISION = '2026-07-28';
@@ -79,8 +80,13 @@ export class ModernEdge {
   constructor(private readonly rounds: InputRounds) {}
 
   private readonly current = new AsyncLocalStorage<ModernRequest>();
+  /** The `subscriptions/listen` streams open here, each scoped to where it was opened (listen-streams.ts). */
+  readonly listening = new ListenStreams(() => {
+    const request = this.current.getStore();
+    return request && { workspaceId: request.caller.ctx.auth.workspaceId, single: request.single };
+  });
   private readonly handle = toNodeHandler(
-    createMcpHandler(() => this.server(this.current.getStore() as ModernRequest), { legacy: 'reject' }),
+    createMcpHandler(() => this.server(this.current.getStore() as ModernRequest), { legacy: 'reject', bus: this.listening }),
   );
 
   serve(request: ModernRequest, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
@@ -90,7 +96,14 @@ export class ModernEdge {
   private server({ caller, info, instructions, register }: ModernRequest): ServerV2 {
     const table = new MethodTable();
     register(table);
-    const server = new ServerV2(info, { capabilities: { tools: {}, resources: {}, prompts: {}, completions: {} }, instructions });
+    // list changes and resource updates are told on subscriptions/listen (listen-streams.ts)
+    const capabilities = {
+      tools: { listChanged: true },
+      resources: { listChanged: true, subscribe: true },
+      prompts: { listChanged: true },
+      completions: {},
+    };
+    const server = new ServerV2(info, { capabilities, instructions });
     const serve = async (handler: Handler, request: { method: string; params?: unknown }, ctx: ServerContext) => {
       const capabilities = declared(ctx);
       const params = (request.params ?? {}) as Record<string, unknown>;

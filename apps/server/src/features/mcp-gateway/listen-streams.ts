@@ -1,0 +1,59 @@
+/**
+ * `subscriptions/listen` (revision 2026-07-28): the v2 SDK serves the streams; what feeds them
+ * is what Warden's upstreams announce (list changes, resource updates) on the sessions Warden
+ * keeps for 2026-07-28 requests. A stream is scoped when it opens, to the workspace and the
+ * endpoint it was opened on; an upstream's change reaches the streams of that workspace's
+ * endpoints that show the server (its own and the aggregate), never another workspace's.
+ * Streams live in the process that serves them; each process tells its own.
+ */
+import type { ServerNotification } from '@modelcontextprotocol/sdk/types.js';
+import type { ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
+import type { McpTarget } from '../execution/mcp-connector.ts';
+import { NAMESPACE_SEPARATOR } from './gateway-answers.ts';
+
+/** Where a stream was opened: its workspace, and its one server (null: the aggregate). */
+export interface ListenScope {
+  workspaceId: string;
+  single: McpTarget | null;
+}
+
+interface Stream extends ListenScope {
+  listener: (event: ServerEvent) => void;
+}
+
+const LIST_CHANGES: Record<string, Exclude<ServerEvent['kind'], 'resource_updated'>> = {
+  'notifications/tools/list_changed': 'tools_list_changed',
+  'notifications/prompts/list_changed': 'prompts_list_changed',
+  'notifications/resources/list_changed': 'resources_list_changed',
+};
+
+export class ListenStreams implements ServerEventBus {
+  private readonly streams = new Set<Stream>();
+
+  /** `scope` says where the request being served was made (the SDK subscribes a stream while serving it). */
+  constructor(private readonly scope: () => ListenScope | undefined) {}
+
+  /** Nothing is told every stream: an upstream's change goes to the streams that show its server (changed). */
+  publish(): void {}
+
+  subscribe(listener: (event: ServerEvent) => void): () => void {
+    const scope = this.scope();
+    if (!scope) return () => undefined;
+    const stream: Stream = { ...scope, listener };
+    this.streams.add(stream);
+    return () => this.streams.delete(stream);
+  }
+
+  /** What `target` announced on one of Warden's sessions, told to the streams that show it. */
+  changed(target: McpTarget, notification: ServerNotification): void {
+    const listChange = LIST_CHANGES[notification.method];
+    const updated = notification.method === 'notifications/resources/updated' ? String(notification.params.uri) : undefined;
+    if (!listChange && updated === undefined) return;
+    for (const stream of this.streams) {
+      if (stream.workspaceId !== target.workspace_id || (stream.single && stream.single.id !== target.id)) continue;
+      // on the aggregate a URI carries its server's prefix, as its listing did
+      const uri = updated === undefined || stream.single ? updated : `${target.slug}${NAMESPACE_SEPARATOR}${updated}`;
+      stream.listener(listChange ? { kind: listChange } : { kind: 'resource_updated', uri: uri as string });
+    }
+  }
+}
