@@ -45,13 +45,26 @@ const envelope = {
 };
 const headers = { 'mcp-protocol-version': MODERN, 'mcp-method': 'tools/call', 'mcp-name': ASKS };
 
-async function call(agentKey: string, extra: Record<string, unknown> = {}, args: Record<string, unknown> = {}) {
+/** A JSON-RPC answer as these tests read it. */
+interface Answer {
+  status: number;
+  result?: {
+    resultType?: string;
+    inputRequests?: Record<string, { method: string; params: Record<string, unknown> }>;
+    requestState?: string;
+    content?: unknown;
+    isError?: boolean;
+  };
+  error?: { code: number; message: string };
+}
+
+async function call(agentKey: string, extra: Record<string, unknown> = {}, args: Record<string, unknown> = {}): Promise<Answer> {
   const body = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: ASKS, arguments: args, _meta: envelope, ...extra } };
   const res = await postMcp(`${server.url}/mcp/up`, agentKey, body, headers);
   const text = await res.text();
   return {
     status: res.status,
-    ...(JSON.parse(text.startsWith('{') ? text : (text.split('data: ').pop() as string)) as Record<string, any>),
+    ...(JSON.parse(text.startsWith('{') ? text : (text.split('data: ').pop() as string)) as Omit<Answer, 'status'>),
   };
 }
 
@@ -63,8 +76,8 @@ const audited = async (action: string) =>
 
 it("hands the client the upstream's question, decided for its agent, and its retry gets the answer", async () => {
   const first = await call(agents.asked);
-  expect(first.result.resultType).toBe('input_required');
-  const [asked, question] = Object.entries(first.result.inputRequests as Record<string, { method: string; params: object }>)[0] as [
+  expect(first.result?.resultType).toBe('input_required');
+  const [asked, question] = Object.entries(first.result?.inputRequests as Record<string, { method: string; params: object }>)[0] as [
     string,
     { method: string; params: Record<string, unknown> },
   ];
@@ -73,7 +86,7 @@ it("hands the client the upstream's question, decided for its agent, and its ret
   expect(question.params._meta).toBeUndefined();
   expect((await audited('mcp.elicitation')).some((row) => row.agent === 'asked' && row.result === 'allowed')).toBe(true);
 
-  const state = first.result.requestState as string;
+  const state = first.result?.requestState as string;
   const answer = { [asked]: { action: 'accept', content: { name: 'Ada' } } };
   // another agent cannot use it, nor can the same agent for another call, nor an altered one
   expect((await call(agents.other, { requestState: state, inputResponses: answer })).error?.code).toBe(-32602);
@@ -88,8 +101,8 @@ it("hands the client the upstream's question, decided for its agent, and its ret
 
 it('never hands the client a question policy refuses: the upstream is told, the call ends with its answer', async () => {
   const refused = await call(agents.barred);
-  expect(refused.result.resultType).toBe('complete');
-  expect(refused.result.isError).toBe(true);
-  expect(JSON.stringify(refused.result.content)).toContain('No questions for barred agents');
+  expect(refused.result?.resultType).toBe('complete');
+  expect(refused.result?.isError).toBe(true);
+  expect(JSON.stringify(refused.result?.content)).toContain('No questions for barred agents');
   expect((await audited('mcp.elicitation')).some((row) => row.agent === 'barred' && row.result === 'blocked')).toBe(true);
 });
