@@ -5,7 +5,7 @@
  * base64 sentinel; a tool never listed is not checked.
  */
 import { describe, expect, it } from 'vitest';
-import type { McpTarget } from '../src/features/execution/mcp-connector.ts';
+import type { McpTarget } from '../src/features/execution/mcp-dialer.ts';
 import { ParamHeaders } from '../src/features/mcp-gateway/param-headers.ts';
 
 const target = { id: 'srv-1', transport_url: 'https://mcp.example/mcp' } as McpTarget;

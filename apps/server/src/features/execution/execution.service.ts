@@ -31,20 +31,13 @@ import type { WaitOptions } from '../approvals/approval-wait.ts';
 import type { CredentialsService, ResolvedCredential } from '../credentials/credentials.service.ts';
 import type { DecisionOutcome, DecisionRequest, DecisionService } from '../decisions/decisions.ts';
 import { executeHttp } from './http-proxy.ts';
-import {
-  type ClientOwner,
-  type HeldSession,
-  MCP_REQUEST_TIMEOUT_MS,
-  type McpConnector,
-  type McpTarget,
-  type UpstreamOwner,
-  type UseOptions,
-} from './mcp-connector.ts';
+import type { HeldSession, McpConnector, UpstreamOwner, UseOptions } from './mcp-connector.ts';
+import { type ClientOwner, MCP_REQUEST_TIMEOUT_MS, type McpTarget } from './mcp-dialer.ts';
 import type { McpRegistry } from './mcp-registry.ts';
 import { findOpenSession, insertSession } from './mcp-sessions.repository.ts';
 import type { ActPipeline, Ran } from './pipeline.ts';
 
-export { MCP_REQUEST_TIMEOUT_MS } from './mcp-connector.ts';
+export { MCP_REQUEST_TIMEOUT_MS } from './mcp-dialer.ts';
 export const MCP_SESSION_MINUTES = 30;
 
 type ToolResult = { content: Array<Record<string, unknown>>; isError: boolean; structuredContent?: Record<string, unknown> };

@@ -11,7 +11,7 @@ import type { DB } from '../../db/schema.ts';
 import { openAuth } from '../credentials/upstream-auth.ts';
 import type { UpstreamTokens } from '../credentials/upstream-tokens.ts';
 import type { SecretBox } from '../webhooks/secrets.ts';
-import type { McpTarget } from './mcp-connector.ts';
+import type { McpTarget } from './mcp-dialer.ts';
 import { listEnabledServers } from './mcp-registry.repository.ts';
 
 const MAX_WORKSPACES = 10_000;

@@ -11,7 +11,8 @@ import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
-import type { McpConnector, McpTarget, UpstreamSession } from './mcp-connector.ts';
+import type { McpConnector } from './mcp-connector.ts';
+import type { McpTarget, UpstreamSession } from './mcp-dialer.ts';
 import {
   claimExpiredTasks,
   completeTask,
@@ -23,7 +24,7 @@ import {
 } from './mcp-tasks.repository.ts';
 import { type OutcomeBasis, outcomeBasis, recordOutcomeIn } from './outcome.ts';
 
-export { upstreamSessionOf } from './mcp-connector.ts';
+export { upstreamSessionOf } from './mcp-dialer.ts';
 export type { GatewayTaskRow } from './mcp-tasks.repository.ts';
 
 /** How long a finished task stays reachable (its result asked again), whatever is left of its TTL. */

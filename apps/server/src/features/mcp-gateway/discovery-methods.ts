@@ -19,7 +19,7 @@ import {
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-dialer.ts';
 
 /** What the gateway lends the listings for one request. */
 export interface DiscoveryContext {

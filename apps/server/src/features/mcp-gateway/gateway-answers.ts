@@ -11,7 +11,7 @@ import { isObject } from '../../shared/objects.ts';
 import { normaliseResourceUri, ResourceUriError } from '../acts/resource-uri.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
-import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
+import type { ClientOwner, McpTarget } from '../execution/mcp-dialer.ts';
 import type { Asker } from './input-rounds.ts';
 import { rpcError } from './rpc-error.ts';
 

@@ -12,7 +12,7 @@ import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
 import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-dialer.ts';
 import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { registerDiscoveryMethods } from './discovery-methods.ts';
 import {

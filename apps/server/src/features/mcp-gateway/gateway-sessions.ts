@@ -9,7 +9,7 @@ import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { ClientSession, McpClientSessions } from '../execution/mcp-client-sessions.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-dialer.ts';
 import { asClientSees, type GatewayCaller } from './gateway-answers.ts';
 import { inRequest, listen, type Relay } from './relay.ts';
 

@@ -20,7 +20,7 @@ import {
   RELATED_TASK_META_KEY,
 } from '@modelcontextprotocol/sdk/types.js';
 import { type ExecutionService, MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
-import type { McpTarget, UpstreamSession } from '../execution/mcp-connector.ts';
+import type { McpTarget, UpstreamSession } from '../execution/mcp-dialer.ts';
 import { type GatewayTaskRow, type McpTasks, upstreamSessionOf } from '../execution/mcp-tasks.ts';
 import {
   asProtocolError,

@@ -27,7 +27,7 @@ import {
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-dialer.ts';
 import type { Asker } from './input-rounds.ts';
 
 /** The fixed actions of these methods (a policy matches them in `match.action`). */

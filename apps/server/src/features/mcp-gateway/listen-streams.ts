@@ -8,7 +8,7 @@
  */
 import type { ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-dialer.ts';
 import { NAMESPACE_SEPARATOR } from './gateway-answers.ts';
 
 /** Where a stream was opened: its workspace, and its one server (null: the aggregate). */

@@ -48,7 +48,7 @@ import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { ExecutionService } from '../execution/execution.service.ts';
 import type { McpClientSessions } from '../execution/mcp-client-sessions.ts';
-import type { ClientOwner, McpTarget } from '../execution/mcp-connector.ts';
+import type { ClientOwner, McpTarget } from '../execution/mcp-dialer.ts';
 import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
 import { type Extra, type GatewayCaller, type GatewayOptions, NAMESPACE_SEPARATOR } from './gateway-answers.ts';

@@ -17,7 +17,7 @@ import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { createMcpHandler, ProtocolError, type ServerContext, Server as ServerV2 } from '@modelcontextprotocol/server';
 import { isObject } from '../../shared/objects.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-dialer.ts';
 import type { Extra, GatewayCaller } from './gateway-answers.ts';
 import type { Asker, InputRounds } from './input-rounds.ts';
 import { ListenStreams } from './listen-streams.ts';

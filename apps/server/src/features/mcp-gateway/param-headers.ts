@@ -9,7 +9,7 @@
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import { isObject } from '../../shared/objects.ts';
-import type { McpTarget } from '../execution/mcp-connector.ts';
+import type { McpTarget } from '../execution/mcp-dialer.ts';
 import { decoded, type HeaderMismatch, type Headers, mismatch, single } from './standard-headers.ts';
 
 /** Servers whose declarations are kept; past it, the longest known is forgotten (it is learned again at its next listing). */
