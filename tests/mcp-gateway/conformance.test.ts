@@ -110,6 +110,10 @@ const KNOWN_GAPS: Record<string, string> = {
   'input-required-result-basic-elicitation/sep-2322-elicitation-incomplete': 'keys named by the upstream',
   'input-required-result-basic-elicitation/sep-2322-elicitation-complete': 'keys named by the upstream',
   'input-required-result-ignore-extra-params/sep-2322-ignore-unexpected-params': 'inputResponses on a first call',
+  // the upstream session declares what the client declared, so a legacy-era upstream answers a
+  // question it may not ask as a tool error, where a 2026-07-28 upstream answers -32021
+  'server-stateless/sep-2575-server-rejects-undeclared-capability': 'the upstream era answers a missing capability',
+  'server-stateless/sep-2575-missing-capability-http-400': 'the upstream era answers a missing capability',
   // a legacy client's POST stream is not resumable through Warden (no priming event, no retry)
   'server-sse-polling/server-sse-priming-event': 'POST stream resumability',
   'server-sse-polling/server-sse-retry-field': 'POST stream resumability',

@@ -40,7 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type ClientCapabilities, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
 import type { RequestContext } from '../../shared/context.ts';
@@ -64,8 +64,25 @@ import { HEADER_MISMATCH, type HeaderMismatch, headerMismatch } from './standard
 
 const RUNTIME_EXECUTE: Permission = 'runtime:execute';
 
-/** What the upstream sessions of 2026-07-28 requests declare: every question a client may be asked (each request declares its own). */
-const MODERN_CAPABILITIES = { sampling: {}, elicitation: { form: {}, url: {} }, roots: {} };
+const CAPABILITIES_META = 'io.modelcontextprotocol/clientCapabilities';
+
+/**
+ * What a 2026-07-28 request's client can be asked, as its upstream session declares it: sampling,
+ * elicitation (form, URL) and roots, each only when the request declared it. An upstream that
+ * asks only what its client supports then behaves as it would with that client directly.
+ */
+function questionsDeclared(body: unknown): ClientCapabilities {
+  const params = isObject(body) && isObject(body.params) ? body.params : {};
+  const declared = isObject(params._meta) && isObject(params._meta[CAPABILITIES_META]) ? params._meta[CAPABILITIES_META] : {};
+  const elicitation = isObject(declared.elicitation) ? declared.elicitation : undefined;
+  // an empty elicitation capability is form elicitation (revision 2025-06-18 on)
+  const form = elicitation && (isObject(elicitation.form) || !isObject(elicitation.url));
+  return {
+    ...(isObject(declared.sampling) ? { sampling: {} } : {}),
+    ...(elicitation ? { elicitation: { ...(form ? { form: {} } : {}), ...(isObject(elicitation.url) ? { url: {} } : {}) } } : {}),
+    ...(isObject(declared.roots) ? { roots: {} } : {}),
+  };
+}
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
@@ -103,18 +120,8 @@ export class McpGateway {
   private readonly rounds = new InputRounds();
   /** Requests of revision 2026-07-28 and later (modern.ts). */
   private readonly modern = new ModernEdge(this.rounds);
-  /**
-   * Whose upstream sessions 2026-07-28 requests use (with the agent's): what a request's client
-   * did not declare it is never asked (input-rounds.ts); what they announce outside a request
-   * (list changes, resource updates) goes to the subscriptions/listen streams that show the server.
-   */
-  private readonly modernClients: ClientOwner = {
-    id: 'modern-revision',
-    capabilities: MODERN_CAPABILITIES,
-    prepare: (client, target) =>
-      listen(client, MODERN_CAPABILITIES, { notify: async (notification) => this.modern.listening.changed(target, notification) }),
-    around: inRequest,
-  };
+  /** Whose upstream sessions 2026-07-28 requests use, by what they declare (modernClient). */
+  private readonly modernClients = new Map<string, ClientOwner>();
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
 
@@ -148,6 +155,30 @@ export class McpGateway {
         );
       },
     );
+  }
+
+  /**
+   * Whose upstream sessions a 2026-07-28 request uses (with its agent's): one per set of
+   * questions its client declared (at most 8), each declaring that set to the upstream (a
+   * question it asks anyway is never sent the client: input-rounds.ts). What they announce
+   * outside a request (list changes, resource updates) goes to the subscriptions/listen
+   * streams that show the server.
+   */
+  private modernClient(body: unknown): ClientOwner {
+    const capabilities = questionsDeclared(body);
+    const id = `modern:${JSON.stringify(capabilities)}`;
+    let owner = this.modernClients.get(id);
+    if (!owner) {
+      owner = {
+        id,
+        capabilities,
+        prepare: (client, target) =>
+          listen(client, capabilities, { notify: async (notification) => this.modern.listening.changed(target, notification) }),
+        around: inRequest,
+      };
+      this.modernClients.set(id, owner);
+    }
+    return owner;
   }
 
   /** A shutdown: calls held for an approval are answered now (pending, with where to decide it), and none is held from now on. */
@@ -218,8 +249,8 @@ export class McpGateway {
     if (disagreeParams) return refuseMismatch(res, body, disagreeParams);
     // revision 2026-07-28 and later: no session, the v2 SDK's wire, the same governed methods
     if (isModernRequest(req, body)) {
-      // its upstream sessions may be asked anything: what the client did not declare it is never asked (input-rounds.ts)
-      caller = { ...caller, client: this.modernClients };
+      // its upstream sessions declare what its client declared
+      caller = { ...caller, client: this.modernClient(body) };
       // the common modern tools/call, answered as the v2 SDK answers it (plain-tool-call.ts)
       const modernPlain = modernPlainToolCall(req, body);
       if (modernPlain) return this.answerToolCall({ caller, single, origin }, modernPlain, res, modernPlain.capabilities);
