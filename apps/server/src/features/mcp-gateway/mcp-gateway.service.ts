@@ -159,10 +159,10 @@ export class McpGateway {
 
   /**
    * Whose upstream sessions a 2026-07-28 request uses (with its agent's): one per set of
-   * questions its client declared (at most 8), each declaring that set to the upstream (a
-   * question it asks anyway is never sent the client: input-rounds.ts). What they announce
-   * outside a request (list changes, resource updates) goes to the subscriptions/listen
-   * streams that show the server.
+   * questions its client declared (sampling, form and URL elicitation, roots: at most 16), each
+   * declaring that set to the upstream (a question it asks anyway is never sent the client:
+   * input-rounds.ts). What they announce outside a request (list changes, resource updates)
+   * goes to the subscriptions/listen streams that show the server.
    */
   private modernClient(body: unknown): ClientOwner {
     const capabilities = questionsDeclared(body);
