@@ -39,8 +39,10 @@ export interface ConformanceUpstream {
   url: string;
   /** Every JSON-RPC method POSTed, in order. */
   methods: () => string[];
-  /** URIs currently subscribed to, over all sessions. */
+  /** URIs currently subscribed to with resources/subscribe, over all sessions. */
   subscriptions: () => string[];
+  /** Announces that `uri` changed: to the 2025 sessions subscribed to it, and the 2026-07-28 listen streams that name it. */
+  resourceUpdated: (uri: string) => Promise<void>;
   close: () => Promise<void>;
 }
 
@@ -92,7 +94,11 @@ async function readBody(request: Request): Promise<unknown> {
 
 const isInitialize = (body: unknown) => typeof body === 'object' && body !== null && (body as { method?: unknown }).method === 'initialize';
 
-export async function startConformanceUpstream(): Promise<ConformanceUpstream> {
+/**
+ * `modern: false` serves only the stateful revisions, as a 2025 server does: `server/discover`
+ * is answered as any request without a session (400), so Warden speaks 2025-11-25 to it.
+ */
+export async function startConformanceUpstream({ modern: servesModern = true } = {}): Promise<ConformanceUpstream> {
   const subscribed = new Set<string>();
   const methods: string[] = [];
   const sessions = new Map<string, LegacySession>();
@@ -141,7 +147,7 @@ export async function startConformanceUpstream(): Promise<ConformanceUpstream> {
       const body = await readBody(request);
       for (const message of (Array.isArray(body) ? body : [body]) as ({ method?: unknown } | undefined)[])
         if (typeof message?.method === 'string') methods.push(message.method);
-      if (await isLegacyRequest(request, body)) return legacy(request, body);
+      if (!servesModern || (await isLegacyRequest(request, body))) return legacy(request, body);
       return modern.fetch(request, body === undefined ? undefined : { parsedBody: body });
     },
   });
@@ -152,6 +158,11 @@ export async function startConformanceUpstream(): Promise<ConformanceUpstream> {
     url: `http://127.0.0.1:${port}/mcp`,
     methods: () => [...methods],
     subscriptions: () => [...subscribed],
+    resourceUpdated: async (uri) => {
+      modern.notify.resourceUpdated(uri);
+      if (subscribed.has(uri))
+        for (const { server } of sessions.values()) await server.server.sendResourceUpdated({ uri }).catch(() => undefined);
+    },
     close: async () => {
       await modern.close();
       for (const { server } of sessions.values()) await server.close().catch(() => undefined);

@@ -15,11 +15,17 @@ import type { ErrorCode } from '@warden/contract';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, guardedFetch, tooLargeOf } from './mcp-fetch.ts';
+import { type Discovery, ModernUpstream } from './modern-upstream.ts';
 
 /** How long one upstream request may take, and a handshake in all. */
 export const MCP_REQUEST_TIMEOUT_MS = 15_000;
 /** How long a DELETE that terminates an upstream session may take. */
 const TERMINATE_TIMEOUT_MS = 2_000;
+
+/** How long a server's era (what its `server/discover` answered, or that it gave no modern evidence) is trusted before it is probed again. */
+const ERA_TRUSTED_MS = 10 * 60_000;
+/** Servers whose era is remembered at most; the oldest verdict goes first. */
+const MAX_ERAS = 1_000;
 
 /** What a server without Streamable HTTP answers the initialize POST (the `auto` transport then tries SSE). */
 const SSE_ONLY_STATUSES = new Set([400, 404, 405]);
@@ -89,6 +95,8 @@ export function upstreamSessionOf(client: Client): UpstreamSession | undefined {
 
 export class McpDialer {
   private readonly fetch: typeof fetch;
+  /** Each server's era as last probed, by its id, URL and secret: a modern one's discovery, or none (stateful revisions). */
+  private readonly eras = new Map<string, { discovery?: Discovery; until: number }>();
 
   constructor(
     private readonly guard: EgressGuard,
@@ -98,7 +106,10 @@ export class McpDialer {
   }
 
   /**
-   * Opens a client for `target` within MCP_REQUEST_TIMEOUT_MS in all. `auto` tries Streamable
+   * Opens a client for `target` within MCP_REQUEST_TIMEOUT_MS in all. A server that answers
+   * `server/discover` is spoken to in revision 2026-07-28 (ModernUpstream); one that gives no
+   * modern evidence, in the stateful revisions (the probe's verdict is kept ERA_TRUSTED_MS per
+   * server, so a session costs the probe once in that time). For those, `auto` tries Streamable
    * HTTP and falls back to the older SSE transport only when the server answers the
    * initialize POST with 400, 404 or 405 (what a server without Streamable HTTP answers, per
    * the MCP specification's backwards-compatibility guidance), within what is left of the
@@ -108,6 +119,12 @@ export class McpDialer {
   async connect(target: McpTarget, onClose: () => void, agentId?: string, owner?: ClientOwner): Promise<Client> {
     const url = this.guard.checkUrl(target.transport_url);
     const fetch = this.fetchFor(target, url, agentId);
+    const started = performance.now();
+    const modern = target.transport === 'sse' ? undefined : await this.connectModern(target, url, fetch, owner);
+    if (modern) {
+      modern.onclose = onClose;
+      return modern;
+    }
     const client = () => {
       // declares what the gateway's own client declared, no more: Warden asks the upstream's questions of that client
       const c = new Client({ name: 'warden', version: '1.0.0' }, { capabilities: owner?.capabilities ?? {} });
@@ -116,7 +133,7 @@ export class McpDialer {
       owner?.prepare?.(c, target);
       return c;
     };
-    const deadline = performance.now() + MCP_REQUEST_TIMEOUT_MS;
+    const deadline = started + MCP_REQUEST_TIMEOUT_MS;
     if (target.transport !== 'sse') {
       const streamable = client();
       try {
@@ -148,6 +165,21 @@ export class McpDialer {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** A 2026-07-28 client for `target`, or undefined when the server speaks only the stateful revisions. */
+  private async connectModern(target: McpTarget, url: URL, fetch: typeof globalThis.fetch, owner?: ClientOwner) {
+    const key = `${target.id}\u0000${target.transport_url}\u0000${target.auth?.revision ?? ''}`;
+    const known = this.eras.get(key);
+    const trusted = known && known.until > Date.now() ? known : undefined;
+    if (trusted && !trusted.discovery) return undefined;
+    const upstream = await ModernUpstream.connect(url, fetch, owner?.capabilities ?? {}, MCP_REQUEST_TIMEOUT_MS, trusted?.discovery);
+    if (upstream) owner?.prepare?.(upstream, target);
+    if (trusted) return upstream;
+    this.eras.delete(key);
+    if (this.eras.size >= MAX_ERAS) this.eras.delete(this.eras.keys().next().value as string);
+    this.eras.set(key, { discovery: upstream?.discovery, until: Date.now() + ERA_TRUSTED_MS });
+    return upstream;
   }
 
   /**

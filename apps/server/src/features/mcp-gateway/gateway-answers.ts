@@ -12,7 +12,7 @@ import { normaliseResourceUri, ResourceUriError } from '../acts/resource-uri.ts'
 import type { AgentRow } from '../agents/agents.repository.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
 import type { ClientOwner, McpTarget } from '../execution/mcp-dialer.ts';
-import type { Asker } from './input-rounds.ts';
+import { type Asker, MISSING_CAPABILITY } from './input-rounds.ts';
 import { rpcError } from './rpc-error.ts';
 
 /** Separates a server's slug from a tool, prompt or resource name on the aggregate endpoint (slugs have no `_`). */
@@ -114,10 +114,14 @@ export const upstreamAnswered = (error: unknown): error is McpError =>
 /**
  * To tools/call, an upstream failure (a JSON-RPC error it answered included, named in the
  * message) or a refused target is the tool's error (the client shows it); anything else is a
- * protocol error.
+ * protocol error, as is the upstream's MissingRequiredClientCapability (about the client, not the tool).
  */
 export const asToolError = (error: unknown): CallToolResult | null =>
-  error instanceof ApiError && (error.status === 502 || error.code === 'execution_target_denied') ? text(error.message) : null;
+  error instanceof ApiError &&
+  (error.status === 502 || error.code === 'execution_target_denied') &&
+  !(upstreamAnswered(error.cause) && error.cause.code === MISSING_CAPABILITY)
+    ? text(error.message)
+    : null;
 
 /** A JSON-RPC error for the client: the upstream's own error as it sent it, Warden's as its code and message. */
 export const asProtocolError = (error: unknown): unknown => {

@@ -164,7 +164,7 @@ export class GatewayMethods {
             client,
             {
               notify: async () => undefined,
-              ask: (request, signal) => ask(request, signal, (deliver) => this.governedAsk(caller, target, request, deliver)),
+              ask: (request, signal, key) => ask(request, signal, (deliver) => this.governedAsk(caller, target, request, deliver), key),
             },
             () => work(client),
           )
@@ -206,8 +206,8 @@ export class GatewayMethods {
       notify: (notification) => extra.sendNotification(asClientSees(target, !aggregate, notification)),
       ...(ask
         ? {
-            ask: (request: ClientRequest, signal: AbortSignal) =>
-              ask(request, signal, (deliver) => this.governedAsk(caller, target, request, deliver)),
+            ask: (request: ClientRequest, signal: AbortSignal, key?: string) =>
+              ask(request, signal, (deliver) => this.governedAsk(caller, target, request, deliver), key),
           }
         : {}),
     };

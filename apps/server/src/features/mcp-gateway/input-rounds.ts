@@ -34,11 +34,15 @@ const CAPABILITY: Record<ClientRequest['method'], string> = {
   'roots/list': 'roots',
 };
 
-/** Asks the client `request`, once `decide` has let it be asked (decide runs the governed act and calls `deliver`). */
+/**
+ * Asks the client `request`, once `decide` has let it be asked (decide runs the governed act and
+ * calls `deliver`); `key`, the name a 2026-07-28 upstream gave it, is the name the client sees.
+ */
 export type Asker = (
   request: ClientRequest,
   signal: AbortSignal,
   decide: (deliver: () => Promise<unknown>) => Promise<unknown>,
+  key?: string,
 ) => Promise<unknown>;
 
 /** One request of a 2026-07-28 client, as input rounds see it. */
@@ -98,7 +102,7 @@ class Exchange {
     this.wake();
   }
 
-  readonly ask: Asker = async (request, _signal, decide) => {
+  readonly ask: Asker = async (request, _signal, decide, key) => {
     const capability = CAPABILITY[request.method];
     if (!isObject(this.capabilities[capability])) {
       // never sent: the request fails with -32021 when nothing else is left to ask
@@ -119,7 +123,9 @@ class Exchange {
       return await decide(
         () =>
           new Promise((answer, fail) => {
-            this.asked.set(`${request.method.replace('/', '_')}_${++this.keys}`, { request, answer, fail });
+            // the upstream's own name for it when it gave one and it is free, else one of Warden's
+            const named = key !== undefined && !this.asked.has(key) ? key : `${request.method.replace('/', '_')}_${++this.keys}`;
+            this.asked.set(named, { request, answer, fail });
             settle();
           }),
       );

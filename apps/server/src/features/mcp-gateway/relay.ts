@@ -46,7 +46,8 @@ export type ClientRequest = Extract<ServerRequest, { method: 'sampling/createMes
 /** Where a request's relayed messages go: its notifications, and its questions (absent: the request's stream cannot carry one). */
 export interface Relay {
   notify: (notification: ServerNotification) => Promise<void>;
-  ask?: (request: ClientRequest, signal: AbortSignal) => Promise<unknown>;
+  /** `key`: the name a 2026-07-28 upstream gave the question in its `input_required` round (modern-upstream.ts). */
+  ask?: (request: ClientRequest, signal: AbortSignal, key?: string) => Promise<unknown>;
 }
 
 /** How long a relayed question waits for the client's answer at most (a person may be answering it). */
@@ -83,13 +84,15 @@ export function listen(client: Client, declared: ClientCapabilities, outside?: R
     client.setNotificationHandler(schema, (notification) => (scope.getStore() ?? outside)?.notify(notification as ServerNotification));
   const ask =
     <R>() =>
-    async (request: ClientRequest, extra: { signal: AbortSignal }): Promise<R> => {
+    async (request: ClientRequest, extra: { signal: AbortSignal; requestId?: string | number }): Promise<R> => {
       const relay = scope.getStore() ?? outside;
       if (!relay?.ask)
         throw rpcError(ErrorCode.MethodNotFound, `Warden cannot relay ${request.method} outside a request that can carry it`);
       // deciding and asking run outside the call's scope: a connection opened meanwhile must not inherit it
       const relayAsk = relay.ask;
-      return (await scope.exit(() => relayAsk(request, extra.signal))) as R;
+      // a v1 session's request ids are numbers; a modern upstream's round names its questions
+      const key = typeof extra.requestId === 'string' ? extra.requestId : undefined;
+      return (await scope.exit(() => relayAsk(request, extra.signal, key))) as R;
     };
   // the SDK refuses a handler for a capability the client did not declare
   if (declared.sampling) client.setRequestHandler(CreateMessageRequestSchema, ask<CreateMessageResult>());
@@ -108,9 +111,9 @@ export async function relayed<T>(client: Client, relay: Relay, work: () => Promi
     notify: (notification) => (open ? relay.notify(notification).catch(() => undefined) : Promise.resolve()),
     ...(relay.ask
       ? {
-          ask: (request, signal) => {
+          ask: (request, signal, key) => {
             if (!open) throw rpcError(ErrorCode.InvalidRequest, 'The request this question belongs to has ended');
-            return (relay.ask as NonNullable<Relay['ask']>)(request, signal);
+            return (relay.ask as NonNullable<Relay['ask']>)(request, signal, key);
           },
         }
       : {}),
