@@ -111,7 +111,8 @@ describe('POST /runtime/mcp/call with transport auto', () => {
     const res = await call('failing');
     expect(res.status).toBe(502);
     expect(res.body.error.code).toBe('call_failed');
-    expect(failing.seen).toEqual(['POST /mcp']);
+    // the server/discover probe (a 500 leaves the server a 2025 one: record 0030), then initialize, and no SSE
+    expect(failing.seen).toEqual(['POST /mcp', 'POST /mcp']);
   });
 
   it('answers 502 call_failed at once when the server resets the connection, without a second connection for SSE', async () => {
