@@ -145,6 +145,15 @@ describe('the upstream era, probed', () => {
 });
 
 describe('a 2025 client in front of a 2026-07-28 upstream', () => {
+  it('calls a tool whose arguments the upstream wants mirrored in Mcp-Param-* headers, with no listing first', async () => {
+    const ws = await workspace(modern.url);
+    const client = await legacyClient(await ws.agentKey());
+    const args = { region: 'eu-west', priority: 3, verbose: true, query: 'q' };
+    const result = await client.callTool({ name: 'test_custom_headers', arguments: args });
+    expect(result.isError, text(result)).toBeFalsy();
+    expect(text(result)).toBe(`custom headers: ${JSON.stringify(args)}`);
+  });
+
   it("gets the upstream's input_required question as a request on its call's stream, decided as mcp.elicitation", async () => {
     const ws = await workspace(modern.url);
     const asked: string[] = [];

@@ -114,10 +114,11 @@ const counted = (checks: Map<string, { status: Status }>) =>
  */
 const KNOWN_GAPS: Record<UpstreamEra, Record<string, string>> = {
   modern: {
-    // a legacy client's POST stream is not resumable through Warden (no priming event, no retry)
-    'server-sse-polling/server-sse-priming-event': 'POST stream resumability',
-    'server-sse-polling/server-sse-retry-field': 'POST stream resumability',
-    'server-sse-polling/server-sse-disconnect-resume': 'POST stream resumability',
+    // Warden passes an upstream's polling on to its client (polled-streams.ts); a 2026-07-28
+    // upstream has no stream to close, so there is nothing to pass on
+    'server-sse-polling/server-sse-priming-event': 'polling is passed on, not started',
+    'server-sse-polling/server-sse-retry-field': 'polling is passed on, not started',
+    'server-sse-polling/server-sse-disconnect-resume': 'polling is passed on, not started',
   },
   legacy: {
     // a 2025-11-25 upstream asks by requests, not input_required rounds: Warden names the questions
@@ -127,9 +128,6 @@ const KNOWN_GAPS: Record<UpstreamEra, Record<string, string>> = {
     // question it may not ask as a tool error, where a 2026-07-28 upstream answers -32021
     'server-stateless/sep-2575-server-rejects-undeclared-capability': 'the upstream era answers a missing capability',
     'server-stateless/sep-2575-missing-capability-http-400': 'the upstream era answers a missing capability',
-    'server-sse-polling/server-sse-priming-event': 'POST stream resumability',
-    'server-sse-polling/server-sse-retry-field': 'POST stream resumability',
-    'server-sse-polling/server-sse-disconnect-resume': 'POST stream resumability',
   },
 };
 /** Lost on either upstream era, by decision: answers nobody asked are not relayed (record 0030). */

@@ -76,7 +76,20 @@ export interface ClientOwner {
   prepare?: (client: Client, target: McpTarget) => void;
   /** Runs each of the session's requests on `client`: the gateway ties what the upstream sends meanwhile to that request. */
   around?: <T>(client: Client, work: () => Promise<T>) => Promise<T>;
+  /**
+   * Called, in the async context of the request it belongs to, when the upstream closed a
+   * request's stream and the client resumes it (a GET with `Last-Event-ID`: SEP-1699 polling).
+   */
+  polled?: () => void;
 }
+
+/** `fetch`, telling `polled` of each GET that resumes a stream (McpDialer.connect). */
+const tellingResumes =
+  (fetch: typeof globalThis.fetch, polled: () => void): typeof globalThis.fetch =>
+  (input, init) => {
+    if ((init?.method ?? 'GET') === 'GET' && new Headers(init?.headers).has('last-event-id')) polled();
+    return fetch(input, init);
+  };
 
 /** An upstream session reached by its id from any process (an MCP task's): no handshake, not pooled. */
 export interface UpstreamSession {
@@ -118,7 +131,8 @@ export class McpDialer {
    */
   async connect(target: McpTarget, onClose: () => void, agentId?: string, owner?: ClientOwner): Promise<Client> {
     const url = this.guard.checkUrl(target.transport_url);
-    const fetch = this.fetchFor(target, url, agentId);
+    const secretSending = this.fetchFor(target, url, agentId);
+    const fetch = owner?.polled ? tellingResumes(secretSending, owner.polled) : secretSending;
     const started = performance.now();
     const modern = target.transport === 'sse' ? undefined : await this.connectModern(target, url, fetch, owner);
     if (modern) {

@@ -93,6 +93,8 @@ export type Extra = {
    * page, revision 2026-07-28) and retries, instead of a connection held open while it waits.
    */
   handBack?: boolean;
+  /** The upstream polls (relay.ts): the client's stream is closed after a priming event, and it resumes (polled-streams.ts). */
+  polled?: () => void;
 };
 
 export const text = (message: string, meta?: Record<string, unknown>): CallToolResult => ({
@@ -156,3 +158,6 @@ export type HeldCall = <T>(
     dedicated?: boolean;
   },
 ) => Promise<{ value: T; decided: DecisionOutcome } | { refused: Refused }>;
+
+/** How the gateway names itself to a client: per server, or the aggregate. */
+export const serverInfo = (single: McpTarget | null) => ({ name: single ? `warden:${single.slug}` : 'warden', version: '1.0.0' });

@@ -204,6 +204,7 @@ export class GatewayMethods {
     const { ask } = extra;
     return {
       notify: (notification) => extra.sendNotification(asClientSees(target, !aggregate, notification)),
+      ...(extra.polled ? { polled: extra.polled } : {}),
       ...(ask
         ? {
             ask: (request: ClientRequest, signal: AbortSignal, key?: string) =>

@@ -11,7 +11,8 @@ import { isObject } from '../../shared/objects.ts';
 import type { ClientSession, McpClientSessions } from '../execution/mcp-client-sessions.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
 import { asClientSees, type GatewayCaller } from './gateway-answers.ts';
-import { inRequest, listen, type Relay } from './relay.ts';
+import type { PolledStreams } from './polled-streams.ts';
+import { inRequest, listen, type Relay, upstreamPolled } from './relay.ts';
 
 /** One JSON-RPC message as an event of an SSE answer (as the SDK's transport writes it). */
 export const sseEvent = (message: string) => `event: message\ndata: ${message}\n\n`;
@@ -30,6 +31,8 @@ export class GatewaySessions {
 
   constructor(
     private readonly sessions: McpClientSessions,
+    /** Calls whose client was told to poll: a GET with a `Last-Event-ID` of theirs resumes one. */
+    private readonly polled: PolledStreams,
     /** The enabled server `slug` names (404 mcp_server_not_found otherwise). */
     private readonly registered: (ctx: RequestContext, slug: string) => Promise<McpTarget>,
     /** How often an open GET stream gets a comment (so that proxies in between keep it open) and its caller is checked again. */
@@ -67,6 +70,9 @@ export class GatewaySessions {
       throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no stream: initialize a session first', {
         headers: ALLOW,
       });
+    // a call's stream its client was told to poll (polled-streams.ts); an id no stream has any more opens the session's stream
+    const lastEventId = req.headers['last-event-id'];
+    if (typeof lastEventId === 'string' && (await this.polled.resumeOn(lastEventId, session.id, caller.agent.id, res))) return;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     res.flushHeaders();
     const open = this.streams.get(session.id) ?? [];
@@ -180,6 +186,7 @@ export class GatewaySessions {
             ask: this.askOutside(inSession, target, session.id),
           }),
         around: inRequest,
+        polled: upstreamPolled,
       },
     };
     return inSession;

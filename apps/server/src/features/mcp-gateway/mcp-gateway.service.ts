@@ -40,7 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { type ClientCapabilities, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type ClientCapabilities, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
 import type { RequestContext } from '../../shared/context.ts';
@@ -51,13 +51,15 @@ import type { McpClientSessions } from '../execution/mcp-client-sessions.ts';
 import type { ClientOwner, McpTarget } from '../execution/mcp-dialer.ts';
 import type { McpTasks } from '../execution/mcp-tasks.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';
-import { type Extra, type GatewayCaller, type GatewayOptions, NAMESPACE_SEPARATOR } from './gateway-answers.ts';
+import { type GatewayCaller, type GatewayOptions, NAMESPACE_SEPARATOR, serverInfo } from './gateway-answers.ts';
 import { GatewayMethods } from './gateway-methods.ts';
-import { GatewaySessions, sseEvent } from './gateway-sessions.ts';
-import { type Asker, InputRounds, MISSING_CAPABILITY } from './input-rounds.ts';
-import { elicitsUrls, isModernRequest, ModernEdge } from './modern.ts';
+import { GatewaySessions } from './gateway-sessions.ts';
+import { type Asker, InputRounds } from './input-rounds.ts';
+import { isModernRequest, ModernEdge } from './modern.ts';
 import { ParamHeaders } from './param-headers.ts';
-import { modernPlainToolCall, type PlainToolCall, plainToolCall, toolCallAnswer } from './plain-tool-call.ts';
+import { PlainCalls } from './plain-calls.ts';
+import { modernPlainToolCall, plainToolCall } from './plain-tool-call.ts';
+import { PolledStreams } from './polled-streams.ts';
 import { inRequest, listen, Questions } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 import { HEADER_MISMATCH, type HeaderMismatch, headerMismatch } from './standard-headers.ts';
@@ -86,20 +88,10 @@ function questionsDeclared(body: unknown): ClientCapabilities {
 /** One validator for every request's Server: each would otherwise build an Ajv instance of its own. */
 const SCHEMA_VALIDATOR = new AjvJsonSchemaValidator();
 
-/** How the gateway names itself to a client: per server, or the aggregate. */
-export const serverInfo = (single: McpTarget | null) => ({ name: single ? `warden:${single.slug}` : 'warden', version: '1.0.0' });
-
 export const instructionsFor = (caller: GatewayCaller, single: McpTarget | null) =>
   single
     ? `Tools of the MCP server '${single.slug}', governed by Warden for agent '${caller.agent.slug}'.`
     : `Tools of every MCP server agent '${caller.agent.slug}' may use, governed by Warden; names are '<server>${NAMESPACE_SEPARATOR}<name>'.`;
-
-/** A tool call's result as revision 2026-07-28 has it: its `resultType`, and the server's identity in `_meta`. */
-const modernResult = (result: Record<string, unknown>, single: McpTarget | null) => ({
-  ...result,
-  resultType: result.resultType ?? 'complete',
-  _meta: { ...(isObject(result._meta) ? result._meta : {}), 'io.modelcontextprotocol/serverInfo': serverInfo(single) },
-});
 
 /** Headers that say another act than the body: HTTP 400, JSON-RPC -32020, nothing decided or sent. */
 function refuseMismatch(res: ServerResponse, body: unknown, disagree: HeaderMismatch): void {
@@ -124,6 +116,8 @@ export class McpGateway {
   private readonly modernClients = new Map<string, ClientOwner>();
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
   private readonly stopping = new AbortController();
+  /** The plain tools/call of either era, answered without the SDK's server (plain-calls.ts). */
+  private readonly plainCalls: PlainCalls;
 
   constructor(
     private readonly execution: ExecutionService,
@@ -134,8 +128,11 @@ export class McpGateway {
   ) {
     this.methods = new GatewayMethods(execution, tasks, options, this.stopping.signal, this.paramHeaders);
     this.questions = new Questions(sessions);
+    const polled = new PolledStreams(sessions);
+    this.plainCalls = new PlainCalls(this.methods, this.questions, this.rounds, polled);
     this.edgeSessions = new GatewaySessions(
       sessions,
+      polled,
       (ctx, slug) => execution.registeredServer(ctx, slug),
       options.streamCheckMs,
       (caller, target, sessionId) => async (request, signal) => {
@@ -253,7 +250,7 @@ export class McpGateway {
       caller = { ...caller, client: this.modernClient(body) };
       // the common modern tools/call, answered as the v2 SDK answers it (plain-tool-call.ts)
       const modernPlain = modernPlainToolCall(req, body);
-      if (modernPlain) return this.answerToolCall({ caller, single, origin }, modernPlain, res, modernPlain.capabilities);
+      if (modernPlain) return this.plainCalls.answer({ caller, single, origin }, modernPlain, res, modernPlain.capabilities);
       const register = (methods: Pick<Server, 'setRequestHandler'>) => this.methods.register(methods, caller, single, origin);
       const modern = { caller, single, info: serverInfo(single), instructions: instructionsFor(caller, single), register };
       return this.modern.serve(modern, req, res, body);
@@ -266,7 +263,9 @@ export class McpGateway {
       return;
     }
     const plain = plainToolCall(req, body);
-    if (plain) return this.answerToolCall({ caller, single, origin }, plain, res);
+    // a session's client of 2025-11-25 or later can resume a stream (its priming event has no data)
+    const polls = caller.client !== undefined && String(req.headers['mcp-protocol-version'] ?? '') >= '2025-11-25';
+    if (plain) return this.plainCalls.answer({ caller, single, origin, polls }, plain, res);
     const wantsProgress = JSON.stringify(body ?? null).includes('"progressToken"');
     // JSON answers to a client that keeps no session, unless it may be sent progress while it
     // waits; a session's requests are answered on SSE streams, as the SDK's servers answer them
@@ -321,72 +320,5 @@ export class McpGateway {
     });
     this.methods.register(server, caller, single, origin, asker);
     return server;
-  }
-
-  /**
-   * A plain tools/call (plain-tool-call.ts), answered as the SDK's server answers it: run by
-   * callTool as any call, and cancelled (its signal aborted) when the client goes away.
-   */
-  private async answerToolCall(
-    where: { caller: GatewayCaller; single: McpTarget | null; origin: string },
-    plain: PlainToolCall,
-    res: ServerResponse,
-    /** A 2026-07-28 call (with the capabilities it declared): its questions are answered in input rounds, its result is stamped as the revision asks. */
-    modern?: Record<string, unknown>,
-  ): Promise<void> {
-    const cancelled = new AbortController();
-    let answered = false;
-    // only a call still running is cancelled: the SDK client keeps its abort listener after
-    // the upstream answered, and would tell the upstream to cancel a request it had finished
-    res.once('close', () => {
-      if (!answered) cancelled.abort();
-    });
-    // no progress was asked for; what the upstream sends meanwhile (log messages, questions) turns the answer into an SSE stream
-    let streaming = false;
-    const stream = (message: string) => {
-      if (answered || cancelled.signal.aborted) return;
-      if (!streaming) res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      streaming = true;
-      res.write(sseEvent(message));
-    };
-    let answer: string;
-    let status = 200;
-    try {
-      const { target, name } = await this.methods.route(where.caller, where.single, plain.name);
-      const call = (extra: Extra) =>
-        this.methods.callTool({
-          caller: where.caller,
-          target,
-          tool: name,
-          args: plain.args,
-          extra,
-          origin: where.origin,
-          aggregate: where.single === null,
-        });
-      if (modern === undefined)
-        answer = toolCallAnswer(plain.id, {
-          result: await call({
-            signal: cancelled.signal,
-            ...(plain.meta ? { _meta: plain.meta } : {}),
-            sendNotification: async (notification) => stream(JSON.stringify({ jsonrpc: '2.0', ...notification })),
-            ask: (request, signal, decide) => decide(() => this.questions.ask(where.caller.agent.id, request, signal, stream)),
-          }),
-        });
-      else {
-        const asked = { agentId: where.caller.agent.id, method: 'tools/call', params: { name: plain.name, arguments: plain.args } };
-        const result = await this.rounds.serve({ ...asked, capabilities: modern, signal: cancelled.signal }, (ask, signal) =>
-          call({ signal, sendNotification: async () => undefined, handBack: elicitsUrls(modern), ask }),
-        );
-        answer = toolCallAnswer(plain.id, { result: modernResult(result as Record<string, unknown>, where.single) });
-      }
-    } catch (error) {
-      // a request that needs a capability the client did not declare is a bad request (revision 2026-07-28)
-      if (error instanceof McpError && error.code === MISSING_CAPABILITY) status = 400;
-      answer = toolCallAnswer(plain.id, { error });
-    }
-    answered = true;
-    if (cancelled.signal.aborted) return;
-    if (streaming) res.end(sseEvent(answer));
-    else res.writeHead(status, { 'content-type': 'application/json' }).end(answer);
   }
 }

@@ -48,6 +48,8 @@ export interface Relay {
   notify: (notification: ServerNotification) => Promise<void>;
   /** `key`: the name a 2026-07-28 upstream gave the question in its `input_required` round (modern-upstream.ts). */
   ask?: (request: ClientRequest, signal: AbortSignal, key?: string) => Promise<unknown>;
+  /** The upstream closed this request's stream and is resuming it (SEP-1699 polling): the client may be told to poll too. */
+  polled?: () => void;
 }
 
 /** How long a relayed question waits for the client's answer at most (a person may be answering it). */
@@ -109,6 +111,9 @@ export async function relayed<T>(client: Client, relay: Relay, work: () => Promi
   let open = true;
   const scoped: Relay = {
     notify: (notification) => (open ? relay.notify(notification).catch(() => undefined) : Promise.resolve()),
+    polled: () => {
+      if (open) relay.polled?.();
+    },
     ...(relay.ask
       ? {
           ask: (request, signal, key) => {
@@ -124,6 +129,9 @@ export async function relayed<T>(client: Client, relay: Relay, work: () => Promi
     open = false;
   }
 }
+
+/** Tells the request in whose async context it is called that its upstream polls (ClientOwner.polled). */
+export const upstreamPolled = (): void => scope.getStore()?.polled?.();
 
 /**
  * Runs one of Warden's requests on `client` as a request: what the upstream sends on its stream
