@@ -4,8 +4,10 @@
  * retry carries the answer, and the requestState it was given answers only that agent's retry
  * of the same call, once.
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ChildServer, startChildServer } from '../reliability/support/child-server.ts';
 import { type ConformanceUpstream, startConformanceUpstream } from '../support/conformance-upstream.ts';
 import { keyFor, useTestServer } from '../support/server.ts';
 import { postMcp } from './support.ts';
@@ -14,7 +16,9 @@ const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', imp
 const ALL: string = spec.components.schemas.Permission.enum.join(',');
 const MODERN = '2026-07-28';
 const ASKS = 'test_input_required_result_elicitation';
-const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
+/** Shared with the second process, as every process of one deployment shares it. */
+const MASTER_KEY = randomBytes(32).toString('base64');
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'], masterKey: MASTER_KEY });
 let upstream: ConformanceUpstream;
 let key: string;
 const agents = { asked: '', other: '', barred: '' };
@@ -58,9 +62,14 @@ interface Answer {
   error?: { code: number; message: string };
 }
 
-async function call(agentKey: string, extra: Record<string, unknown> = {}, args: Record<string, unknown> = {}): Promise<Answer> {
+async function call(
+  agentKey: string,
+  extra: Record<string, unknown> = {},
+  args: Record<string, unknown> = {},
+  base = server.url,
+): Promise<Answer> {
   const body = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: ASKS, arguments: args, _meta: envelope, ...extra } };
-  const res = await postMcp(`${server.url}/mcp/up`, agentKey, body, headers);
+  const res = await postMcp(`${base}/mcp/up`, agentKey, body, headers);
   const text = await res.text();
   return {
     status: res.status,
@@ -105,4 +114,34 @@ it('never hands the client a question policy refuses: the upstream is told, the 
   expect(refused.result?.isError).toBe(true);
   expect(JSON.stringify(refused.result?.content)).toContain('No questions for barred agents');
   expect((await audited('mcp.elicitation')).some((row) => row.agent === 'barred' && row.result === 'blocked')).toBe(true);
+});
+
+describe.skipIf(!process.env.DATABASE_URL)('rounds across two Warden processes (needs DATABASE_URL)', () => {
+  let other: ChildServer | undefined;
+  beforeAll(async () => {
+    const databaseUrl = String((server.database.pool?.options as { connectionString?: string } | undefined)?.connectionString);
+    other = await startChildServer({
+      env: {
+        DATABASE_URL: databaseUrl,
+        WARDEN_BOOTSTRAP_KEY: server.key,
+        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
+        WARDEN_MASTER_KEY: MASTER_KEY,
+      },
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await other?.stop();
+  });
+
+  it('takes a retry that reaches another process to the one holding the exchange, for its agent only', async () => {
+    const first = await call(agents.asked);
+    const [asked] = Object.keys(first.result?.inputRequests ?? {});
+    const state = first.result?.requestState as string;
+    const answer = { [asked as string]: { action: 'accept', content: { name: 'Grace' } } };
+    const elsewhere = (other as ChildServer).url;
+    expect((await call(agents.other, { requestState: state, inputResponses: answer }, {}, elsewhere)).error?.code).toBe(-32602);
+    const done = await call(agents.asked, { requestState: state, inputResponses: answer }, {}, elsewhere);
+    expect(done.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Hello, Grace!' }] });
+    expect((await call(agents.asked, { requestState: state, inputResponses: answer }, {}, elsewhere)).error?.code).toBe(-32602);
+  });
 });

@@ -9,11 +9,14 @@
  *
  * `requestState` is a random id the held exchange takes for the round, and nothing else: a
  * client that alters it names no exchange, and one exchange answers only its agent's retry of
- * the same request.
+ * the same request. A retry that reaches another process is sent on to the one holding the
+ * exchange (its address `round:<requestState>` on the gateway's relay, McpClientSessions), and
+ * its answer comes back the same way.
  * A question needing a capability the client did not declare is never sent it: when nothing
  * else is left to ask, the request fails with MissingRequiredClientCapability (-32021).
  */
 import { hash, randomUUID } from 'node:crypto';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { stableJson } from '../../shared/canonical-json.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { ClientRequest } from './relay.ts';
@@ -27,6 +30,32 @@ const ROUND_QUIET_MS = 20;
 const HELD_WAIT_MS = 10 * 60_000;
 /** Upstream requests one agent may keep waiting for its answers; past it, its oldest is given up. */
 const MAX_HELD_PER_AGENT = 32;
+/** How long a retry sent to another process waits for that process to take it (else the state names no exchange). */
+const TAKEN_WAIT_MS = 5_000;
+/** How long an answered requestState is refused at once; and how many are remembered so at most. */
+const SPENT_KEEP_MS = 60_000;
+const MAX_SPENT = 10_000;
+
+/** The relay between server processes (McpClientSessions): an address held by one process, and messages sent to it. */
+export interface RoundsRelay {
+  receive: (address: string, receiver: (message: unknown) => void) => () => void;
+  send: (address: string, message: unknown) => Promise<void>;
+}
+
+/** A retry as it travels to the process holding its exchange. */
+interface RemoteRetry {
+  agentId: string;
+  act: string;
+  answers?: unknown;
+  reply: string;
+}
+/** What comes back: taken first, then the round's answer. */
+type RemoteAnswer = { taken: true } | { value: unknown } | { error: { code: number; message: string; data?: unknown } };
+
+/** What a requestState of Warden's looks like (a random UUID): anything else names no exchange, here or elsewhere. */
+const STATE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const INVALID_STATE = 'Invalid or expired requestState: send the request again without it';
+const invalidState = () => rpcError(-32602, INVALID_STATE);
 
 const CAPABILITY: Record<ClientRequest['method'], string> = {
   'sampling/createMessage': 'sampling',
@@ -82,6 +111,8 @@ class Exchange {
   /** A retry is being answered: another retry of the same state is refused meanwhile. */
   busy = false;
   expires?: NodeJS.Timeout;
+  /** Lets go of the exchange's relay address (held while it waits for a retry). */
+  unlisten?: () => void;
   readonly giveUp = new AbortController();
   private keys = 0;
   private wake: () => void = () => undefined;
@@ -138,6 +169,11 @@ class Exchange {
 
 export class InputRounds {
   private readonly held = new Map<string, Exchange>();
+  /** requestStates answered or given up lately (see spend). */
+  private readonly spent = new Set<string>();
+
+  /** `relay`: how a retry reaches the process holding its exchange (none: this process only). */
+  constructor(private readonly relay?: RoundsRelay) {}
 
   /**
    * Serves one request: a retry (`requestState`) resumes its exchange with the client's answers;
@@ -161,10 +197,60 @@ export class InputRounds {
     }
   }
 
-  private async resume(request: RoundRequest, state: unknown, responses: unknown): Promise<unknown> {
-    const exchange = typeof state === 'string' ? this.held.get(state) : undefined;
-    if (!exchange || exchange.agentId !== request.agentId || exchange.act !== actOf(request))
-      throw rpcError(-32602, 'Invalid or expired requestState: send the request again without it');
+  private resume(request: RoundRequest, state: unknown, responses: unknown): Promise<unknown> {
+    if (typeof state !== 'string' || !STATE.test(state)) throw invalidState();
+    const exchange = this.held.get(state);
+    if (!exchange && this.spent.has(state)) throw invalidState();
+    if (!exchange && this.relay)
+      return this.resumeElsewhere(this.relay, state, { agentId: request.agentId, act: actOf(request), answers: responses });
+    return this.resumeHere(exchange, request.agentId, actOf(request), responses);
+  }
+
+  /** A retry of an exchange another process holds: sent there, its answer awaited. */
+  private resumeElsewhere(relay: RoundsRelay, state: string, retry: Omit<RemoteRetry, 'reply'>): Promise<unknown> {
+    const reply = `round-answer:${randomUUID()}`;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        release();
+        reject(invalidState());
+      }, TAKEN_WAIT_MS);
+      const release = relay.receive(reply, (message) => {
+        const answer = message as RemoteAnswer;
+        if ('taken' in answer) return clearTimeout(timer);
+        clearTimeout(timer);
+        release();
+        if ('error' in answer) reject(rpcError(answer.error.code, answer.error.message, answer.error.data));
+        else resolve(answer.value);
+      });
+      relay.send(`round:${state}`, { ...retry, reply } satisfies RemoteRetry).catch((error) => {
+        clearTimeout(timer);
+        release();
+        reject(error);
+      });
+    });
+  }
+
+  /** A retry sent here from another process: answered as a local one, the answer sent back. */
+  private async retried(state: string, message: unknown): Promise<void> {
+    const relay = this.relay as RoundsRelay;
+    const retry = message as RemoteRetry;
+    if (!isObject(message) || typeof retry.reply !== 'string') return;
+    const answer = (value: RemoteAnswer) => relay.send(retry.reply, value).catch(() => undefined);
+    await answer({ taken: true });
+    try {
+      await answer({ value: await this.resumeHere(this.held.get(state), retry.agentId, retry.act, retry.answers) });
+    } catch (error) {
+      const {
+        code,
+        message: text,
+        data,
+      } = error instanceof McpError ? error : { code: -32603, message: 'Internal error', data: undefined };
+      await answer({ error: { code, message: text.replace(/^MCP error -?\d+: /, ''), ...(data === undefined ? {} : { data }) } });
+    }
+  }
+
+  private async resumeHere(exchange: Exchange | undefined, agentId: string, act: string, responses: unknown): Promise<unknown> {
+    if (!exchange || exchange.agentId !== agentId || exchange.act !== act) throw invalidState();
     if (responses !== undefined && !isObject(responses)) throw rpcError(-32602, 'inputResponses must be an object of results by key');
     const answers = responses ?? {};
     for (const key of exchange.asked.keys())
@@ -212,7 +298,9 @@ export class InputRounds {
   /** Keeps the exchange for the client's retry and answers `input_required` with its questions. */
   private hold(exchange: Exchange): Record<string, unknown> {
     exchange.id = randomUUID();
-    this.held.set(exchange.id, exchange);
+    const id = exchange.id;
+    this.held.set(id, exchange);
+    exchange.unlisten = this.relay?.receive(`round:${id}`, (message) => void this.retried(id, message));
     exchange.expires = setTimeout(() => this.drop(exchange, 'The client did not answer in time'), HELD_WAIT_MS).unref();
     const mine = [...this.held.values()].filter((held) => held.agentId === exchange.agentId);
     if (mine.length > MAX_HELD_PER_AGENT) this.drop(mine[0] as Exchange, 'Too many requests of this agent wait for answers');
@@ -235,8 +323,28 @@ export class InputRounds {
 
   /** Not held any more: the client is being answered (again), or the request has ended. */
   private release(exchange: Exchange): void {
-    this.held.delete(exchange.id);
+    if (this.held.delete(exchange.id)) this.spend(exchange.id, exchange.unlisten);
+    exchange.unlisten = undefined;
     clearTimeout(exchange.expires);
+  }
+
+  /**
+   * A requestState answered or given up: for SPENT_KEEP_MS a retry naming it is refused at once,
+   * here or from another process, rather than after TAKEN_WAIT_MS of asking who holds it.
+   */
+  private spend(id: string, unlisten?: () => void): void {
+    this.spent.add(id);
+    if (this.spent.size > MAX_SPENT) this.spent.delete(this.spent.values().next().value as string);
+    unlisten?.();
+    const refusing = this.relay?.receive(`round:${id}`, (message) => {
+      const reply = (message as Partial<RemoteRetry>).reply;
+      if (typeof reply === 'string')
+        void this.relay?.send(reply, { error: { code: -32602, message: INVALID_STATE } }).catch(() => undefined);
+    });
+    setTimeout(() => {
+      this.spent.delete(id);
+      refusing?.();
+    }, SPENT_KEEP_MS).unref();
   }
 
   private drop(exchange: Exchange, why: string): void {

@@ -109,9 +109,9 @@ export class McpGateway {
   /** Each server's `Mcp-Param-*` declarations, from the listings relayed here (param-headers.ts). */
   private readonly paramHeaders = new ParamHeaders();
   /** What upstreams ask 2026-07-28 clients, held across the clients' retries (input-rounds.ts). */
-  private readonly rounds = new InputRounds();
+  private readonly rounds: InputRounds;
   /** Requests of revision 2026-07-28 and later (modern.ts). */
-  private readonly modern = new ModernEdge(this.rounds);
+  private readonly modern: ModernEdge;
   /** Whose upstream sessions 2026-07-28 requests use, by what they declare (modernClient). */
   private readonly modernClients = new Map<string, ClientOwner>();
   /** Aborted when the process shuts down: calls held for an approval stop waiting and are answered. */
@@ -126,6 +126,8 @@ export class McpGateway {
     private readonly sessions: McpClientSessions,
     readonly options: GatewayOptions,
   ) {
+    this.rounds = new InputRounds(sessions);
+    this.modern = new ModernEdge(this.rounds);
     this.methods = new GatewayMethods(execution, tasks, options, this.stopping.signal, this.paramHeaders);
     this.questions = new Questions(sessions);
     const polled = new PolledStreams(sessions);
