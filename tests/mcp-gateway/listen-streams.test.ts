@@ -3,6 +3,8 @@
  * on Warden's sessions (here: its tool list changed) reaches the listen streams of the
  * endpoints that show that server, in its workspace only. Two workspaces register the same
  * upstream; a change caused through one is told to that workspace's streams and never the other's.
+ * A stream whose caller may no longer act (its agent suspended, its key replaced) is ended at
+ * the next check, as a session's GET stream is.
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -13,7 +15,9 @@ import { eventually, postMcp } from './support.ts';
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const ALL: string = spec.components.schemas.Permission.enum.join(',');
 const MODERN = '2026-07-28';
-const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
+/** How often a stream's caller is checked again: short, so that an end is seen within a test. */
+const STREAM_CHECK_MS = 200;
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'], mcpStreamCheckMs: STREAM_CHECK_MS });
 let upstream: ConformanceUpstream;
 const agents: Record<'a' | 'b', string> = { a: '', b: '' };
 const streams: AbortController[] = [];
@@ -40,8 +44,8 @@ const modern = (method: string, name?: string) => ({
   ...(name ? { 'mcp-name': name } : {}),
 });
 
-/** Opens a listen stream for `agentKey` on `path`; returns what it has received so far, as text. */
-async function listenOn(agentKey: string, path: string): Promise<() => string> {
+/** Opens a listen stream for `agentKey` on `path`; returns what it has received so far, as text (and whether it ended). */
+async function listenOn(agentKey: string, path: string): Promise<(() => string) & { ended: () => boolean }> {
   const stop = new AbortController();
   streams.push(stop);
   const body = {
@@ -63,17 +67,21 @@ async function listenOn(agentKey: string, path: string): Promise<() => string> {
   });
   expect(res.status).toBe(200);
   let received = '';
+  let ended = false;
   const reader = res.body?.getReader() as ReadableStreamDefaultReader<Uint8Array>;
   void (async () => {
     for (;;) {
       const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-      if (done) return;
+      if (done) {
+        ended = true;
+        return;
+      }
       received += Buffer.from(value as Uint8Array).toString('utf8');
     }
   })();
   // the stream is acknowledged once it is subscribed
   await eventually(() => (received.includes('notifications/subscriptions/acknowledged') ? true : undefined));
-  return () => received;
+  return Object.assign(() => received, { ended: () => ended });
 }
 
 it("tells a server's tool list change to its workspace's listen streams (its endpoint and the aggregate), not another's", async () => {
@@ -92,4 +100,22 @@ it("tells a server's tool list change to its workspace's listen streams (its end
   // delivered to every stream in one pass: had the other workspace's been told, it would have been by now
   await new Promise((resolve) => setTimeout(resolve, 300));
   for (const other of others) expect(other()).not.toContain('notifications/tools/list_changed');
+});
+
+it.each([
+  ['its agent is suspended', { status: 'suspended' }],
+  ['its key is replaced', { api_key: `ak_listen_new_${Math.random().toString(36).slice(2)}` }],
+])('ends a listen stream once %s (checked again as a GET stream is)', async (_what, change) => {
+  const key = await keyFor(server, ALL, `listen-end-${Object.keys(change)[0]?.replace('_', '-')}`);
+  const agentKey = `ak_listen_end_${Math.random().toString(36).slice(2)}`;
+  const api = (method: 'POST' | 'PATCH', path: string, body: unknown) =>
+    server.api(method, path as '/agents', { key, body, unchecked: true });
+  expect((await api('POST', '/mcp-servers', { name: 'Up', slug: 'up', transport_url: upstream.url })).status).toBe(201);
+  expect((await api('POST', '/agents', { name: 'Bot', slug: 'bot', provider: 'local', api_key: agentKey })).status).toBe(201);
+  const stream = await listenOn(agentKey, '/up');
+  // open while allowed
+  await new Promise((resolve) => setTimeout(resolve, 3 * STREAM_CHECK_MS));
+  expect(stream.ended()).toBe(false);
+  expect((await api('PATCH', '/agents/bot', change)).status).toBe(200);
+  await eventually(() => (stream.ended() ? true : undefined), 30_000);
 });

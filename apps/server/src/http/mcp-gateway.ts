@@ -102,8 +102,8 @@ export function mcpAuthenticate(
         const { auth, agentKey } = await identify(bearer, req);
         req.auth = auth;
         if (agentKey) res.locals.agentKey = agentKey;
-        // a request that lasts (a session's GET stream) asks again whether its bearer still is someone
-        if (req.method === 'GET') res.locals.identifyAgain = async () => (await identify(bearer, req)).auth;
+        // a request that lasts (a session's GET stream, a listen stream) asks again whether its bearer still is someone
+        res.locals.identifyAgain = async () => (await identify(bearer, req)).auth;
       }
       next();
     } catch (error) {
@@ -142,18 +142,16 @@ export function mcpGatewayHandler(gateway: McpGateway): RequestHandler {
       agentKey: req.auth.agent !== undefined ? undefined : ((res.locals.agentKey as string | undefined) ?? req.get('x-warden-agent-key')),
     };
     const caller = await gateway.caller(ctx);
-    if (req.method === 'GET') {
-      // the same agent, by the same credentials, still active: else the stream ends
-      const stillAllowed = async () => {
-        const auth = await (res.locals.identifyAgain as (() => Promise<AuthContext | undefined>) | undefined)?.();
-        if (!auth) return false;
-        const again = await gateway.caller({ ...ctx, auth }).catch(() => null);
-        return again?.agent.id === caller.agent.id;
-      };
-      return gateway.stream(caller, slug, req, res, stillAllowed);
-    }
+    // the same agent, by the same credentials, still active: else a stream the request opened ends
+    const stillAllowed = async () => {
+      const auth = await (res.locals.identifyAgain as (() => Promise<AuthContext | undefined>) | undefined)?.();
+      if (!auth) return false;
+      const again = await gateway.caller({ ...ctx, auth }).catch(() => null);
+      return again?.agent.id === caller.agent.id;
+    };
+    if (req.method === 'GET') return gateway.stream(caller, slug, req, res, stillAllowed);
     if (req.method === 'DELETE') return gateway.end(caller, slug, req, res);
-    await gateway.serve(caller, slug, req, res, req.body, `${req.protocol}://${req.get('host')}`);
+    await gateway.serve({ ...caller, stillAllowed }, slug, req, res, req.body, `${req.protocol}://${req.get('host')}`);
   };
 }
 

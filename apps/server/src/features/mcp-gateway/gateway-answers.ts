@@ -33,6 +33,8 @@ export interface GatewayCaller {
   agent: AgentRow;
   /** Whose upstream sessions the request uses: its client session's, declaring what that client declared (absent: the agent's, declaring nothing). */
   client?: ClientOwner;
+  /** Whether the same agent, by the same credentials, may still act (asked again while a stream lasts). */
+  stillAllowed?: () => Promise<boolean>;
 }
 
 export interface GatewayOptions {

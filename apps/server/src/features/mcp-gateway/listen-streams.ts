@@ -4,17 +4,21 @@
  * keeps for 2026-07-28 requests. A stream is scoped when it opens, to the workspace and the
  * endpoint it was opened on; an upstream's change reaches the streams of that workspace's
  * endpoints that show the server (its own and the aggregate), never another workspace's.
- * Streams live in the process that serves them; each process tells its own.
+ * Streams live in the process that serves them; each process tells its own. As a session's GET
+ * stream, a listen stream whose caller may no longer act (its key revoked, its agent
+ * deactivated) is ended at the next check.
  */
 import type { ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import type { ServerEvent, ServerEventBus } from '@modelcontextprotocol/server';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
 import { NAMESPACE_SEPARATOR } from './gateway-answers.ts';
 
-/** Where a stream was opened: its workspace, and its one server (null: the aggregate). */
+/** Where a stream was opened: its workspace, and its one server (null: the aggregate); and how it is checked and ended. */
 export interface ListenScope {
   workspaceId: string;
   single: McpTarget | null;
+  stillAllowed?: () => Promise<boolean>;
+  end?: () => void;
 }
 
 interface Stream extends ListenScope {
@@ -29,9 +33,28 @@ const LIST_CHANGES: Record<string, Exclude<ServerEvent['kind'], 'resource_update
 
 export class ListenStreams implements ServerEventBus {
   private readonly streams = new Set<Stream>();
+  /** Asks each stream's caller again, every `checkMs`, while there are streams. */
+  private checker?: NodeJS.Timeout;
 
   /** `scope` says where the request being served was made (the SDK subscribes a stream while serving it). */
-  constructor(private readonly scope: () => ListenScope | undefined) {}
+  constructor(
+    private readonly scope: () => ListenScope | undefined,
+    private readonly checkMs: number,
+  ) {}
+
+  /** Ends the streams whose caller may no longer act. */
+  private async check(): Promise<void> {
+    for (const stream of [...this.streams]) {
+      const allowed = stream.stillAllowed ? await stream.stillAllowed().catch(() => false) : true;
+      if (allowed) continue;
+      this.streams.delete(stream);
+      stream.end?.();
+    }
+    if (this.streams.size === 0) {
+      clearInterval(this.checker);
+      this.checker = undefined;
+    }
+  }
 
   /** Nothing is told every stream: an upstream's change goes to the streams that show its server (changed). */
   publish(): void {}
@@ -41,6 +64,7 @@ export class ListenStreams implements ServerEventBus {
     if (!scope) return () => undefined;
     const stream: Stream = { ...scope, listener };
     this.streams.add(stream);
+    this.checker ??= setInterval(() => void this.check(), this.checkMs).unref();
     return () => this.streams.delete(stream);
   }
 

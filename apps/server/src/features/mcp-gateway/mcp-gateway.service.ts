@@ -127,7 +127,7 @@ export class McpGateway {
     readonly options: GatewayOptions,
   ) {
     this.rounds = new InputRounds(sessions);
-    this.modern = new ModernEdge(this.rounds);
+    this.modern = new ModernEdge(this.rounds, options.streamCheckMs);
     this.methods = new GatewayMethods(execution, tasks, options, this.stopping.signal, this.paramHeaders);
     this.questions = new Questions(sessions);
     const polled = new PolledStreams(sessions);

@@ -54,6 +54,8 @@ export interface ModernRequest {
   info: { name: string; version: string };
   instructions: string;
   register: (methods: MethodTable) => void;
+  /** Ends the request's HTTP answer (a listen stream whose caller may no longer act). */
+  end?: () => void;
 }
 
 /** What the client declared in this request's envelope. */
@@ -77,20 +79,34 @@ const ASKING_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
 const asV2Error = (error: unknown) => (error instanceof McpError ? new ProtocolError(error.code, error.message, error.data) : error);
 
 export class ModernEdge {
-  constructor(private readonly rounds: InputRounds) {}
+  /** `checkMs`: how often a listen stream's caller is asked again whether it may still act. */
+  constructor(
+    private readonly rounds: InputRounds,
+    checkMs: number,
+  ) {
+    this.listening = new ListenStreams(() => {
+      const request = this.current.getStore();
+      return (
+        request && {
+          workspaceId: request.caller.ctx.auth.workspaceId,
+          single: request.single,
+          stillAllowed: request.caller.stillAllowed,
+          end: request.end,
+        }
+      );
+    }, checkMs);
+    this.handle = toNodeHandler(
+      createMcpHandler(() => this.server(this.current.getStore() as ModernRequest), { legacy: 'reject', bus: this.listening }),
+    );
+  }
 
   private readonly current = new AsyncLocalStorage<ModernRequest>();
   /** The `subscriptions/listen` streams open here, each scoped to where it was opened (listen-streams.ts). */
-  readonly listening = new ListenStreams(() => {
-    const request = this.current.getStore();
-    return request && { workspaceId: request.caller.ctx.auth.workspaceId, single: request.single };
-  });
-  private readonly handle = toNodeHandler(
-    createMcpHandler(() => this.server(this.current.getStore() as ModernRequest), { legacy: 'reject', bus: this.listening }),
-  );
+  readonly listening: ListenStreams;
+  private readonly handle: ReturnType<typeof toNodeHandler>;
 
   serve(request: ModernRequest, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    return this.current.run(request, () => this.handle(req, res, body));
+    return this.current.run({ ...request, end: () => res.end() }, () => this.handle(req, res, body));
   }
 
   private server({ caller, info, instructions, register }: ModernRequest): ServerV2 {
