@@ -279,7 +279,10 @@ export class McpConnector {
     const client = await this.dialer.connect(target, () => undefined, owner.agentId, owner.client);
     let kept = false;
     try {
-      if (!upstreamSessionOf(client)) throw new Error('MCP tasks need the Streamable HTTP transport, and this server answered over SSE');
+      if (!upstreamSessionOf(client))
+        throw new Error(
+          'MCP tasks need a stateful Streamable HTTP session upstream, and this server answered over SSE or speaks 2026-07-28 (whose tasks extension Warden does not relay yet)',
+        );
       const value = await work(client);
       kept = true;
       return value;
