@@ -23,7 +23,9 @@ function childrenOf(pid: number): number[] {
     if (!/^\d+$/.test(entry)) continue;
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) found.push(Number(entry));
+      // the server processes, not the esbuild service tsx starts beside them (its own child of the supervisor)
+      const command = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid && command !== 'esbuild') found.push(Number(entry));
     } catch {
       // gone meanwhile
     }
@@ -131,7 +133,13 @@ describe.skipIf(!BASE_URL)('WARDEN_WORKERS=2 on PostgreSQL', () => {
     expect(now).toHaveLength(2);
     expect(now).toContain(survivor);
     expect(now).not.toContain(victim);
-    expect(server.output()).toMatch(/a server process exited; starting another/);
+    // one JSON line, whose every key is once: the supervisor's pid, and the dead process's as worker_pid
+    const line = server
+      .output()
+      .split('\n')
+      .find((l) => l.includes('a server process exited; starting another')) as string;
+    expect((line.match(/"pid":/g) ?? []).length).toBe(1);
+    expect(JSON.parse(line)).toMatchObject({ pid: server.pid, worker_pid: victim });
   });
 
   it('stops every server process and exits 0 on SIGTERM to the supervisor', async () => {

@@ -161,7 +161,8 @@ async function supervise(count: number): Promise<void> {
     const startedAt = serving.get(worker);
     serving.delete(worker);
     if (stopping || startedAt === undefined) return;
-    logger.error('a server process exited; starting another', { pid: worker.process.pid, code, signal });
+    // the dead process's pid under its own name: `pid` is the supervisor's (every line carries it)
+    logger.error('a server process exited; starting another', { worker_pid: worker.process.pid, code, signal });
     // One that dies soon after starting is started again after a pause, not in a tight loop.
     if (Date.now() - startedAt < RETRY_MS * 2) setTimeout(replace, RETRY_MS);
     else replace();
