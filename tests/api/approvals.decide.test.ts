@@ -54,7 +54,12 @@ describe('PATCH /approvals/{id} (decideApproval)', () => {
     const { key } = await freshWorkspace();
     const created = await createApproval(key, { title: 'Once' });
     expect((await decide(key, created.id, { status: 'approved' })).status).toBe(200);
-    for (const body of [{ status: 'approved' }, { status: 'rejected', decision_note: 'changed my mind' }] as const) {
+    // a rejection without a note too: what the approval is comes first (issue 48)
+    for (const body of [
+      { status: 'approved' },
+      { status: 'rejected', decision_note: 'changed my mind' },
+      { status: 'rejected' },
+    ] as const) {
       const res = await decide(key, created.id, body);
       expect(res.status).toBe(409);
       expect(res.body.error.code).toBe('approval_already_decided');

@@ -296,8 +296,9 @@ export const getApproval = <ThrowOnError extends boolean = false>(options: Optio
  *
  * Needs `approvals:decide`, which no other permission implies. Rejecting needs a non-blank
  * `decision_note` (400 `decision_note_required`). Deciding an approval that is not pending
- * (decided or expired) is 409 `approval_already_decided`. Records who decided and when, and
- * fires `approval.completed`.
+ * (decided or expired) is 409 `approval_already_decided`, whatever the body (a rejection
+ * without a note too: what the approval is is checked first). Records who decided and when,
+ * and fires `approval.completed`.
  *
  */
 export const decideApproval = <ThrowOnError extends boolean = false>(options: Options<DecideApprovalData, ThrowOnError>): RequestResult<DecideApprovalResponses, DecideApprovalErrors, ThrowOnError> => (options.client ?? client).patch<DecideApprovalResponses, DecideApprovalErrors, ThrowOnError>({

@@ -279,13 +279,14 @@ export async function decideApproval(
   decidedBy: string,
 ): Promise<Approval> {
   const note = input.decision_note?.trim() || null;
-  if (input.status === 'rejected' && !note) throw new ApiError('decision_note_required', 'Rejecting an approval needs a decision_note');
   return inTransaction(db, async (trx) => {
     const row = await repo.findApprovalForUpdate(trx, workspaceId, id);
     if (!row) throw notFound('approval', id);
     if (row.status !== 'pending' || isExpired(row)) {
       throw new ApiError('approval_already_decided', `approval '${id}' is ${toApproval(row).status}; a decision is final`);
     }
+    // after what the approval is: a decided one is final (409), whatever the note
+    if (input.status === 'rejected' && !note) throw new ApiError('decision_note_required', 'Rejecting an approval needs a decision_note');
     const approval = toApproval(
       await repo.decideApproval(trx, workspaceId, id, { status: input.status, decision_note: note, decided_by: decidedBy }),
     );
