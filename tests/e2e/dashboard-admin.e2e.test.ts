@@ -215,7 +215,7 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard configuration pages (e2e)', () => {
     await byTestId('mcp-description').fill('Ticketing and search');
     await byTestId('mcp-enabled-input').uncheck();
     await byTestId('mcp-save').click();
-    await expect.poll(() => row.getByTestId('mcp-enabled').textContent(), { timeout: 15_000 }).toBe('Disabled');
+    await expect.poll(() => row.getByTestId('mcp-enabled').textContent()).toBe('Disabled');
     const listed = (await server.api('GET', '/mcp-servers')).body.data.find((s) => s.slug === 'tools');
     expect(listed).toMatchObject({ description: 'Ticketing and search', enabled: false });
 

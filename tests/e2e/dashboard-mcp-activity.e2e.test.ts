@@ -112,7 +112,7 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
       .locator('tr')
       .filter({ has: page.getByTestId('audit-arguments') })
       .filter({ hasText: 'tools \u2192 echo' });
-    await expect.poll(() => row.count(), { timeout: 15_000 }).toBe(1);
+    await expect.poll(() => row.count()).toBe(1);
     await row.locator('[data-testid="audit-details"] > summary').click();
     const shown = row.getByTestId('audit-arguments');
     expect(await shown.locator('pre').isVisible()).toBe(false);
@@ -170,7 +170,7 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
     await page.getByTestId('nav-audit').click();
     await page.getByTestId('audit-table').waitFor();
     const echoes = page.locator('tr').filter({ hasText: 'tools \u2192 echo' });
-    await expect.poll(() => echoes.count(), { timeout: 15_000 }).toBe(4); // two calls: a decision and an outcome each
+    await expect.poll(() => echoes.count()).toBe(4); // two calls: a decision and an outcome each
     // the earlier call keeps its arguments; the new one has its hash only
     expect(
       await page
