@@ -386,7 +386,7 @@ describe('dashboard API /dashboard/api/settings (getDashboardSettings, updateDas
     expect((await getSettings(key)).body.data.default_decision).toEqual(ALLOW_ALL);
   });
 
-  it('answers 403 insufficient_permission to a change without the CSRF token, changing nothing', async () => {
+  it('answers 403 csrf_token_invalid to a change without the CSRF token, changing nothing', async () => {
     const { key, slug } = await freshWorkspace();
     const login = await fetch(`${origin}/dashboard/api/session`, {
       method: 'POST',
@@ -402,7 +402,7 @@ describe('dashboard API /dashboard/api/settings (getDashboardSettings, updateDas
       body: { default_decision: { production: 'block' } },
       headers: { cookie },
     });
-    expectError(res, 403, 'insufficient_permission');
+    expectError(res, 403, 'csrf_token_invalid');
     expect((await getSettings(key)).body.data.default_decision).toEqual(ALLOW_ALL);
   });
 });

@@ -132,7 +132,7 @@ describe('session cookie and CSRF token', () => {
     expect(res.status).toBe(401);
   });
 
-  it('answers 403 insufficient_permission to a change without X-CSRF-Token or with a wrong one, and changes nothing', async () => {
+  it('answers 403 csrf_token_invalid to a change without X-CSRF-Token or with a wrong one, and changes nothing', async () => {
     const ws = await freshWorkspace('admin');
     const session = await login(ws.key);
     const other = await login(ws.key);
@@ -145,7 +145,7 @@ describe('session cookie and CSRF token', () => {
     for (const headers of attempts) {
       const res = await dashboardCall('POST', '/webhooks', { body, headers });
       expect(res.status).toBe(403);
-      expect(res.body.error.code).toBe('insufficient_permission');
+      expect(res.body.error.code).toBe('csrf_token_invalid');
     }
     const created = await session.api('POST', '/webhooks', { body });
     expect(created.status).toBe(201);
@@ -159,7 +159,7 @@ describe('session cookie and CSRF token', () => {
     ] as const) {
       const res = await dashboardCall(method, path, { body: payload, headers: { cookie: session.cookie } });
       expect(res.status, `${method} ${path}`).toBe(403);
-      expect(res.body.error.code).toBe('insufficient_permission');
+      expect(res.body.error.code).toBe('csrf_token_invalid');
     }
     const list = await session.api('GET', '/webhooks');
     expect(list.body.data).toHaveLength(1);

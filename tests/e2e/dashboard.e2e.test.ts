@@ -185,13 +185,14 @@ describe.skipIf(!HAS_CHROMIUM)('dashboard (e2e)', () => {
     // … but without the CSRF token (or with a wrong one) nothing changes.
     const forged = await fetch(`${origin}/dashboard/api/webhooks`, { method: 'POST', headers, body });
     expect(forged.status).toBe(403);
-    expect(((await forged.json()) as { error: { code: string } }).error.code).toBe('insufficient_permission');
+    expect(((await forged.json()) as { error: { code: string } }).error.code).toBe('csrf_token_invalid');
     const wrong = await fetch(`${origin}/dashboard/api/webhooks`, {
       method: 'POST',
       headers: { ...headers, 'x-csrf-token': 'not-the-token' },
       body,
     });
     expect(wrong.status).toBe(403);
+    expect(((await wrong.json()) as { error: { code: string } }).error.code).toBe('csrf_token_invalid');
     const logout = await fetch(`${origin}/dashboard/api/session`, { method: 'DELETE', headers: { cookie: headers.cookie } });
     expect(logout.status).toBe(403);
     const list = (await (await fetch(`${origin}/dashboard/api/webhooks`, { headers: { cookie: headers.cookie } })).json()) as {

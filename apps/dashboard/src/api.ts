@@ -85,6 +85,7 @@ export function describeError(err: unknown): string {
 const HINTS: Record<string, string> = {
   unauthorized: 'Not signed in, or the key is unknown or revoked.',
   insufficient_permission: 'This key lacks the permission for that.',
+  csrf_token_invalid: 'This page lost its session token: reload it.',
   decision_note_required: 'A note is required to reject.',
   approval_already_decided: 'Someone already decided this approval.',
   rate_limited: 'Too many requests; wait a moment.',

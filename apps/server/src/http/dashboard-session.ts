@@ -66,7 +66,12 @@ export function dashboardSession(resolve: SessionsService['resolve'], defaultRat
             return sent.length === expected.length && timingSafeEqual(sent, expected);
           })();
           if (!csrfOk && !(req.method === 'POST' && req.path === '/session')) {
-            return next(new ApiError('insufficient_permission', 'Missing or wrong X-CSRF-Token'));
+            return next(
+              new ApiError(
+                'csrf_token_invalid',
+                'Missing or wrong X-CSRF-Token: send the CSRF token the dashboard session was opened with',
+              ),
+            );
           }
           req.dashboardCsrf = row.csrf_token;
           // The session's id (never its token) names the actor of the changes it makes.

@@ -34,6 +34,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   insufficient_scope: 403,
   credential_host_not_bound: 403,
   agent_credentials_refused: 403,
+  csrf_token_invalid: 403,
   not_found: 404,
   route_not_found: 404,
   mcp_server_not_found: 404,

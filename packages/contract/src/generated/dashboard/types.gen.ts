@@ -13,7 +13,7 @@ export type ClientOptions = {
  * 401 `unauthorized`, `agent_key_required`, `invalid_agent_key`;
  * 403 `insufficient_permission`, `agent_not_found`, `agent_inactive`, `execution_proxy_required`,
  * `execution_target_denied`, `approval_required`, `origin_not_allowed`, `insufficient_scope`,
- * `credential_host_not_bound`, `agent_credentials_refused`;
+ * `credential_host_not_bound`, `agent_credentials_refused`, `csrf_token_invalid`;
  * 404 `not_found`, `route_not_found`, `mcp_server_not_found`, `session_not_found`,
  * `credential_not_found`;
  * 405 `method_not_allowed`; 409 `conflict`, `approval_already_decided`,
@@ -25,7 +25,7 @@ export type ClientOptions = {
  * 503 `audit_persist_failed`, `service_unavailable`.
  *
  */
-export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'credential_host_not_bound' | 'agent_credentials_refused' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'credential_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'upstream_authorization_required' | 'upstream_authorization_failed' | 'audit_persist_failed' | 'service_unavailable';
+export type ErrorCode = 'invalid_request' | 'agent_context_required' | 'environment_context_required' | 'agent_identity_mismatch' | 'environment_mismatch' | 'evaluation_failed' | 'policy_evaluation_required' | 'invalid_execution_mode' | 'invalid_execution' | 'invalid_execution_url' | 'invalid_policy' | 'decision_note_required' | 'approval_invalid' | 'unauthorized' | 'agent_key_required' | 'invalid_agent_key' | 'insufficient_permission' | 'agent_not_found' | 'agent_inactive' | 'execution_proxy_required' | 'execution_target_denied' | 'approval_required' | 'origin_not_allowed' | 'insufficient_scope' | 'credential_host_not_bound' | 'agent_credentials_refused' | 'csrf_token_invalid' | 'not_found' | 'route_not_found' | 'mcp_server_not_found' | 'session_not_found' | 'credential_not_found' | 'method_not_allowed' | 'conflict' | 'approval_already_decided' | 'idempotency_key_reused' | 'idempotency_key_in_progress' | 'agent_key_in_use' | 'payload_too_large' | 'unsupported_media_type' | 'rate_limited' | 'internal_error' | 'not_implemented' | 'execution_failed' | 'discovery_failed' | 'call_failed' | 'session_failed' | 'upstream_authorization_required' | 'upstream_authorization_failed' | 'audit_persist_failed' | 'service_unavailable';
 
 /**
  * The body of every error response.
