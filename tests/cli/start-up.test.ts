@@ -31,7 +31,14 @@ function freePort(): Promise<number> {
 
 /** The environment of a child: the embedded database in `dataDir` on `port`, nothing inherited that would change that. */
 function childEnv(dataDir: string, port: number): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, WARDEN_DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1' };
+  // as tools/with-node24 sets it on a machine whose Node is older: the hint's commands then go through it too
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    WARDEN_DATA_DIR: dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    WARDEN_VIA_WITH_NODE24: '1',
+  };
   for (const name of ['DATABASE_URL', 'WARDEN_BOOTSTRAP_KEY', 'WARDEN_LOG_LEVEL', 'WARDEN_WORKERS', 'npm_lifecycle_event'])
     delete env[name];
   return env;
@@ -149,17 +156,33 @@ describe('npm start without WARDEN_BOOTSTRAP_KEY, then a second start on the sam
     expect(JSON.parse(hints[0] as string)).toMatchObject({
       level: 'info',
       message:
-        `no API key yet: create one in another terminal with: WARDEN_DATA_DIR=${dataDir} npm run warden -- workspaces create --slug default` +
-        ` && WARDEN_DATA_DIR=${dataDir} npm run warden -- keys create --workspace default --permissions '*'`,
+        `no API key yet: create one in another terminal with: WARDEN_DATA_DIR=${dataDir} tools/with-node24 npm run warden -- workspaces create --slug default` +
+        ` && WARDEN_DATA_DIR=${dataDir} tools/with-node24 npm run warden -- keys create --workspace default --permissions '*'`,
     });
 
-    // The two commands of the hint, as the CLI runs them (through the server's admin channel).
-    const env = childEnv(dataDir, server.port);
-    const workspace = await runToEnd(CLI, ['workspaces', 'create', '--slug', 'default'], env, 60_000);
-    expect(workspace.code, workspace.stderr).toBe(0);
-    const created = await runToEnd(CLI, ['keys', 'create', '--workspace', 'default', '--permissions', '*', '--json'], env, 60_000);
-    expect(created.code, created.stderr).toBe(0);
-    const { key } = JSON.parse(created.stdout) as { key: string };
+    // The hint's command as printed, run by a shell in the checkout (through the server's admin channel).
+    const command = (JSON.parse(hints[0] as string).message as string).split(' with: ')[1] as string;
+    const { WARDEN_DATA_DIR: _set, ...env } = childEnv(dataDir, server.port);
+    const ran = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn('bash', ['-c', command], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let [stdout, stderr] = ['', ''];
+      child.stdout.on('data', (chunk) => {
+        stdout += chunk;
+      });
+      child.stderr.on('data', (chunk) => {
+        stderr += chunk;
+      });
+      const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+      child.on('error', reject);
+      child.on('close', (code) => {
+        clearTimeout(timer);
+        resolve({ code, stdout, stderr });
+      });
+    });
+    expect(ran.code, ran.stderr).toBe(0);
+    // the key is the line after `key <id> for workspace default (…)`
+    const key = /^key \S+ for workspace default .*\n(\S+)$/m.exec(ran.stdout)?.[1] as string;
+    expect(key, ran.stdout).toBeTruthy();
     const agents = await fetch(`${server.baseUrl}/agents`, { headers: { authorization: `Bearer ${key}` } });
     expect(agents.status).toBe(200);
   }, 150_000);

@@ -8,6 +8,11 @@ export interface Config {
   host: string;
   databaseUrl: string | undefined;
   dataDir: string;
+  /**
+   * WARDEN_VIA_WITH_NODE24 (set by tools/with-node24 when the machine's own Node.js is older):
+   * the commands Warden prints for this machine go through tools/with-node24 too.
+   */
+  viaWithNode24: boolean;
   bootstrapKey: string | undefined;
   rateLimitPerMinute: number;
   /** Validate every response against the spec: on except in production (it costs CPU). */
@@ -184,6 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST ?? '127.0.0.1',
     databaseUrl: env.DATABASE_URL || undefined,
     dataDir: env.WARDEN_DATA_DIR || './.data',
+    viaWithNode24: env.WARDEN_VIA_WITH_NODE24 === '1',
     bootstrapKey: env.WARDEN_BOOTSTRAP_KEY || undefined,
     rateLimitPerMinute: integer(env, 'WARDEN_RATE_LIMIT_PER_MINUTE', 1200),
     validateResponses: env.WARDEN_VALIDATE_RESPONSES ? env.WARDEN_VALIDATE_RESPONSES === 'true' : env.NODE_ENV !== 'production',

@@ -10,7 +10,7 @@ import { DataDirLockedError } from './db/data-dir-lock.ts';
 import type { Database } from './db/database.ts';
 import type { WebhookService } from './features/webhooks/webhooks.service.ts';
 
-type StartConfig = Pick<Config, 'port' | 'host' | 'dataDir' | 'databaseUrl'>;
+type StartConfig = Pick<Config, 'port' | 'host' | 'dataDir' | 'databaseUrl'> & Partial<Pick<Config, 'viaWithNode24'>>;
 
 /** The line for a listen error, or undefined when it is not one with a known fix. */
 function listenFailure(error: unknown, { port, host }: StartConfig): string | undefined {
@@ -66,8 +66,10 @@ export async function keyHint(database: Database, webhooks: WebhookService, conf
   if (keys?.some((key) => key.revoked_at === null)) return undefined;
   const dir = /^[\w./-]+$/.test(config.dataDir) ? config.dataDir : `'${config.dataDir.replace(/'/g, `'\\''`)}'`;
   const env = config.databaseUrl || config.dataDir === './.data' ? '' : `WARDEN_DATA_DIR=${dir} `;
-  const create = `${env}npm run warden -- keys create --workspace default --permissions '*'`;
-  const command = keys ? create : `${env}npm run warden -- workspaces create --slug default && ${create}`;
+  // a command that works as printed on this machine: through tools/with-node24 when its own Node is older
+  const npm = config.viaWithNode24 ? 'tools/with-node24 npm' : 'npm';
+  const create = `${env}${npm} run warden -- keys create --workspace default --permissions '*'`;
+  const command = keys ? create : `${env}${npm} run warden -- workspaces create --slug default && ${create}`;
   const where = config.databaseUrl ? ' (with the same DATABASE_URL)' : '';
   return `no API key yet: create one in another terminal${where} with: ${command}`;
 }
