@@ -22,6 +22,8 @@ const NO_DATABASE = [
 export default defineConfig({
   test: {
     exclude: configDefaults.exclude,
+    // vitest's report, and progress and what was skipped (tools/test-progress.ts)
+    reporters: ['default', './tools/test-progress.ts'],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // The one limit on waiting for something to appear (expect.poll, the browser tests' notices
