@@ -30,9 +30,9 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Prism (static: the spec's examples) on a free loopback port; Prism ignores the base path. */
-export async function startMockTarget(specFile = SPEC_FILE): Promise<StartedTarget> {
-  const port = await freePort();
+/** Prism (static: the spec's examples) on loopback, on `port` or a free one; Prism ignores the base path. */
+export async function startMockTarget(specFile = SPEC_FILE, port?: number): Promise<StartedTarget> {
+  port ??= await freePort();
   const child: ChildProcess = spawn(
     join(ROOT, 'node_modules/.bin/prism'),
     ['mock', specFile, '--host', '127.0.0.1', '--port', String(port), '--dynamic', 'false'],
@@ -100,7 +100,7 @@ export async function startUpstreams(): Promise<{ http: string; mcp: string; clo
 }
 
 /** A Warden server on a fresh embedded database in a temporary directory, removed on close. */
-export async function startLocalTarget(): Promise<StartedTarget> {
+export async function startLocalTarget(port = 0): Promise<StartedTarget> {
   const { startServer } = await import('../../../apps/server/src/server.ts');
   const { createLogger } = await import('../../../apps/server/src/logger.ts');
   const dataDir = mkdtempSync(join(tmpdir(), 'warden-contract-'));
@@ -109,7 +109,7 @@ export async function startLocalTarget(): Promise<StartedTarget> {
   try {
     const server = await startServer(
       {
-        port: 0,
+        port,
         host: '127.0.0.1',
         databaseUrl: undefined,
         dataDir,
@@ -140,10 +140,11 @@ export async function startLocalTarget(): Promise<StartedTarget> {
   }
 }
 
-/** A server already running: `url` is its API (`…/api/v1`; a URL without a path gets `/api/v1`). */
-export function urlTarget(url: string, key: string): StartedTarget {
-  const parsed = new URL(url);
-  if (parsed.pathname === '/' || parsed.pathname === '') parsed.pathname = '/api/v1';
-  const baseUrl = parsed.toString().replace(/\/$/, '');
-  return { name: baseUrl, kind: 'server', baseUrl, key, close: async () => {} };
+/**
+ * A target already running at `url`, taken exactly as given (a trailing slash aside): Warden's
+ * API is at `…/api/v1`, a Prism mock (`kind: 'mock'`, `npm run mock`) at its root.
+ */
+export function urlTarget(url: string, key: string, kind: StartedTarget['kind'] = 'server'): StartedTarget {
+  const baseUrl = url.replace(/\/+$/, '');
+  return { name: kind === 'mock' ? `mock at ${baseUrl}` : baseUrl, kind, baseUrl, key, close: async () => {} };
 }
