@@ -8,6 +8,12 @@ import type { Seal, StoredNode, TreeHead } from './tree.repository.ts';
 export interface AuditFilters {
   agent?: string;
   action?: string;
+  source?: string;
+  /** The MCP server an act ran on (`context.execution.server`). */
+  server?: string;
+  tool?: string;
+  /** How an act ended (`context.outcome`): outcome events only. */
+  outcome?: string;
   result?: string;
   severity?: string;
   from?: string;
@@ -24,6 +30,10 @@ export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: A
     .where('e.workspace_id', '=', workspaceId);
   if (filters.agent) q = q.where('e.agent', '=', filters.agent);
   if (filters.action) q = q.where('e.action', '=', filters.action);
+  if (filters.source) q = q.where('e.source', '=', filters.source);
+  if (filters.tool) q = q.where('e.tool', '=', filters.tool);
+  if (filters.server) q = q.where(sql`e.context->'execution'->>'server'`, '=', filters.server);
+  if (filters.outcome) q = q.where(sql`e.context->>'outcome'`, '=', filters.outcome);
   if (filters.result) q = q.where('e.result', '=', filters.result);
   if (filters.severity) q = q.where('e.severity', '=', filters.severity);
   if (filters.from) q = q.where('e.event_timestamp', '>=', new Date(filters.from));

@@ -2676,6 +2676,29 @@ export type AgentFilter = string;
  */
 export type ActionFilter = string;
 
+/**
+ * Only events recorded by this source (`mcp`, the gateway's; `execution`, the REST runtime's and the HTTP proxy's; …).
+ */
+export type SourceFilter = AuditSource;
+
+/**
+ * Only events of acts that ran on this registered MCP server (its slug, `context.execution.server`).
+ */
+export type ServerFilter = Slug;
+
+/**
+ * Only events of this tool (exact match; an MCP call's tool, as called on its server).
+ */
+export type ToolFilter = string;
+
+/**
+ * Only the outcome events of acts that ended so (`context.outcome`): `succeeded`, `failed`,
+ * `target_denied` (refused by the egress guard) or `cancelled` (the caller went away). An
+ * act's decision event has no outcome: it is not listed with this filter.
+ *
+ */
+export type OutcomeFilter = 'succeeded' | 'failed' | 'target_denied' | 'cancelled';
+
 export type ResultFilter = AuditResult;
 
 export type SeverityFilter = Severity;
@@ -3586,6 +3609,25 @@ export type ListDashboardAuditLogsData = {
          * Only events with this action (exact match).
          */
         action?: string;
+        /**
+         * Only events recorded by this source (`mcp`, the gateway's; `execution`, the REST runtime's and the HTTP proxy's; …).
+         */
+        source?: AuditSource;
+        /**
+         * Only events of acts that ran on this registered MCP server (its slug, `context.execution.server`).
+         */
+        server?: Slug;
+        /**
+         * Only events of this tool (exact match; an MCP call's tool, as called on its server).
+         */
+        tool?: string;
+        /**
+         * Only the outcome events of acts that ended so (`context.outcome`): `succeeded`, `failed`,
+         * `target_denied` (refused by the egress guard) or `cancelled` (the caller went away). An
+         * act's decision event has no outcome: it is not listed with this filter.
+         *
+         */
+        outcome?: 'succeeded' | 'failed' | 'target_denied' | 'cancelled';
         result?: AuditResult;
         severity?: Severity;
         /**
@@ -3667,6 +3709,25 @@ export type ExportDashboardAuditLogsData = {
          * Only events with this action (exact match).
          */
         action?: string;
+        /**
+         * Only events recorded by this source (`mcp`, the gateway's; `execution`, the REST runtime's and the HTTP proxy's; …).
+         */
+        source?: AuditSource;
+        /**
+         * Only events of acts that ran on this registered MCP server (its slug, `context.execution.server`).
+         */
+        server?: Slug;
+        /**
+         * Only events of this tool (exact match; an MCP call's tool, as called on its server).
+         */
+        tool?: string;
+        /**
+         * Only the outcome events of acts that ended so (`context.outcome`): `succeeded`, `failed`,
+         * `target_denied` (refused by the egress guard) or `cancelled` (the caller went away). An
+         * act's decision event has no outcome: it is not listed with this filter.
+         *
+         */
+        outcome?: 'succeeded' | 'failed' | 'target_denied' | 'cancelled';
         result?: AuditResult;
         severity?: Severity;
         /**

@@ -1,0 +1,118 @@
+/**
+ * The audit log's filters for MCP activity (issue 48): by source (`mcp`: the gateway's and the
+ * REST runtime's MCP calls), by the server an act ran on, by tool, and by how an act ended (its
+ * outcome event), alone and together, on `/audit-logs` and `/events`; an outcome or a source
+ * that is none is 400.
+ */
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { type ConformanceUpstream, startConformanceUpstream } from '../support/conformance-upstream.ts';
+import { keyFor, useTestServer } from '../support/server.ts';
+
+const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
+const ALL: string = spec.components.schemas.Permission.enum.join(',');
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
+let upstream: ConformanceUpstream;
+let key: string;
+
+interface Event {
+  id: string;
+  source: string;
+  tool: string | null;
+  action: string;
+  context: { outcome?: string; execution?: { server?: string } };
+}
+
+/** Every event a query lists (following next_cursor). */
+async function listed(path: string, query: Record<string, string>): Promise<Event[]> {
+  const all: Event[] = [];
+  let cursor: string | undefined;
+  do {
+    const res = await server.api('GET', path as '/audit-logs', {
+      key,
+      query: { ...query, limit: 100, ...(cursor ? { cursor } : {}) },
+      unchecked: true,
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    all.push(...(res.body.data as Event[]));
+    cursor = res.body.next_cursor ?? undefined;
+  } while (cursor);
+  return all;
+}
+
+beforeAll(async () => {
+  upstream = await startConformanceUpstream({ modern: false });
+  key = await keyFor(server, ALL, 'audit-mcp-filters');
+  const api = (path: string, body: unknown) => server.api('POST', path as '/agents', { key, body, unchecked: true });
+  // a port nobody listens on: calls to `down` fail
+  const closed = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+  expect((await api('/mcp-servers', { name: 'Up', slug: 'up', transport_url: upstream.url })).status).toBe(201);
+  expect((await api('/mcp-servers', { name: 'Down', slug: 'down', transport_url: `http://127.0.0.1:${closed}/mcp` })).status).toBe(201);
+  const agentKey = `ak_audit_filters_${Math.random().toString(36).slice(2)}`;
+  expect((await api('/agents', { name: 'Bot', slug: 'bot', provider: 'local', api_key: agentKey })).status).toBe(201);
+
+  // through the gateway: two calls of one tool (source mcp)
+  const client = new Client({ name: 'audit-filters', version: '1.0.0' });
+  await client.connect(
+    new StreamableHTTPClientTransport(new URL(`${server.url}/mcp/up`), {
+      requestInit: { headers: { authorization: `Bearer ${agentKey}` } },
+    }),
+  );
+  for (let i = 0; i < 2; i++) await client.callTool({ name: 'test_simple_text', arguments: {} });
+  await client.close();
+  // through the REST runtime: one call that runs, one whose server is down
+  const call = (server_: string) =>
+    server.api('POST', '/runtime/mcp/call', {
+      key,
+      body: { server: server_, tool: 'test_simple_text', arguments: {}, input: { agent: 'bot' } },
+      headers: { 'x-warden-agent-key': agentKey },
+      unchecked: true,
+    });
+  expect((await call('up')).status).toBe(200);
+  expect((await call('down')).status).toBe(502);
+});
+afterAll(async () => {
+  await upstream?.close();
+});
+
+it.each(['/audit-logs', '/events'])('%s filters by source, server, tool and outcome, alone and together', async (path) => {
+  const mcp = await listed(path, { source: 'mcp' });
+  expect(mcp.length).toBeGreaterThanOrEqual(4);
+  if (path === '/audit-logs') expect(mcp.every((e) => e.source === 'mcp')).toBe(true);
+
+  const full = await listed('/audit-logs', {});
+  const ids = (events: Event[]) => events.map((e) => e.id).sort();
+  const expectIds = async (query: Record<string, string>, pick: (e: Event) => boolean) =>
+    expect(ids(await listed(path, query))).toEqual(ids(full.filter(pick)));
+
+  await expectIds({ source: 'mcp' }, (e) => e.source === 'mcp');
+  await expectIds({ server: 'down' }, (e) => e.context.execution?.server === 'down');
+  await expectIds({ tool: 'test_simple_text' }, (e) => e.tool === 'test_simple_text');
+  await expectIds({ outcome: 'failed' }, (e) => e.context.outcome === 'failed');
+  await expectIds({ outcome: 'succeeded', source: 'mcp' }, (e) => e.context.outcome === 'succeeded' && e.source === 'mcp');
+  await expectIds(
+    { source: 'mcp', server: 'up', tool: 'test_simple_text' },
+    (e) => e.source === 'mcp' && e.context.execution?.server === 'up' && e.tool === 'test_simple_text',
+  );
+  // what was made: two gateway calls and two runtime calls, a decision and an outcome each
+  expect((await listed(path, { source: 'mcp', tool: 'test_simple_text' })).length).toBe(8);
+  expect((await listed(path, { outcome: 'failed', server: 'down' })).length).toBe(1);
+  expect((await listed(path, { outcome: 'succeeded', server: 'up', tool: 'test_simple_text' })).length).toBe(3);
+  expect(await listed(path, { source: 'execution' })).toEqual([]);
+});
+
+it('refuses an outcome or a source that is none with 400 invalid_request', async () => {
+  for (const query of [{ outcome: 'maybe' }, { source: 'somewhere' }]) {
+    const res = await server.api('GET', '/audit-logs', { key, query, unchecked: true });
+    expect(res.status).toBe(400);
+    expect(res.body.error.code).toBe('invalid_request');
+  }
+});
