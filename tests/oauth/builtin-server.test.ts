@@ -193,6 +193,9 @@ describe.skipIf(!HAS_CHROMIUM)('the whole flow, with the MCP SDK client and a br
     expect(listed.body.data).toHaveLength(1);
     const grant = listed.body.data[0];
     expect(grant).toMatchObject({ agent: 'bot', client_name: 'Test Desktop Client', scopes: ['mcp'], revoked_at: null });
+    // a registered client: when it registered tells it from another of the same name (with its id)
+    expect(grant.client_registered_at).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    expect(Date.parse(grant.client_registered_at)).toBeLessThanOrEqual(Date.parse(grant.created_at));
     expect(JSON.stringify(listed.body)).not.toContain('wat_');
     const refresh = await fetch(
       `${server.origin}/token`,

@@ -160,6 +160,8 @@ describe('Client ID Metadata Documents', () => {
       }
       const grants = await server.api('GET', '/oauth-grants', { key: admin, unchecked: true });
       expect(grants.body.data[0]).toMatchObject({ client_id: clientId, client_name: 'Metadata Client', agent: 'bot' });
+      // known since Warden first read its metadata document
+      expect(grants.body.data[0].client_registered_at).toMatch(/^\d{4}-\d{2}-\d{2}T/);
     },
     120_000,
   );

@@ -117,7 +117,18 @@ export async function oauthGrantsPage(ctx: PageContext): Promise<void> {
       table<OAuthGrant>(
         'OAuth grants, newest first',
         [
-          { header: 'Client', cell: (g) => h('strong', { 'data-testid': 'grant-client' }, g.client_name) },
+          {
+            header: 'Client',
+            // the name, and what tells two clients of one name apart: the id and when it registered
+            cell: (g) =>
+              h(
+                'div',
+                null,
+                h('strong', { 'data-testid': 'grant-client' }, g.client_name),
+                h('div', { class: 'muted mono small', 'data-testid': 'grant-client-id' }, g.client_id),
+                g.client_registered_at ? h('div', { class: 'muted small' }, 'registered ', time(g.client_registered_at)) : null,
+              ),
+          },
           { header: 'Agent', cell: (g) => h('span', { class: 'mono', 'data-testid': 'grant-agent' }, g.agent) },
           { header: 'Endpoint', cell: (g) => h('span', { class: 'mono' }, new URL(g.resource).pathname) },
           { header: 'Scopes', cell: (g) => h('ul', { class: 'tags' }, g.scopes.map(tag)) },

@@ -61,6 +61,7 @@ const toGrant = (row: Awaited<ReturnType<typeof repo.findGrant>> & object) => ({
   id: row.id,
   client_id: row.client_id,
   client_name: row.client_name,
+  client_registered_at: row.client_registered_at === null ? null : iso(row.client_registered_at),
   agent: row.agent_slug,
   resource: row.resource,
   scopes: row.scopes,

@@ -83,6 +83,7 @@ const GRANT_COLUMNS = [
   'oauth_grants.revoked_at',
   'agents.id as agent_id',
   'agents.slug as agent_slug',
+  'oauth_clients.created_at as client_registered_at',
 ] as const;
 
 const grantsWithAgents = (db: Kysely<DB>, workspaceId: string) =>
@@ -91,6 +92,8 @@ const grantsWithAgents = (db: Kysely<DB>, workspaceId: string) =>
     .innerJoin('agents', (join) =>
       join.onRef('agents.workspace_id', '=', 'oauth_grants.workspace_id').onRef('agents.id', '=', 'oauth_grants.agent_id'),
     )
+    // when the client became known: its registration, or the first read of its metadata document
+    .leftJoin('oauth_clients', 'oauth_clients.client_id', 'oauth_grants.client_id')
     .select(GRANT_COLUMNS)
     .where('oauth_grants.workspace_id', '=', workspaceId);
 

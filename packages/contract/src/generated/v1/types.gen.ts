@@ -1974,6 +1974,14 @@ export type OAuthGrant = {
      * The name the client registered with (RFC 7591 `client_name`), or its id.
      */
     client_name: string;
+    /**
+     * When the client became known to Warden: its dynamic registration, or the first read of
+     * its metadata document (a client whose id is that document's URL), so two clients of the
+     * same name can be told apart, with `client_id`. `null` only for a client Warden no
+     * longer keeps.
+     *
+     */
+    client_registered_at: Timestamp | null;
     agent: Slug;
     /**
      * The MCP endpoint (RFC 8707 resource) the grant's tokens are for, `…/api/v1/mcp` or `…/api/v1/mcp/{server}`.
