@@ -3,7 +3,8 @@
  * only, closes its stream of a `test_reconnection` call mid-call and answers on the resumed
  * stream. Through Warden, a client session of 2025-11-25 sees the same: a priming event (an id
  * and a `retry`) first, its POST stream closed, and the answer on its GET with that
- * `Last-Event-ID`, from this process or another; no other session may resume it. A client of an
+ * `Last-Event-ID`, from this process or another; no other session may resume it (404, as for a
+ * stream no process keeps). A client of an
  * older revision (no priming events) gets the answer on its POST stream.
  */
 import { randomBytes } from 'node:crypto';
@@ -132,12 +133,23 @@ describe("an upstream's polling, passed on to the client", () => {
     const [mine, theirs] = [await session(agent, '2025-11-25'), await session(agent, '2025-11-25')];
     const posted = await call(agent, mine);
     const primed = posted[0]?.id as string;
-    // another session of the same agent naming the event gets its own session's stream, without the answer
-    const stop = new AbortController();
-    const foreign = resume(agent, theirs, primed, server.url, stop.signal);
+    // another session of the same agent naming the event is refused: no stream of its own has it
+    const foreign = await fetch(`${server.url}/mcp/up`, {
+      headers: { ...headers(agent, '2025-11-25', theirs), accept: 'text/event-stream', 'last-event-id': primed },
+    });
+    expect(foreign.status).toBe(404);
+    await foreign.text();
     expect(answerIn(await resume(agent, mine, primed))).toBe(ANSWER);
-    stop.abort();
-    expect(answerIn(await foreign)).toBeUndefined();
+  });
+
+  it('answers 404 to a GET resuming a stream no process keeps (its answer is not coming)', async () => {
+    const agent = await agentKey();
+    const sessionId = await session(agent, '2025-11-25');
+    const res = await fetch(`${server.url}/mcp/up`, {
+      headers: { ...headers(agent, '2025-11-25', sessionId), accept: 'text/event-stream', 'last-event-id': `poll_${'A'.repeat(22)}_0` },
+    });
+    expect(res.status).toBe(404);
+    expect(await res.text()).toMatch(/gone/);
   });
 
   it('answers a client of an older revision on its POST stream: it cannot resume, so it is not told to', async () => {

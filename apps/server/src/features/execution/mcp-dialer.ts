@@ -15,7 +15,7 @@ import type { ErrorCode } from '@warden/contract';
 import { describeNetworkError, type EgressGuard, findEgressDenied, InvalidTarget } from '../../egress/guard.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, guardedFetch, tooLargeOf } from './mcp-fetch.ts';
-import { type Discovery, ModernUpstream } from './modern-upstream.ts';
+import { type Discovery, ModernUpstream, type Stateful } from './modern-upstream.ts';
 
 /** How long one upstream request may take, and a handshake in all. */
 export const MCP_REQUEST_TIMEOUT_MS = 15_000;
@@ -134,7 +134,7 @@ export class McpDialer {
     const secretSending = this.fetchFor(target, url, agentId);
     const fetch = owner?.polled ? tellingResumes(secretSending, owner.polled) : secretSending;
     const started = performance.now();
-    const modern = target.transport === 'sse' ? undefined : await this.connectModern(target, url, fetch, owner);
+    const modern = target.transport === 'sse' ? undefined : await this.connectModern(target, url, fetch, owner, agentId);
     if (modern) {
       modern.onclose = onClose;
       return modern;
@@ -151,7 +151,9 @@ export class McpDialer {
     if (target.transport !== 'sse') {
       const streamable = client();
       try {
-        await streamable.connect(new StreamableHTTPClientTransport(url, { fetch }), { timeout: MCP_REQUEST_TIMEOUT_MS });
+        // what the probe left of the one deadline
+        const left = Math.max(1, Math.round(deadline - performance.now()));
+        await streamable.connect(new StreamableHTTPClientTransport(url, { fetch }), { timeout: left });
         streamable.onclose = onClose;
         return streamable;
       } catch (error) {
@@ -182,17 +184,34 @@ export class McpDialer {
   }
 
   /** A 2026-07-28 client for `target`, or undefined when the server speaks only the stateful revisions. */
-  private async connectModern(target: McpTarget, url: URL, fetch: typeof globalThis.fetch, owner?: ClientOwner) {
-    const key = `${target.id}\u0000${target.transport_url}\u0000${target.auth?.revision ?? ''}`;
+  private async connectModern(
+    target: McpTarget,
+    url: URL,
+    fetch: typeof globalThis.fetch,
+    owner?: ClientOwner,
+    agentId?: string,
+  ): Promise<ModernUpstream | undefined> {
+    // per credential as it is sent (an OAuth connection may be the agent's own): what discovery answered may differ
+    const key = `${target.id}\u0000${target.transport_url}\u0000${target.auth?.revision ?? ''}\u0000${target.auth ? (agentId ?? '') : ''}`;
     const known = this.eras.get(key);
     const trusted = known && known.until > Date.now() ? known : undefined;
     if (trusted && !trusted.discovery) return undefined;
-    const upstream = await ModernUpstream.connect(url, fetch, owner?.capabilities ?? {}, MCP_REQUEST_TIMEOUT_MS, trusted?.discovery);
+    let answered: ModernUpstream | Stateful;
+    try {
+      answered = await ModernUpstream.connect(url, fetch, owner?.capabilities ?? {}, MCP_REQUEST_TIMEOUT_MS, trusted?.discovery);
+    } catch (error) {
+      // a verdict that failed is probed again next time
+      this.eras.delete(key);
+      throw error;
+    }
+    const upstream = answered instanceof ModernUpstream ? answered : undefined;
     if (upstream) owner?.prepare?.(upstream, target);
     if (trusted) return upstream;
     this.eras.delete(key);
-    if (this.eras.size >= MAX_ERAS) this.eras.delete(this.eras.keys().next().value as string);
-    this.eras.set(key, { discovery: upstream?.discovery, until: Date.now() + ERA_TRUSTED_MS });
+    if (upstream || (answered as Stateful).certain) {
+      if (this.eras.size >= MAX_ERAS) this.eras.delete(this.eras.keys().next().value as string);
+      this.eras.set(key, { discovery: upstream?.discovery, until: Date.now() + ERA_TRUSTED_MS });
+    }
     return upstream;
   }
 

@@ -61,10 +61,19 @@ async function v1<T>(work: () => Promise<T>): Promise<T> {
  * which servers of the stateful revisions do for a method they do not know before `initialize`.
  * A timeout, a network failure or a 401/403 stays the server's answer.
  */
-const noModernEvidence = (error: unknown) =>
-  error instanceof SdkError &&
-  error.code === SdkErrorCode.EraNegotiationFailed &&
-  /to fall back to$|answered the probe with HTTP 5\d\d|answered with an unusable reply/.test(error.message);
+function stateful(error: unknown): { certain: boolean } | undefined {
+  if (!(error instanceof SdkError) || error.code !== SdkErrorCode.EraNegotiationFailed) return undefined;
+  if (/to fall back to$/.test(error.message)) return { certain: true };
+  // a proxy's 502 during a deploy reads the same: worth an initialize, not a verdict kept
+  if (/answered the probe with HTTP 5\d\d|answered with an unusable reply/.test(error.message)) return { certain: false };
+  return undefined;
+}
+
+/** A server that gave no modern evidence: `certain` when it answered as a stateful server does (the verdict may be kept). */
+export interface Stateful {
+  stateful: true;
+  certain: boolean;
+}
 
 export class ModernUpstream extends Client {
   /** Resources a 2025 client subscribed to on this session (`resources/subscribe`). */
@@ -96,7 +105,7 @@ export class ModernUpstream extends Client {
     capabilities: ClientCapabilities,
     timeout: number,
     discovery?: Discovery,
-  ): Promise<ModernUpstream | undefined> {
+  ): Promise<ModernUpstream | Stateful> {
     const modern = new ModernClient(
       { name: 'warden', version: '1.0.0' },
       {
@@ -111,7 +120,8 @@ export class ModernUpstream extends Client {
       await modern.connect(transport, { timeout, ...(discovery ? { prior: { kind: 'modern', discover: discovery } } : {}) });
     } catch (error) {
       await modern.close().catch(() => undefined);
-      if (noModernEvidence(error)) return undefined;
+      const verdict = stateful(error);
+      if (verdict) return { stateful: true, ...verdict };
       throw asV1Error(error);
     }
     const upstream = new ModernUpstream(modern, capabilities, timeout);
@@ -179,12 +189,24 @@ export class ModernUpstream extends Client {
     _schema: unknown,
     options?: RequestOptions,
   ): Promise<T> {
-    return v1(() => this.modern.request(request.method as never, request.params as never, optionsOf(options) as never)) as Promise<T>;
+    // the v2 client takes the request whole (a spec method needs no schema)
+    const send = this.modern.request.bind(this.modern) as (
+      request: { method: string; params?: unknown },
+      options: object,
+    ) => Promise<unknown>;
+    return v1(() => send({ method: request.method, params: request.params }, optionsOf(options))) as Promise<T>;
   }
   /** The revision has no `resources/subscribe`: the session's listen stream is opened again with the URI in it. */
   override async subscribeResource(params: Parameters<Client['subscribeResource']>[0]) {
+    const added = !this.subscribed.has(params.uri);
     this.subscribed.add(params.uri);
-    await v1(() => this.relisten());
+    try {
+      await v1(() => this.relisten());
+    } catch (error) {
+      // not subscribed after all: the stream that was open goes on as it was
+      if (added) this.subscribed.delete(params.uri);
+      throw error;
+    }
     return {};
   }
   override async unsubscribeResource(params: Parameters<Client['unsubscribeResource']>[0]) {
@@ -203,11 +225,12 @@ export class ModernUpstream extends Client {
         ...(capabilities?.resources?.listChanged ? { resourcesListChanged: true } : {}),
         ...(this.subscribed.size > 0 ? { resourceSubscriptions: [...this.subscribed] } : {}),
       };
-      const previous = this.listening;
-      const next = Object.keys(filter).length === 0 ? undefined : this.outside(() => this.modern.listen(filter, { timeout: this.timeout }));
-      this.listening = next ? next.catch(() => undefined) : Promise.resolve(undefined);
-      await next;
-      await (await previous)?.close();
+      // a new stream that fails leaves the one open as it was
+      const next =
+        Object.keys(filter).length === 0 ? undefined : await this.outside(() => this.modern.listen(filter, { timeout: this.timeout }));
+      const previous = await this.listening;
+      this.listening = Promise.resolve(next);
+      await previous?.close();
     });
     this.relistened = change.catch(() => undefined);
     return change;

@@ -28,6 +28,8 @@ export class GatewaySessions {
   private readonly streams = new Map<string, ServerResponse[]>();
   /** Lets go of a session's address once its last stream here closes. */
   private readonly releases = new Map<string, () => void>();
+  /** Every stream of a session open here, its own and the polled calls' it resumes (see keepAlive). */
+  private readonly alive = new Map<string, Set<ServerResponse>>();
 
   constructor(
     private readonly sessions: McpClientSessions,
@@ -42,13 +44,13 @@ export class GatewaySessions {
   ) {
     // a session ended (here or in another process): its GET streams here end too
     sessions.onEnded((id) => {
-      for (const res of this.streams.get(id) ?? []) res.end();
+      for (const res of this.alive.get(id) ?? []) res.end();
     });
   }
 
   /** Ends the GET streams open here (shutdown: their clients reconnect to another process). */
   endStreams(): void {
-    for (const streams of this.streams.values()) for (const res of streams) res.end();
+    for (const streams of this.alive.values()) for (const res of streams) res.end();
   }
 
   /**
@@ -70,9 +72,16 @@ export class GatewaySessions {
       throw new ApiError('method_not_allowed', 'Without an Mcp-Session-Id there is no stream: initialize a session first', {
         headers: ALLOW,
       });
-    // a call's stream its client was told to poll (polled-streams.ts); an id no stream has any more opens the session's stream
+    // a call's stream its client was told to poll (polled-streams.ts), kept alive and checked as the session's own
     const lastEventId = req.headers['last-event-id'];
-    if (typeof lastEventId === 'string' && (await this.polled.resumeOn(lastEventId, session.id, caller.agent.id, res))) return;
+    if (typeof lastEventId === 'string' && lastEventId.startsWith('poll_')) {
+      if (!(await this.polled.resumeOn(lastEventId, session.id, caller.agent.id, res)))
+        throw new ApiError(
+          'not_found',
+          "The stream this Last-Event-ID names is gone (its answer was read long ago, or it is no stream of this session's): send the request again",
+        );
+      return this.keepAlive(session.id, res, stillAllowed);
+    }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
     res.flushHeaders();
     const open = this.streams.get(session.id) ?? [];
@@ -97,20 +106,36 @@ export class GatewaySessions {
     if (open.length >= MAX_STREAMS_PER_SESSION) open.shift()?.end();
     open.push(res);
     this.streams.set(session.id, open);
-    const keepAlive = setInterval(async () => {
-      const allowed = await stillAllowed().catch(() => false);
-      const live = allowed && (await this.sessions.find(session.id).catch(() => null)) !== null;
-      if (live) res.write(': keep-alive\n\n');
-      else res.end();
-    }, this.checkMs);
-    keepAlive.unref();
+    this.keepAlive(session.id, res, stillAllowed);
     res.once('close', () => {
-      clearInterval(keepAlive);
       const left = (this.streams.get(session.id) ?? []).filter((other) => other !== res);
       if (left.length > 0) return void this.streams.set(session.id, left);
       this.streams.delete(session.id);
       this.releases.get(session.id)?.();
       this.releases.delete(session.id);
+    });
+  }
+
+  /**
+   * Keeps a stream of the session open (a comment every checkMs, so that proxies between keep it)
+   * while its caller may still act and the session lives; ends it otherwise, when the session
+   * ends (here or elsewhere), and on shutdown.
+   */
+  private keepAlive(sessionId: string, res: ServerResponse, stillAllowed: () => Promise<boolean>): void {
+    const alive = this.alive.get(sessionId) ?? new Set<ServerResponse>();
+    alive.add(res);
+    this.alive.set(sessionId, alive);
+    const timer = setInterval(async () => {
+      const allowed = await stillAllowed().catch(() => false);
+      const live = allowed && (await this.sessions.find(sessionId).catch(() => null)) !== null;
+      if (live) res.write(': keep-alive\n\n');
+      else res.end();
+    }, this.checkMs);
+    timer.unref();
+    res.once('close', () => {
+      clearInterval(timer);
+      alive.delete(res);
+      if (alive.size === 0) this.alive.delete(sessionId);
     });
   }
 

@@ -47,6 +47,8 @@ interface RemoteRetry {
   agentId: string;
   act: string;
   answers?: unknown;
+  /** When it was sent (ms since the epoch): one its sender may have given up on is not taken. */
+  sentAt: number;
   reply: string;
 }
 /** What comes back: taken first, then the round's answer. */
@@ -202,31 +204,41 @@ export class InputRounds {
     const exchange = this.held.get(state);
     if (!exchange && this.spent.has(state)) throw invalidState();
     if (!exchange && this.relay)
-      return this.resumeElsewhere(this.relay, state, { agentId: request.agentId, act: actOf(request), answers: responses });
+      return this.resumeElsewhere(
+        this.relay,
+        state,
+        { agentId: request.agentId, act: actOf(request), answers: responses, sentAt: Date.now() },
+        request.signal,
+      );
     return this.resumeHere(exchange, request.agentId, actOf(request), responses);
   }
 
   /** A retry of an exchange another process holds: sent there, its answer awaited. */
-  private resumeElsewhere(relay: RoundsRelay, state: string, retry: Omit<RemoteRetry, 'reply'>): Promise<unknown> {
+  private resumeElsewhere(relay: RoundsRelay, state: string, retry: Omit<RemoteRetry, 'reply'>, signal: AbortSignal): Promise<unknown> {
     const reply = `round-answer:${randomUUID()}`;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
+      let timer: NodeJS.Timeout;
+      const settle = (settled: () => void) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', cancelled);
         release();
-        reject(invalidState());
-      }, TAKEN_WAIT_MS);
+        settled();
+      };
+      const cancelled = () => settle(() => reject(signal.reason));
+      // taken within TAKEN_WAIT_MS, then answered within what a held exchange waits at most
+      const waitFor = (ms: number) => {
+        clearTimeout(timer);
+        timer = setTimeout(() => settle(() => reject(invalidState())), ms);
+      };
+      waitFor(TAKEN_WAIT_MS);
+      signal.addEventListener('abort', cancelled, { once: true });
       const release = relay.receive(reply, (message) => {
         const answer = message as RemoteAnswer;
-        if ('taken' in answer) return clearTimeout(timer);
-        clearTimeout(timer);
-        release();
-        if ('error' in answer) reject(rpcError(answer.error.code, answer.error.message, answer.error.data));
-        else resolve(answer.value);
+        if ('taken' in answer) return waitFor(HELD_WAIT_MS);
+        if ('error' in answer) settle(() => reject(rpcError(answer.error.code, answer.error.message, answer.error.data)));
+        else settle(() => resolve(answer.value));
       });
-      relay.send(`round:${state}`, { ...retry, reply } satisfies RemoteRetry).catch((error) => {
-        clearTimeout(timer);
-        release();
-        reject(error);
-      });
+      relay.send(`round:${state}`, { ...retry, reply } satisfies RemoteRetry).catch((error) => settle(() => reject(error)));
     });
   }
 
@@ -236,6 +248,9 @@ export class InputRounds {
     const retry = message as RemoteRetry;
     if (!isObject(message) || typeof retry.reply !== 'string') return;
     const answer = (value: RemoteAnswer) => relay.send(retry.reply, value).catch(() => undefined);
+    // its sender gives up after TAKEN_WAIT_MS: one that may have is refused, its answers unused
+    if (!(Date.now() - Number(retry.sentAt) < TAKEN_WAIT_MS / 2))
+      return void (await answer({ error: { code: -32602, message: INVALID_STATE } }));
     await answer({ taken: true });
     try {
       await answer({ value: await this.resumeHere(this.held.get(state), retry.agentId, retry.act, retry.answers) });
@@ -254,14 +269,14 @@ export class InputRounds {
     if (responses !== undefined && !isObject(responses)) throw rpcError(-32602, 'inputResponses must be an object of results by key');
     const answers = responses ?? {};
     for (const key of exchange.asked.keys())
-      if (key in answers && !isObject(answers[key]))
+      if (Object.hasOwn(answers, key) && !isObject(answers[key]))
         throw rpcError(-32602, `inputResponses.${key} must be the result of the request asked`);
     if (exchange.busy) throw rpcError(-32602, 'This requestState is being answered by another request');
     exchange.busy = true;
     try {
       // answers to keys never asked are ignored; keys left unanswered are asked again
       for (const [key, question] of exchange.asked)
-        if (key in answers) {
+        if (Object.hasOwn(answers, key)) {
           exchange.asked.delete(key);
           question.answer(answers[key]);
         }

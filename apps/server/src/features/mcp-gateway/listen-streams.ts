@@ -42,8 +42,21 @@ export class ListenStreams implements ServerEventBus {
     private readonly checkMs: number,
   ) {}
 
+  /** A check is running (a slow one is not overtaken by the next). */
+  private checking = false;
+
   /** Ends the streams whose caller may no longer act. */
   private async check(): Promise<void> {
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      await this.checkEach();
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  private async checkEach(): Promise<void> {
     for (const stream of [...this.streams]) {
       const allowed = stream.stillAllowed ? await stream.stillAllowed().catch(() => false) : true;
       if (allowed) continue;

@@ -106,7 +106,8 @@ export class ModernEdge {
   private readonly handle: ReturnType<typeof toNodeHandler>;
 
   serve(request: ModernRequest, req: IncomingMessage, res: ServerResponse, body: unknown): Promise<void> {
-    return this.current.run({ ...request, end: () => res.end() }, () => this.handle(req, res, body));
+    // a listen stream ended while the SDK may still write it: the socket goes, not just the body
+    return this.current.run({ ...request, end: () => res.destroy() }, () => this.handle(req, res, body));
   }
 
   private server({ caller, info, instructions, register }: ModernRequest): ServerV2 {

@@ -117,7 +117,7 @@ export class PlainCalls {
       answer = toolCallAnswer(plain.id, { error });
     }
     answered = true;
-    if (polling) return polling.end(answer);
+    if (polling) return polling.end(answer, plain.id);
     if (cancelled.signal.aborted) return;
     if (streaming) res.end(sseEvent(answer));
     else res.writeHead(status, { 'content-type': 'application/json' }).end(answer);
