@@ -27,8 +27,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 60_000,
     // The one limit on waiting for something to appear (expect.poll, the browser tests' notices
-    // and rows): generous, since CI machines differ up to 3x in speed and a wait that passes
-    // returns as soon as its condition holds. No test sets a shorter one of its own.
+    // and rows): generous, since CI machines differ in speed and a wait that passes returns as
+    // soon as its condition holds. No test sets a shorter one of its own.
     expect: { poll: { timeout: 20_000, interval: 50 } },
     // Each test file starts its own server on its own fresh database.
     pool: 'forks',

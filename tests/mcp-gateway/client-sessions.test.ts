@@ -22,10 +22,9 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChildServer, startChildServer } from '../reliability/support/child-server.ts';
 import { keyFor, useTestServer } from '../support/server.ts';
 import { type SessionsUpstream, startSessionsUpstream, WATCHED } from './client-sessions-upstream.ts';
-import { eventually } from './support.ts';
+import { eventually, useSecondProcess } from './support.ts';
 
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const ALL: string = spec.components.schemas.Permission.enum.join(',');
@@ -509,22 +508,7 @@ describe('roots/list, relayed as mcp.roots', () => {
 });
 
 describe.skipIf(!process.env.DATABASE_URL)('two Warden processes on one PostgreSQL database (needs DATABASE_URL)', () => {
-  let other: ChildServer | undefined;
-  beforeAll(async () => {
-    // a process of its own: an in-process second server would share the first one's module state
-    const databaseUrl = String((server.database.pool?.options as { connectionString?: string } | undefined)?.connectionString);
-    other = await startChildServer({
-      env: {
-        DATABASE_URL: databaseUrl,
-        WARDEN_BOOTSTRAP_KEY: server.key,
-        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
-        WARDEN_MASTER_KEY: MASTER_KEY,
-      },
-    });
-  }, 180_000);
-  afterAll(async () => {
-    await other?.stop();
-  });
+  const other = useSecondProcess(server, MASTER_KEY);
 
   it('routes an answer POSTed to the other process back to the question this one relayed, and the call completes', async () => {
     const ws = await workspace();
@@ -541,7 +525,7 @@ describe.skipIf(!process.env.DATABASE_URL)('two Warden processes on one PostgreS
     expect(question).toMatchObject({ method: 'elicitation/create', id: expect.stringMatching(/^warden-/), params: { message: 'who?' } });
     // no session header: the answer is found by its id and agent, whichever process holds the session
     const answer = { jsonrpc: '2.0', id: question.id, result: { action: 'accept', content: { name: 'ada' } } };
-    expect((await post(ws.agentKey, answer, { base: (other as ChildServer).url })).status).toBe(202);
+    expect((await post(ws.agentKey, answer, { base: other().url })).status).toBe(202);
     expect(await events.next(15_000)).toMatchObject({ id: 7, result: { content: [{ text: 'action=accept; content={"name":"ada"}' }] } });
   });
 });

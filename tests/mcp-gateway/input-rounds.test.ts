@@ -7,10 +7,9 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChildServer, startChildServer } from '../reliability/support/child-server.ts';
 import { type ConformanceUpstream, startConformanceUpstream } from '../support/conformance-upstream.ts';
 import { keyFor, useTestServer } from '../support/server.ts';
-import { postMcp } from './support.ts';
+import { postMcp, useSecondProcess } from './support.ts';
 
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const ALL: string = spec.components.schemas.Permission.enum.join(',');
@@ -117,28 +116,14 @@ it('never hands the client a question policy refuses: the upstream is told, the 
 });
 
 describe.skipIf(!process.env.DATABASE_URL)('rounds across two Warden processes (needs DATABASE_URL)', () => {
-  let other: ChildServer | undefined;
-  beforeAll(async () => {
-    const databaseUrl = String((server.database.pool?.options as { connectionString?: string } | undefined)?.connectionString);
-    other = await startChildServer({
-      env: {
-        DATABASE_URL: databaseUrl,
-        WARDEN_BOOTSTRAP_KEY: server.key,
-        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
-        WARDEN_MASTER_KEY: MASTER_KEY,
-      },
-    });
-  }, 180_000);
-  afterAll(async () => {
-    await other?.stop();
-  });
+  const other = useSecondProcess(server, MASTER_KEY);
 
   it('takes a retry that reaches another process to the one holding the exchange, for its agent only', async () => {
     const first = await call(agents.asked);
     const [asked] = Object.keys(first.result?.inputRequests ?? {});
     const state = first.result?.requestState as string;
     const answer = { [asked as string]: { action: 'accept', content: { name: 'Grace' } } };
-    const elsewhere = (other as ChildServer).url;
+    const elsewhere = other().url;
     expect((await call(agents.other, { requestState: state, inputResponses: answer }, {}, elsewhere)).error?.code).toBe(-32602);
     const done = await call(agents.asked, { requestState: state, inputResponses: answer }, {}, elsewhere);
     expect(done.result).toMatchObject({ resultType: 'complete', content: [{ type: 'text', text: 'Hello, Grace!' }] });

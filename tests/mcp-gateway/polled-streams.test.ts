@@ -10,9 +10,9 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChildServer, startChildServer } from '../reliability/support/child-server.ts';
 import { type ConformanceUpstream, startConformanceUpstream } from '../support/conformance-upstream.ts';
 import { keyFor, useTestServer } from '../support/server.ts';
+import { useSecondProcess } from './support.ts';
 
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const ALL: string = spec.components.schemas.Permission.enum.join(',');
@@ -162,27 +162,13 @@ describe("an upstream's polling, passed on to the client", () => {
 });
 
 describe.skipIf(!process.env.DATABASE_URL)('polling across two Warden processes (needs DATABASE_URL)', () => {
-  let other: ChildServer | undefined;
-  beforeAll(async () => {
-    const databaseUrl = String((server.database.pool?.options as { connectionString?: string } | undefined)?.connectionString);
-    other = await startChildServer({
-      env: {
-        DATABASE_URL: databaseUrl,
-        WARDEN_BOOTSTRAP_KEY: server.key,
-        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
-        WARDEN_MASTER_KEY: MASTER_KEY,
-      },
-    });
-  }, 180_000);
-  afterAll(async () => {
-    await other?.stop();
-  });
+  const other = useSecondProcess(server, MASTER_KEY);
 
   it('answers on a GET to another process than the one running the call', async () => {
     const agent = await agentKey();
     const sessionId = await session(agent, '2025-11-25');
     const posted = await call(agent, sessionId);
-    const resumed = await resume(agent, sessionId, posted[0]?.id as string, (other as ChildServer).url);
+    const resumed = await resume(agent, sessionId, posted[0]?.id as string, other().url);
     expect(answerIn(resumed)).toBe(ANSWER);
   });
 });

@@ -13,8 +13,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { InMemoryTaskStore } from '@modelcontextprotocol/sdk/experimental/tasks/stores/in-memory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { afterAll, beforeAll } from 'vitest';
 import { z } from 'zod';
+import { type ChildServer, startChildServer } from '../reliability/support/child-server.ts';
 import { readJson } from '../support/mcp-server.ts';
+import type { TestServer } from '../support/server.ts';
 
 export interface CountingUpstream {
   url: string;
@@ -298,4 +301,30 @@ export async function eventually<T>(probe: () => Promise<T | undefined> | T | un
     if (Date.now() > deadline) throw new Error('condition not met in time');
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * A second Warden process on the test server's PostgreSQL database, as a deployment runs
+ * several: started before the suite's tests, stopped after them. A process of its own (an
+ * in-process second server would share the first one's module state), with the deployment's
+ * `masterKey` (question ids and relayed messages are keyed by it). Call inside a suite that
+ * needs DATABASE_URL; the returned function gives the running process.
+ */
+export function useSecondProcess(server: TestServer, masterKey: string): () => ChildServer {
+  let other: ChildServer | undefined;
+  beforeAll(async () => {
+    const databaseUrl = String((server.database.pool?.options as { connectionString?: string } | undefined)?.connectionString);
+    other = await startChildServer({
+      env: {
+        DATABASE_URL: databaseUrl,
+        WARDEN_BOOTSTRAP_KEY: server.key,
+        WARDEN_EGRESS_ALLOWLIST: '127.0.0.1/32',
+        WARDEN_MASTER_KEY: masterKey,
+      },
+    });
+  }, 180_000);
+  afterAll(async () => {
+    await other?.stop();
+  });
+  return () => other as ChildServer;
 }
