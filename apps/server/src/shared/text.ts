@@ -8,3 +8,6 @@ export function truncate(text: string, max: number): string {
   const points = Array.from(text);
   return points.length <= max ? text : `${points.slice(0, max - 1).join('')}…`;
 }
+
+/** An MCP error's message without the `MCP error <code>: ` the SDKs write into it (sent on, it would be prefixed again). */
+export const bareMcpMessage = (message: string) => message.replace(/^MCP error -?\d+: /, '');

@@ -25,6 +25,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getMethodLiteral } from '@modelcontextprotocol/sdk/server/zod-json-schema-compat.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { type ClientCapabilities, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { bareMcpMessage } from '../../shared/text.ts';
 
 /** The revisions Warden speaks to a modern upstream. */
 const MODERN_REVISIONS = ['2026-07-28'];
@@ -41,7 +42,7 @@ const optionsOf = (options?: RequestOptions) => ({
 
 /** A v2 failure as the v1 one callers know: a JSON-RPC error is an McpError with the upstream's code. */
 function asV1Error(error: unknown): unknown {
-  if (error instanceof ProtocolError) return new McpError(error.code, error.message.replace(/^MCP error -?\d+: /, ''), error.data);
+  if (error instanceof ProtocolError) return new McpError(error.code, bareMcpMessage(error.message), error.data);
   if (error instanceof SdkError && error.code === SdkErrorCode.RequestTimeout)
     return new McpError(ErrorCode.RequestTimeout, error.message, error.data);
   return error;

@@ -8,6 +8,7 @@ import { type CallToolResult, ErrorCode, McpError, type ServerNotification } fro
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
+import { bareMcpMessage } from '../../shared/text.ts';
 import { normaliseResourceUri, ResourceUriError } from '../acts/resource-uri.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
@@ -142,7 +143,7 @@ export const asProtocolError = (error: unknown): unknown => {
  */
 function upstreamError(received: McpError): McpError {
   const prefix = `MCP error ${received.code}: `;
-  const message = received.message.startsWith(prefix) ? received.message.slice(prefix.length) : received.message;
+  const message = bareMcpMessage(received.message);
   const data = isObject(received.data)
     ? Object.fromEntries(Object.entries(received.data).filter(([key]) => !key.startsWith(WARDEN_META_PREFIX)))
     : received.data;

@@ -19,6 +19,7 @@ import { hash, randomUUID } from 'node:crypto';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { stableJson } from '../../shared/canonical-json.ts';
 import { isObject } from '../../shared/objects.ts';
+import { bareMcpMessage } from '../../shared/text.ts';
 import type { ClientRequest } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
@@ -260,7 +261,7 @@ export class InputRounds {
         message: text,
         data,
       } = error instanceof McpError ? error : { code: -32603, message: 'Internal error', data: undefined };
-      await answer({ error: { code, message: text.replace(/^MCP error -?\d+: /, ''), ...(data === undefined ? {} : { data }) } });
+      await answer({ error: { code, message: bareMcpMessage(text), ...(data === undefined ? {} : { data }) } });
     }
   }
 
