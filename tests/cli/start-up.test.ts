@@ -1,5 +1,5 @@
 /**
- * What `npm start` (`tsx apps/server/src/main.ts`) tells a person at start, as child processes
+ * What `npm start` (`node tools/start.mjs`: the built server, built first when stale) tells a person at start, as child processes
  * on temporary embedded data directories: without WARDEN_BOOTSTRAP_KEY, one line with the exact
  * command that makes a key (and that command works); with the data directory held by another
  * server, or the port taken, one line with the fix, exit 1 and no stack trace.
@@ -15,7 +15,8 @@ import { START_CAP_MS, waitForServer } from '../support/child-ready.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const SERVER = join(ROOT, 'apps/server/src/main.ts');
+/** What `npm start` execs. */
+const START = join(ROOT, 'tools/start.mjs');
 const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
 
 function freePort(): Promise<number> {
@@ -58,10 +59,10 @@ interface Exited {
   stderr: string;
 }
 
-/** Runs a child (node + tsx + script) to its end, killing it after `timeoutMs`. */
-function runToEnd(script: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs: number, node = process.execPath): Promise<Exited> {
+/** Runs a child (node + `argv`) to its end, killing it after `timeoutMs`. */
+function runToEnd(argv: string[], env: NodeJS.ProcessEnv, timeoutMs: number, node = process.execPath): Promise<Exited> {
   return new Promise((resolve, reject) => {
-    const child = spawn(node, [TSX, script, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(node, argv, { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => {
@@ -88,7 +89,7 @@ interface Served {
 
 async function startServer(dataDir: string, port: number, onSpawn: (served: Served) => void): Promise<Served> {
   let log = '';
-  const child = spawn(process.execPath, [TSX, SERVER], {
+  const child = spawn(process.execPath, [START], {
     cwd: ROOT,
     env: childEnv(dataDir, port),
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -190,11 +191,10 @@ describe('npm start without WARDEN_BOOTSTRAP_KEY, then a second start on the sam
   it(
     'a second server on the same data directory exits 1 with one line naming the holder and the fix, without a stack',
     async () => {
-      const run = await runToEnd(SERVER, [], childEnv(dataDir, await freePort()), START_CAP_MS);
+      const run = await runToEnd([START], childEnv(dataDir, await freePort()), START_CAP_MS);
       expect(run.code).toBe(1);
       const lines = linesOf(run.stderr);
       expect(lines, run.stderr).toHaveLength(1);
-      // The holder is the server's node process (tsx runs it as a child of its own).
       const holder = /in use by process (\d+) /.exec(lines[0] as string)?.[1];
       expect(holder).toMatch(/^\d+$/);
       expect(lines[0]).toBe(
@@ -213,7 +213,7 @@ describe('npm start without WARDEN_BOOTSTRAP_KEY, then a second start on the sam
     async () => {
       const otherDir = tempDir();
       const port = (served as Served).port;
-      const run = await runToEnd(SERVER, [], childEnv(otherDir, port), START_CAP_MS);
+      const run = await runToEnd([START], childEnv(otherDir, port), START_CAP_MS);
       expect(run.code).toBe(1);
       const lines = linesOf(run.stderr);
       expect(lines, run.stderr).toHaveLength(1);
@@ -244,12 +244,12 @@ const OLD_NODE = [...(process.env.PATH ?? '').split(':').map((dir) => join(dir, 
 
 describe.skipIf(!OLD_NODE)(`npm start and the CLI on an older Node.js (${OLD_NODE})`, () => {
   const env = { ...process.env, WARDEN_DATA_DIR: join(tmpdir(), 'warden-never-created'), PORT: '1' };
-  for (const [name, script, args] of [
-    ['npm start', SERVER, []],
-    ['the CLI', CLI, ['keys', 'list', '--workspace', 'default']],
+  for (const [name, argv] of [
+    ['npm start', [START]],
+    ['the CLI', [TSX, CLI, 'keys', 'list', '--workspace', 'default']],
   ] as const) {
     it(`${name} prints one line naming the Node.js needed, exits 1, and touches nothing`, async () => {
-      const run = await runToEnd(script, [...args], env, 30_000, OLD_NODE);
+      const run = await runToEnd([...argv], env, 30_000, OLD_NODE);
       expect(run.code).toBe(1);
       expect(run.stdout).toBe('');
       const lines = linesOf(run.stderr);
