@@ -2,13 +2,14 @@
  * The audit log's filters for MCP activity (issue 48): by source (`mcp`: the gateway's and the
  * REST runtime's MCP calls), by the server an act ran on, by tool, and by how an act ended (its
  * outcome event), alone and together, on `/audit-logs` and `/events`; an outcome or a source
- * that is none is 400.
+ * that is none is 400. And an MCP call read as one row (`view=acts`): its decision event with
+ * its outcome event folded in, its resource the tool's address.
  */
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConformanceUpstream, startConformanceUpstream } from '../support/conformance-upstream.ts';
 import { keyFor, useTestServer } from '../support/server.ts';
 
@@ -23,7 +24,10 @@ interface Event {
   source: string;
   tool: string | null;
   action: string;
-  context: { outcome?: string; execution?: { server?: string } };
+  resource: string | null;
+  hash: string | null;
+  context: { outcome?: string; decision_event_id?: string; execution?: { server?: string } };
+  outcome_event?: Event | null;
 }
 
 /** Every event a query lists (following next_cursor). */
@@ -115,4 +119,45 @@ it('refuses an outcome or a source that is none with 400 invalid_request', async
     expect(res.status).toBe(400);
     expect(res.body.error.code).toBe('invalid_request');
   }
+});
+
+describe('view=acts: an act is one row', () => {
+  it('lists each call once, its outcome event folded in, exactly the events the plain listing has', async () => {
+    const events = await listed('/audit-logs', { source: 'mcp', tool: 'test_simple_text' });
+    const acts = await listed('/audit-logs', { source: 'mcp', tool: 'test_simple_text', view: 'acts' });
+    expect(acts).toHaveLength(4);
+    const decisions = events.filter((e) => e.context.decision_event_id === undefined);
+    const outcomes = events.filter((e) => e.context.decision_event_id !== undefined);
+    expect(acts.map((a) => a.id).sort()).toEqual(decisions.map((d) => d.id).sort());
+    for (const act of acts) {
+      const { outcome_event, ...decision } = act;
+      // the decision as the plain listing has it, byte for byte, and its own outcome event
+      expect(decision).toEqual(events.find((e) => e.id === act.id));
+      expect(outcome_event).toEqual(outcomes.find((o) => o.context.decision_event_id === act.id));
+    }
+    // a call's resource is its tool's address; the outcome event repeats it
+    expect(new Set(acts.map((a) => a.resource))).toEqual(new Set(['mcp://up/tools/test_simple_text', 'mcp://down/tools/test_simple_text']));
+    for (const act of acts) expect(act.outcome_event?.resource).toBe(act.resource);
+  });
+
+  it('outcome selects the acts that ended so; events that are not acts are listed as they are', async () => {
+    const failed = await listed('/audit-logs', { view: 'acts', outcome: 'failed' });
+    expect(failed).toHaveLength(1);
+    expect(failed[0]?.context.execution?.server).toBe('down');
+    expect(failed[0]?.outcome_event?.context.outcome).toBe('failed');
+    const succeeded = await listed('/audit-logs', { view: 'acts', outcome: 'succeeded', server: 'up' });
+    expect(succeeded).toHaveLength(3);
+
+    const all = await listed('/audit-logs', { view: 'acts' });
+    expect(all.some((e) => e.context.decision_event_id !== undefined)).toBe(false);
+    const configuration = all.filter((e) => e.source === 'configuration');
+    expect(configuration.length).toBeGreaterThan(0);
+    for (const event of configuration) expect(event).not.toHaveProperty('outcome_event');
+  });
+
+  it('a view that is none is 400 invalid_request', async () => {
+    const refused = await server.api('GET', '/audit-logs', { key, query: { view: 'rows' }, unchecked: true });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.code).toBe('invalid_request');
+  });
 });

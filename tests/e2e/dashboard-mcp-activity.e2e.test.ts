@@ -103,11 +103,44 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
     await context.close();
   }, 60_000);
 
+  it('a call is one row with how it ended; the filters pick by source, server, tool and outcome', async () => {
+    const { context, page } = await signedIn(1280);
+    await page.getByTestId('nav-audit').click();
+    await page.getByTestId('audit-table').waitFor();
+    await page.getByTestId('audit-filter-tool').fill('echo');
+    await page.getByTestId('audit-filter-server').fill('tools');
+    await page.getByTestId('audit-filter-source').selectOption('mcp');
+    await page.getByTestId('audit-apply').click();
+    await expect.poll(() => page.getByTestId('audit-row').count()).toBe(1);
+    const row = page.getByTestId('audit-row');
+    expect(await row.getByTestId('audit-act-outcome').textContent()).toBe('Succeeded');
+    expect(await row.textContent()).toContain('mcp://tools/tools/echo');
+    await row.locator('[data-testid="audit-details"] > summary').click();
+    expect(await row.getByTestId('audit-outcome').textContent()).toBe('"succeeded"');
+    expect(await row.getByTestId('audit-outcome-event').textContent()).toMatch(/^[0-9a-f-]{36} · seq\. (\d+|unsealed)$/);
+
+    // blocked calls never ran: no outcome to wait for
+    await page.getByTestId('audit-clear').click();
+    await page.getByTestId('audit-filter-tool').fill('wipe');
+    await page.getByTestId('audit-apply').click();
+    await expect.poll(() => page.getByTestId('audit-row').count()).toBe(2);
+    expect(await page.getByTestId('audit-act-outcome').allTextContents()).toEqual(['not run', 'not run']);
+
+    // by outcome: the two calls that succeeded (echo and add)
+    await page.getByTestId('audit-clear').click();
+    await page.getByTestId('audit-filter-outcome').selectOption('succeeded');
+    await page.getByTestId('audit-apply').click();
+    await expect.poll(() => page.getByTestId('audit-row').count()).toBe(2);
+    expect(new Set(await page.getByTestId('audit-target').allTextContents())).toEqual(new Set(['tools \u2192 echo', 'tools \u2192 add']));
+    await page.screenshot({ path: join(SCREENSHOTS, 'mcp-activity-acts-1280.png'), fullPage: true });
+    await context.close();
+  }, 60_000);
+
   it('a row shows what the call was sent on demand, secrets redacted', async () => {
     const { context, page } = await signedIn(1280);
     await page.getByTestId('nav-audit').click();
     await page.getByTestId('audit-table').waitFor();
-    // the decision's row (its outcome's row names the call too, without repeating the arguments)
+    // the call's row (the audit reads as acts: its outcome is folded into it)
     const row = page
       .locator('tr')
       .filter({ has: page.getByTestId('audit-arguments') })
@@ -170,7 +203,7 @@ describe.skipIf(!HAS_CHROMIUM && process.env.CI !== 'true')('MCP activity in the
     await page.getByTestId('nav-audit').click();
     await page.getByTestId('audit-table').waitFor();
     const echoes = page.locator('tr').filter({ hasText: 'tools \u2192 echo' });
-    await expect.poll(() => echoes.count()).toBe(4); // two calls: a decision and an outcome each
+    await expect.poll(() => echoes.count()).toBe(2); // two calls, one row each (the audit reads as acts)
     // the earlier call keeps its arguments; the new one has its hash only
     expect(
       await page

@@ -1,5 +1,6 @@
 /** What every view of an act redacts (shared/redact.ts): secret-looking names' values; a key's public hint stays. */
 import { describe, expect, it } from 'vitest';
+import { withRedactedContext } from '../src/features/dashboard/redact.ts';
 import { REDACTED, redactSecrets, redactUrl } from '../src/shared/redact.ts';
 
 describe('redactSecrets and redactUrl', () => {
@@ -33,5 +34,18 @@ describe('redactSecrets and redactUrl', () => {
       agent: { api_key_hint: 'wak_0123456789abcdef_…', has_api_key: true },
     });
     expect(redactUrl('https://x.test/a?api_key_hint=wak_1')).toBe('https://x.test/a?api_key_hint=wak_1');
+  });
+});
+
+describe("the dashboard's audit rows (withRedactedContext)", () => {
+  it('redacts an act and the outcome event folded into it (view=acts)', () => {
+    const outcome = { id: 'o', context: { outcome: 'succeeded', execution: { arguments: { token: 't' } } } };
+    const act = { id: 'd', context: { input: { password: 'p', amount: 1 } }, outcome_event: outcome };
+    expect(withRedactedContext(act)).toEqual({
+      id: 'd',
+      context: { input: { password: REDACTED, amount: 1 } },
+      outcome_event: { id: 'o', context: { outcome: 'succeeded', execution: { arguments: { token: REDACTED } } } },
+    });
+    expect(withRedactedContext({ id: 'x', context: {}, outcome_event: null })).toEqual({ id: 'x', context: {}, outcome_event: null });
   });
 });

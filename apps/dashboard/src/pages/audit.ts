@@ -1,9 +1,10 @@
-/** Audit log: filters, cursor pagination and the hash chain's verification status. */
+/** Audit log, read as acts (an act's outcome folded into its decision's row): filters, cursor pagination and the chain's verification status. */
 import { API_BASE, api, withQuery } from '../api.ts';
 import type { PageContext } from '../context.ts';
-import { type Child, h, mount } from '../dom.ts';
+import { h, mount } from '../dom.ts';
 import type { AuditEvent, AuditEventPage, AuditResult, AuditVerification, Severity } from '../types.ts';
 import { badge, busy, button, dash, field, loading, notice, pageHeader, severity, type Tone, table, time } from '../ui.ts';
+import { details, isObject, OUTCOMES, outcomeBadge, target } from './audit-row.ts';
 
 const RESULTS: [AuditResult, string, Tone][] = [
   ['allowed', 'Allowed', 'good'],
@@ -11,78 +12,13 @@ const RESULTS: [AuditResult, string, Tone][] = [
   ['approval_required', 'Approval required', 'warn'],
 ];
 const SEVERITIES: Severity[] = ['info', 'low', 'medium', 'high', 'critical'];
-
+const SOURCES = ['evaluation', 'execution', 'mcp', 'manual', 'configuration', 'approval'];
 function select(name: string, testid: string, options: [string, string][]): HTMLSelectElement {
   return h(
     'select',
     { name, 'data-testid': testid },
     h('option', { value: '' }, 'Any'),
     options.map(([value, label]) => h('option', { value }, label)),
-  );
-}
-
-const json = (value: unknown, testid: string) => h('pre', { class: 'json mono', 'data-testid': testid }, JSON.stringify(value, null, 2));
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-
-/** What an act ran (or would have): method and URL, or MCP server and tool, prompt or resource; secrets are redacted by the server. */
-function target(run: Record<string, unknown>): string {
-  if (run.mode === 'http_proxy') return `${String(run.method)} ${String(run.url)}`;
-  const named = run.tool ?? run.prompt ?? run.uri;
-  return `${String(run.server)} \u2192 ${named === null || named === undefined ? String(run.method ?? '(discovery)') : String(named)}`;
-}
-
-function execution(run: Record<string, unknown>): HTMLElement {
-  const text = target(run);
-  const digest = run.body_sha256 ?? run.arguments_sha256;
-  return h(
-    'div',
-    { 'data-testid': 'audit-execution' },
-    h('span', { class: 'mono' }, text),
-    digest
-      ? h('div', { class: 'muted small mono', title: 'SHA-256 of the body or arguments as sent' }, `sha256 ${String(digest).slice(0, 16)}…`)
-      : null,
-    // an MCP call's arguments, opened on demand; over the audit's bound only their size is kept
-    run.arguments !== undefined
-      ? h(
-          'details',
-          { class: 'audit-arguments', 'data-testid': 'audit-arguments' },
-          h('summary', null, 'Arguments (secrets redacted)'),
-          json(run.arguments, 'audit-arguments-json'),
-        )
-      : typeof run.arguments_bytes === 'number'
-        ? h('div', { class: 'muted small' }, `Arguments: ${run.arguments_bytes.toLocaleString('en')} bytes, kept by their hash only`)
-        : null,
-  );
-}
-
-/**
- * A row's details: the declared context (e.g. the amount), what ran, the deciding rule and the
- * outcome. Values under secret-looking names arrive redacted from the server.
- */
-function details(e: AuditEvent): Child {
-  const c = e.context;
-  const declared = isObject(c.input) ? c.input : null;
-  const known = new Set(['rule', 'input', 'monitored', 'execution', 'outcome', 'duration_ms', 'decision_event_id']);
-  const rest = Object.fromEntries(Object.entries(c).filter(([k]) => !known.has(k)));
-  const items: [string, Child][] = [];
-  if (declared && Object.keys(declared).length) items.push(['Context', json(declared, 'audit-context')]);
-  else if (Object.keys(rest).length) items.push([e.source === 'configuration' ? 'Change' : 'Context', json(rest, 'audit-context')]);
-  if (isObject(c.execution)) items.push([c.outcome === undefined ? 'Execution' : 'Ran', execution(c.execution)]);
-  if (typeof c.rule === 'string') items.push(['Rule', h('span', { class: 'mono' }, c.rule)]);
-  if (c.outcome !== undefined) items.push(['Outcome', json(c.outcome, 'audit-outcome')]);
-  if (typeof c.duration_ms === 'number') items.push(['Took', `${c.duration_ms} ms`]);
-  if (isObject(c.monitored) || Array.isArray(c.monitored)) items.push(['Monitor policies', json(c.monitored, 'audit-monitored')]);
-  if (e.approval_id) items.push(['Approval', h('span', { class: 'mono' }, e.approval_id)]);
-  if (items.length === 0) return h('span', { class: 'muted' }, '—');
-  return h(
-    'details',
-    { class: 'audit-details', 'data-testid': 'audit-details' },
-    h('summary', null, declared && typeof declared.amount !== 'undefined' ? `Details (amount ${String(declared.amount)})` : 'Details'),
-    h(
-      'dl',
-      { class: 'facts' },
-      items.map(([k, v]) => [h('dt', null, k), h('dd', null, v)]),
-    ),
   );
 }
 
@@ -114,6 +50,20 @@ export async function auditPage(ctx: PageContext): Promise<void> {
     maxlength: '200',
     placeholder: 'agent, action, resource, message…',
   });
+  const text = (name: string, placeholder: string) =>
+    h('input', { type: 'text', name, 'data-testid': `audit-filter-${name}`, autocomplete: 'off', placeholder });
+  const server = text('server', 'MCP server slug');
+  const tool = text('tool', 'exact tool');
+  const source = select(
+    'source',
+    'audit-filter-source',
+    SOURCES.map((v) => [v, v]),
+  );
+  const outcome = select(
+    'outcome',
+    'audit-filter-outcome',
+    OUTCOMES.map(([v, l]) => [v, l]),
+  );
   const from = h('input', { type: 'datetime-local', name: 'from', 'data-testid': 'audit-filter-from' });
   const to = h('input', { type: 'datetime-local', name: 'to', 'data-testid': 'audit-filter-to' });
   const result = select(
@@ -174,6 +124,10 @@ export async function auditPage(ctx: PageContext): Promise<void> {
     q: search.value.trim(),
     agent: agent.value.trim(),
     action: action.value.trim(),
+    source: source.value,
+    server: server.value.trim(),
+    tool: tool.value.trim(),
+    outcome: outcome.value,
     result: result.value,
     severity: severityFilter.value,
     from: from.value ? new Date(from.value).toISOString() : '',
@@ -202,7 +156,11 @@ export async function auditPage(ctx: PageContext): Promise<void> {
     status.clear();
     renderExportLinks();
     try {
-      const page = await api<AuditEventPage>('GET', withQuery('/audit-logs', { limit: 25, cursor: cursors[pageIndex], ...filterQuery() }));
+      // read as acts: an MCP call or a proxied request is one row, its outcome folded in
+      const page = await api<AuditEventPage>(
+        'GET',
+        withQuery('/audit-logs', { limit: 25, cursor: cursors[pageIndex], view: 'acts', ...filterQuery() }),
+      );
       if (!ctx.alive()) return;
       cursors = cursors.slice(0, pageIndex + 1);
       if (page.has_more && page.next_cursor) cursors.push(page.next_cursor);
@@ -221,7 +179,13 @@ export async function auditPage(ctx: PageContext): Promise<void> {
               header: 'Decision',
               cell: (e) => {
                 const r = RESULTS.find(([v]) => v === e.result);
-                return h('div', { class: 'stack' }, badge(r ? r[1] : e.result, r ? r[2] : 'neutral', 'audit-result'), severity(e.severity));
+                return h(
+                  'div',
+                  { class: 'stack' },
+                  badge(r ? r[1] : e.result, r ? r[2] : 'neutral', 'audit-result'),
+                  severity(e.severity),
+                  outcomeBadge(e),
+                );
               },
             },
             { header: 'Agent', cell: (e) => dash(e.agent) },
@@ -305,6 +269,10 @@ export async function auditPage(ctx: PageContext): Promise<void> {
     field('To', to),
     field('Agent', agent),
     field('Action', action),
+    field('Source', source),
+    field('MCP server', server),
+    field('Tool', tool),
+    field('Outcome', outcome),
     field('Result', result),
     field('Severity', severityFilter),
     h(
@@ -314,9 +282,8 @@ export async function auditPage(ctx: PageContext): Promise<void> {
       button(
         'Clear',
         () => {
-          for (const input of [search, from, to, agent, action]) input.value = '';
-          result.value = '';
-          severityFilter.value = '';
+          for (const input of [search, from, to, agent, action, server, tool]) input.value = '';
+          for (const choice of [result, severityFilter, source, outcome]) choice.value = '';
           cursors = [null];
           pageIndex = 0;
           void load();

@@ -146,10 +146,14 @@ export function mcpFacts(server: string, request: McpRequest): McpFacts {
   return facts;
 }
 
+/** What an MCP tool call's `resource` is when its caller declares none: the tool's address, `mcp://github/tools/create_issue`. */
+export const mcpToolAddress = (server: string, tool: string) => `mcp://${server}/tools/${encodeURIComponent(tool)}`;
+
 /**
  * The act as the caller declares it, completed by what runs: an MCP tool call's `tool` is the
- * executed tool (a different declared one is refused), and an HTTP execution's `resource`
- * defaults to its URL (redacted: it is recorded; the policy's executed view has the real one).
+ * executed tool (a different declared one is refused) and its `resource` defaults to the tool's
+ * address, and an HTTP execution's `resource` defaults to its URL (redacted: it is recorded; the
+ * policy's executed view has the real one). So a recorded act always says what it touched.
  */
 export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | null): EvaluationInput {
   checkContextSize(input.context, 'input.context');
@@ -157,7 +161,7 @@ export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | nu
     if (input.tool !== undefined && input.tool !== facts.tool) {
       throw new ApiError('invalid_request', `input.tool '${input.tool}' differs from the executed tool '${facts.tool}'`);
     }
-    return input.tool === facts.tool ? input : { ...input, tool: facts.tool };
+    return { ...input, tool: facts.tool, resource: input.resource ?? mcpToolAddress(facts.server, facts.tool) };
   }
   // the URL as the audit log may show it (secret query values redacted)
   if (facts?.mode === 'http_proxy' && input.resource === undefined) return { ...input, resource: redactUrl(facts.url) };

@@ -12,13 +12,18 @@ export interface AuditFilters {
   /** The MCP server an act ran on (`context.execution.server`). */
   server?: string;
   tool?: string;
-  /** How an act ended (`context.outcome`): outcome events only. */
+  /** How an act ended (`context.outcome`): outcome events only (with `view: 'acts'`, the decisions of acts that ended so). */
   outcome?: string;
   result?: string;
   severity?: string;
   from?: string;
   to?: string;
+  /** `acts`: an act is its decision event, its outcome event folded into it (listAuditLogs); `events` (the default): every event. */
+  view?: 'events' | 'acts';
 }
+
+/** An act's outcome event names its decision event (execution/outcome.ts). */
+const isOutcome = sql<boolean>`e.context ? 'decision_event_id'`;
 
 /** Events of a workspace with their seal (sequence, hash) when sealed. */
 export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: AuditFilters) {
@@ -33,12 +38,32 @@ export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: A
   if (filters.source) q = q.where('e.source', '=', filters.source);
   if (filters.tool) q = q.where('e.tool', '=', filters.tool);
   if (filters.server) q = q.where(sql`e.context->'execution'->>'server'`, '=', filters.server);
-  if (filters.outcome) q = q.where(sql`e.context->>'outcome'`, '=', filters.outcome);
+  if (filters.view === 'acts') {
+    q = q.where(sql<boolean>`NOT ${isOutcome}`);
+    if (filters.outcome)
+      q = q.where(({ exists, selectFrom }) =>
+        exists(
+          selectFrom('audit_events as o')
+            .select(sql`1`.as('one'))
+            .whereRef('o.workspace_id', '=', 'e.workspace_id')
+            .where(sql`o.context->>'decision_event_id'`, '=', sql`e.id::text`)
+            .where(sql`o.context->>'outcome'`, '=', filters.outcome),
+        ),
+      );
+  } else if (filters.outcome) q = q.where(sql`e.context->>'outcome'`, '=', filters.outcome);
   if (filters.result) q = q.where('e.result', '=', filters.result);
   if (filters.severity) q = q.where('e.severity', '=', filters.severity);
   if (filters.from) q = q.where('e.event_timestamp', '>=', new Date(filters.from));
   if (filters.to) q = q.where('e.event_timestamp', '<', new Date(filters.to));
   return q;
+}
+
+/** The outcome events of these decision events (audit_events_outcome_of), with their seals. */
+export function outcomeEventsOf(db: Kysely<DB>, workspaceId: string, decisionEventIds: string[]) {
+  return auditEventsQuery(db, workspaceId, {})
+    .where(isOutcome)
+    .where(sql`e.context->>'decision_event_id'`, 'in', decisionEventIds)
+    .execute();
 }
 
 /** The columns a search looks in: what an event says of who did what, never its context. */

@@ -11,7 +11,14 @@ import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Actor } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
-import { type AuditEventWithSeal, type AuditFilters, auditEventsQuery, auditSearchCondition, insertAuditRows } from './audit.repository.ts';
+import {
+  type AuditEventWithSeal,
+  type AuditFilters,
+  auditEventsQuery,
+  auditSearchCondition,
+  insertAuditRows,
+  outcomeEventsOf,
+} from './audit.repository.ts';
 import { type AuditRecord, auditRows, toAuditEvent } from './audit-event.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { findCheckpoint } from './checkpoint.repository.ts';
@@ -85,19 +92,38 @@ const toSummary = (row: AuditEventWithSeal): AuditEventSummary => ({
 export const listAuditLogs = (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditFilters) =>
   paginate(auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toAuditEvent);
 
+/** With `view: 'acts'`, every act of the page (an event with `context.execution`) gets its outcome event, or null while it has none. */
+async function withOutcomes<P extends { data: AuditEvent[] }>(db: Kysely<DB>, workspaceId: string, view: AuditFilters['view'], page: P) {
+  if (view !== 'acts') return page;
+  const acts = page.data.filter((event) => event.context.execution !== undefined).map((event) => event.id);
+  const outcomes = acts.length > 0 ? await outcomeEventsOf(db, workspaceId, acts) : [];
+  const byDecision = new Map(outcomes.map(toAuditEvent).map((outcome) => [String(outcome.context.decision_event_id), outcome]));
+  return {
+    ...page,
+    data: page.data.map((event) =>
+      event.context.execution === undefined ? event : { ...event, outcome_event: byDecision.get(event.id) ?? null },
+    ),
+  };
+}
+
 /** What a search (`q`) may add to the filters, and how many events one page of it may read. */
 export interface AuditSearch extends AuditFilters {
   q?: string;
 }
 
 /** Events as listAuditLogs, narrowed by a search that reads at most `scanRows` events a page (paginateSearch). */
-const searchAuditLogs = (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditSearch, scanRows: number) =>
-  query.q
-    ? paginateSearch(db as Kysely<unknown>, auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toAuditEvent, {
-        matches: auditSearchCondition(query.q),
-        scanRows,
-      })
-    : listAuditLogs(db, workspaceId, query);
+const searchAuditLogs = async (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditSearch, scanRows: number) =>
+  withOutcomes(
+    db,
+    workspaceId,
+    query.view,
+    query.q
+      ? await paginateSearch(db as Kysely<unknown>, auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toAuditEvent, {
+          matches: auditSearchCondition(query.q),
+          scanRows,
+        })
+      : await listAuditLogs(db, workspaceId, query),
+  );
 
 export const listEventSummaries = (db: Kysely<DB>, workspaceId: string, query: PageRequest & AuditFilters) =>
   paginate(auditEventsQuery(db, workspaceId, query), 'e.event_timestamp', query, toSummary);

@@ -299,11 +299,12 @@ export class DecisionService {
   async allowedTools(ctx: RequestContext, decided: DecisionOutcome, server: string, tools: readonly string[]): Promise<Set<string>> {
     const set = await this.policies.get(ctx.auth.workspaceId, ctx.auth.policyVersion);
     const acts = tools.map((tool) => {
+      // the tool's call as declaredInput completes it (its resource, the tool's address, unless the listing declared one)
+      const execution = mcpFacts(server, { method: 'tools/call', params: { name: tool } });
       const declared: DecisionInput = {
-        ...decided.input,
+        ...declaredInput({ ...decided.input, tool }, execution),
         environment: decided.environment,
-        tool,
-        execution: mcpFacts(server, { method: 'tools/call', params: { name: tool } }),
+        execution,
       };
       return [{ ...declared, action: 'mcp.call' }, declared];
     });

@@ -128,7 +128,8 @@ export type Agent = {
      */
     allowed_tools: StringList;
     /**
-     * When non-empty, the agent may only touch resources matching one of these globs (an implicit block rule).
+     * When non-empty, the agent may only touch resources matching one of these globs (an implicit block rule). An act's resource is what its caller declares or, when it declares none, what runs: an HTTP execution's URL, an MCP tool call's address `mcp://<server>/tools/<tool>` (so `mcp://github*` lets the agent call every tool of server `github`), a resource read's URI.
+     *
      */
     allowed_resources: StringList;
     /**
@@ -832,8 +833,10 @@ export type AuditEvent = {
      * Warden's proxies `execution`, what ran: for HTTP `{mode, method, url, host, path,
      * body_sha256}` (values of secret-looking query parameters redacted), for MCP `{mode,
      * server, method, tool, arguments, arguments_sha256}`, with `prompt` or `uri` where the
-     * operation names one and `params_sha256` where it sends other parameters (`action` and
-     * `resource` stay what the caller declared). `arguments` are the tool's or prompt's
+     * operation names one and `params_sha256` where it sends other parameters (`action` stays what
+     * the caller declared, and `resource` too; when it declared none, `resource` is what ran:
+     * an HTTP execution's URL, secret query values redacted, or an MCP tool call's address
+     * `mcp://<server>/tools/<tool>`, the tool's name percent-encoded). `arguments` are the tool's or prompt's
      * arguments as sent, values under secret-looking names redacted, when they take at most
      * 8 KiB of canonical JSON; larger ones are recorded as `arguments_bytes` (their size as
      * sent) instead, and neither when the workspace's setting `audit_mcp_arguments` is
@@ -849,6 +852,14 @@ export type AuditEvent = {
      * The event's leaf hash (hex), SHA-256(0x00 ‖ canonical event bytes) as RFC 9162 hashes leaves (see `AuditInclusionProof.leaf`); `null` until sealed.
      */
     hash: string | null;
+    /**
+     * Only when listed with `view=acts`, on an act's decision event (one with
+     * `context.execution`): the event that recorded how the act ended, or `null` while it
+     * has none. Not part of the event's recorded bytes: each of the two events keeps its own
+     * `hash` and `sequence`.
+     *
+     */
+    outcome_event?: AuditEvent | null;
 };
 
 /**
@@ -2419,7 +2430,8 @@ export type AgentWritable = {
      */
     allowed_tools: StringList;
     /**
-     * When non-empty, the agent may only touch resources matching one of these globs (an implicit block rule).
+     * When non-empty, the agent may only touch resources matching one of these globs (an implicit block rule). An act's resource is what its caller declares or, when it declares none, what runs: an HTTP execution's URL, an MCP tool call's address `mcp://<server>/tools/<tool>` (so `mcp://github*` lets the agent call every tool of server `github`), a resource read's URI.
+     *
      */
     allowed_resources: StringList;
     /**
@@ -2706,6 +2718,16 @@ export type ToolFilter = string;
  *
  */
 export type OutcomeFilter = 'succeeded' | 'failed' | 'target_denied' | 'cancelled';
+
+/**
+ * `events` (the default): every event, an act's decision and its outcome as two. `acts`: an
+ * act is one row, its decision event, with its outcome event in `outcome_event` (`null` while
+ * the act has none: it is running, waits for an approval, or was refused before it ran);
+ * outcome events are not listed on their own, and `outcome` selects the acts that ended so.
+ * Events that are not acts (configuration, approvals) are listed as they are.
+ *
+ */
+export type AuditView = 'events' | 'acts';
 
 export type ResultFilter = AuditResult;
 
@@ -3636,6 +3658,15 @@ export type ListDashboardAuditLogsData = {
          *
          */
         outcome?: 'succeeded' | 'failed' | 'target_denied' | 'cancelled';
+        /**
+         * `events` (the default): every event, an act's decision and its outcome as two. `acts`: an
+         * act is one row, its decision event, with its outcome event in `outcome_event` (`null` while
+         * the act has none: it is running, waits for an approval, or was refused before it ran);
+         * outcome events are not listed on their own, and `outcome` selects the acts that ended so.
+         * Events that are not acts (configuration, approvals) are listed as they are.
+         *
+         */
+        view?: 'events' | 'acts';
         result?: AuditResult;
         severity?: Severity;
         /**
