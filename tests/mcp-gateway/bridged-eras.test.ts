@@ -14,6 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
+  CreateTaskResultSchema,
   ElicitRequestSchema,
   ResourceUpdatedNotificationSchema,
   ToolListChangedNotificationSchema,
@@ -153,6 +154,19 @@ describe('a 2025 client in front of a 2026-07-28 upstream', () => {
     const result = await client.callTool({ name: 'test_custom_headers', arguments: args });
     expect(result.isError, text(result)).toBeFalsy();
     expect(text(result)).toBe(`custom headers: ${JSON.stringify(args)}`);
+  });
+
+  it('asking for a task gets a refusal that says why, and the tool does not run', async () => {
+    const ws = await workspace(modern.url);
+    const client = await legacyClient(await ws.agentKey());
+    const asked = client.request(
+      { method: 'tools/call', params: { name: 'test_simple_text', arguments: {}, task: { ttl: 60_000 } } },
+      CreateTaskResultSchema,
+    );
+    await expect(asked).rejects.toThrow(/speaks 2026-07-28 \(whose tasks extension Warden does not relay yet\)/);
+    // the call was decided (allowed), and its outcome says it did not run
+    const outcomes = (await ws.events('mcp.call')).filter((e) => e.context.outcome !== undefined);
+    expect(outcomes.map((e) => e.context.outcome)).toEqual(['failed']);
   });
 
   it("gets the upstream's input_required question as a request on its call's stream, decided as mcp.elicitation", async () => {

@@ -14,6 +14,7 @@
  *   warden billing set-plan --workspace S --plan P [--json]
  *   warden audit export --workspace S [--out FILE] [--json]
  *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--witness VKEY … [--witness-quorum K]] [--json]
+ *   warden policies test DIR [--junit FILE] [--json]   (offline: a policy directory's test cases)
  *   warden witness --name NAME --data-dir DIR --log-key KEY … [--listen HOST:PORT] [--origin-prefix P] [--json]
  * `--json` prints one JSON document on stdout and nothing else (messages go to stderr); npm's own
  * `--json` (before `--`) counts too. Run through npm, use `npm run -s warden -- …` (or `npx warden
@@ -92,6 +93,10 @@ const USAGE = `usage:
       with --witness VKEY (repeated; GET /audit/signing-key witnesses[].verifier_key) only
       checkpoints cosigned by K of them (--witness-quorum, default all) are trusted;
       exit 0: valid, 1: a problem (each printed with its first bad index), 2: usage error
+  warden policies test DIR [--junit FILE] [--json]
+      runs the test cases of a policy directory (one policy per YAML or JSON file, as POST
+      /policies takes it; cases in *.test.yaml) with the server's evaluator, offline;
+      --junit writes JUnit XML; exit 0: all pass, 1: a case fails, 2: a file is not valid
   warden witness --name NAME --data-dir DIR --log-key KEY [--log-key KEY ...] [--listen HOST:PORT]
                  [--origin-prefix P] [--json]
       runs a C2SP tlog-witness on HOST:PORT (default 127.0.0.1:7380) until stopped: it cosigns a
@@ -379,6 +384,7 @@ function parse(argv: string[]) {
         listen: { type: 'string' },
         'log-key': { type: 'string', multiple: true },
         'origin-prefix': { type: 'string' },
+        junit: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -402,11 +408,12 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'audit.verify') return auditVerify(values, values.json === true);
   if (command === 'witness') return (await import('./witness-command.ts')).runWitness(values, values.json === true);
   if (command === 'audit.export') return auditExport(values, values.json === true);
+  if (command === 'policies.test') return (await import('./policies-command.ts')).policiesTest(id, values, values.json === true);
   if (!(await import('../admin/commands.ts')).isAdminCommand(command)) {
     console.error(USAGE);
     return 2;
   }
-  const { json, help: _help, checkpoint: _checkpoint, witness: _witness, 'log-key': _logKey, ...args } = values;
+  const { json, help: _help, checkpoint: _checkpoint, witness: _witness, 'log-key': _logKey, junit: _junit, ...args } = values;
   // a credential's NAME is the positional; its secret never comes from argv
   const extra =
     command === 'credentials.set' ? { name: id, secret: await readSecret() } : command === 'credentials.delete' ? { name: id } : {};

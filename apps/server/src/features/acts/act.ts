@@ -169,6 +169,24 @@ export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | nu
 }
 
 /**
+ * The views of an act that policy decides on: what runs (an HTTP execution's resource is its
+ * URL, an MCP operation's action is fixed) and, when it differs, what the caller declares.
+ */
+export function actViews<Input extends { action: string; resource?: string; execution?: ExecutionFacts | null }>(
+  declared: Input,
+  fixedAction: string | undefined,
+): Input[] {
+  const facts = declared.execution;
+  const executed =
+    facts?.mode === 'http_proxy' && declared.resource !== facts.url
+      ? { ...declared, resource: facts.url }
+      : fixedAction !== undefined && declared.action !== fixedAction
+        ? { ...declared, action: fixedAction }
+        : declared;
+  return executed === declared ? [declared] : [executed, declared];
+}
+
+/**
  * What an approval is titled: the act as a person tells two apart — the MCP server and the
  * tool, prompt or resource (`tools/call github create_issue`), the HTTP method and URL with
  * secret query values redacted (`POST api.example.com/transfer`), or the declared action and

@@ -15,7 +15,16 @@ import type { DB } from '../../db/schema.ts';
 import { NO_TELEMETRY, type Telemetry } from '../../observability/telemetry.ts';
 import type { RequestContext } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
-import { actDigest, approvalTitle, auditedExecution, declaredInput, type ExecutionFacts, mcpFacts, shownExecution } from '../acts/act.ts';
+import {
+  actDigest,
+  actViews,
+  approvalTitle,
+  auditedExecution,
+  declaredInput,
+  type ExecutionFacts,
+  mcpFacts,
+  shownExecution,
+} from '../acts/act.ts';
 import { CREDENTIAL_HEADERS } from '../acts/http-form.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { type ApprovalStep, approvalOf, approvalStep, changesApproval, takeApprovalStep } from '../approvals/approval-step.ts';
@@ -69,21 +78,6 @@ export interface DecisionOutcome {
   input: EvaluationInput;
   execution: ExecutionFacts | null;
   source: DecisionRequest['source'];
-}
-
-/**
- * The views of an act that policy decides on: what runs (an HTTP execution's resource is its
- * URL, an MCP operation's action is fixed) and, when it differs, what the caller declares.
- */
-function views(declared: DecisionInput, fixedAction: string | undefined): DecisionInput[] {
-  const facts = declared.execution;
-  const executed =
-    facts?.mode === 'http_proxy' && declared.resource !== facts.url
-      ? { ...declared, resource: facts.url }
-      : fixedAction !== undefined && declared.action !== fixedAction
-        ? { ...declared, action: fixedAction }
-        : declared;
-  return executed === declared ? [declared] : [executed, declared];
 }
 
 /** The environment the act is decided in: the agent's registered one, which a caller may state but not change. */
@@ -276,7 +270,7 @@ export class DecisionService {
     const refusal = request.refusal ?? agentCredentialRefusal(set, declared.execution ?? null);
     if (refusal) return { decision: refused(refusal.message, null), error: refusal, context: { refusal: refusal.code } };
     try {
-      return { decision: decideStrictest(set, views(declared, request.fixedAction), agent) };
+      return { decision: decideStrictest(set, actViews(declared, request.fixedAction), agent) };
     } catch (error) {
       if (!(error instanceof ConditionError)) throw error;
       const message = `condition of policy '${error.policy}' failed: ${error.message}`;
