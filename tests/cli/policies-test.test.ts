@@ -213,3 +213,92 @@ describe('warden policies test', () => {
     rmSync(join(dir, 'z-broken.yaml'));
   });
 });
+
+describe('warden policies diff and apply, against a running Warden', () => {
+  const server = useTestServer();
+  const dir = mkdtempSync(join(tmpdir(), 'warden-bundle-'));
+  const file = (name: string, content: unknown) => writeFileSync(join(dir, name), stringify(content));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const sync = (verb: string, ...extra: string[]) =>
+    new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      execFile(
+        process.execPath,
+        [TSX, CLI, 'policies', verb, dir, '--url', server.url, ...extra],
+        { cwd: ROOT, timeout: 60_000, env: { ...process.env, WARDEN_API_KEY: server.key } },
+        (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+  const bundleEvents = async () =>
+    (await server.api('GET', '/audit-logs', { query: { action: 'policies.bundle_applied' } })).body.data as {
+      resource: string;
+      context: Record<string, unknown>;
+    }[];
+  const policyNames = async () => ((await server.api('GET', '/policies')).body.data as { name: string }[]).map((p) => p.name).sort();
+
+  it('diff says what would change and writes nothing; apply makes it one change; again, nothing', async () => {
+    file('refunds.yaml', POLICIES[0]);
+    file('care.yaml', POLICIES[1]);
+    const digest = readPolicyBundle(dir).digest;
+
+    const diff = await sync('diff');
+    expect(diff.code, diff.stderr).toBe(0);
+    expect(diff.stdout).toBe(
+      `+ Production care\n+ Refund limits\npolicies diff: 2 to create, 0 to update, 0 to delete, 0 unchanged (bundle ${digest.slice(0, 12)})\n`,
+    );
+    expect(await policyNames()).toEqual([]);
+    expect(await bundleEvents()).toEqual([]);
+
+    const applied = await sync('apply');
+    expect(applied.code, applied.stderr).toBe(0);
+    const events = await bundleEvents();
+    expect(events).toHaveLength(1);
+    expect(applied.stdout).toContain(
+      `policies apply: 2 created, 0 updated, 0 deleted, 0 unchanged (bundle ${digest.slice(0, 12)}, audit event `,
+    );
+    expect(events[0]).toMatchObject({
+      resource: digest,
+      context: { digest, created: ['Production care', 'Refund limits'], updated: [], deleted: [] },
+    });
+    expect(events[0]?.context.source).toEqual({ path: dir });
+    expect(await policyNames()).toEqual(['Production care', 'Refund limits']);
+
+    const again = await sync('apply');
+    expect(again.stdout).toBe(`policies apply: nothing to change (bundle ${digest.slice(0, 12)})\n`);
+    expect(await bundleEvents()).toHaveLength(1);
+  });
+
+  it('updates what differs, prunes only when asked, and a workspace read back is the same bundle', async () => {
+    file('refunds.yaml', { ...POLICIES[0], priority: 10 });
+    rmSync(join(dir, 'care.yaml'));
+    const kept = await sync('apply');
+    expect(kept.stdout.split('\n')[0]).toBe('~ Refund limits');
+    expect(await policyNames()).toEqual(['Production care', 'Refund limits']);
+    const pruned = await sync('apply', '--prune');
+    expect(pruned.stdout.split('\n')[0]).toBe('- Production care');
+    expect((await bundleEvents())[0]?.context).toMatchObject({ updated: [], deleted: ['Production care'] });
+    expect(await policyNames()).toEqual(['Refund limits']);
+
+    // the workspace's policies written back as files are the bundle applied: the same digest
+    const back = mkdtempSync(join(tmpdir(), 'warden-export-'));
+    for (const p of (await server.api('GET', '/policies')).body.data as Record<string, unknown>[]) {
+      // as a policy file states it: the API's fields of PolicyCreate, a description only when there is one
+      const { id: _id, version: _v, created_at: _c, updated_at: _u, description, ...policy } = p;
+      writeFileSync(join(back, `${String(policy.name)}.json`), JSON.stringify(description === null ? policy : { ...policy, description }));
+    }
+    expect(readPolicyBundle(back).digest).toBe(readPolicyBundle(dir).digest);
+    rmSync(back, { recursive: true, force: true });
+  });
+
+  it('refuses a bundle with two policies of one name, or one whose condition does not compile, naming it', async () => {
+    const twice = await server.api('POST', '/policies/bundle', { body: { policies: [{ name: 'A' }, { name: 'A' }] } });
+    expect(twice.status).toBe(400);
+    expect(twice.body.error).toMatchObject({ code: 'invalid_request', message: "the bundle has two policies named 'A'" });
+    const broken = await server.api('POST', '/policies/bundle', {
+      body: { policies: [{ name: 'B', rules: [{ match: { action: ['x'] }, condition: 'context.a >', effect: 'block' }] }] },
+    });
+    expect(broken.status).toBe(400);
+    expect(broken.body.error.code).toBe('invalid_policy');
+    expect(broken.body.error.message).toMatch(/^policy 'B': rules\[0\]\.condition: /);
+    expect(await policyNames()).toEqual(['Refund limits']);
+  });
+});

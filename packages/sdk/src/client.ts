@@ -149,6 +149,12 @@ export function createWarden(options: WardenOptions) {
     /** By id or name; the next decision already ignores it. */
     delete: async (id: string, opts?: RequestOptions): Promise<T.Deleted['data']> =>
       (await unwrap(op.deletePolicy({ ...call(opts), path: { id } }))).data,
+    /**
+     * Policies as code: makes the workspace's policies those of a bundle, as one change (one
+     * audit event naming its digest); `dry_run` answers what would change. Idempotent.
+     */
+    applyBundle: async (body: T.ApplyPolicyBundleData['body'], opts?: RequestOptions): Promise<T.PolicyBundleResult> =>
+      (await unwrap(op.applyPolicyBundle({ ...call(opts), body }))).data,
   };
 
   const approvals = {
@@ -351,6 +357,7 @@ export const OPERATION_METHODS: Record<keyof typeof op, string> = {
   updatePolicy: 'policies.update',
   deletePolicy: 'policies.delete',
   simulatePolicies: 'policies.simulate',
+  applyPolicyBundle: 'policies.applyBundle',
   getSettings: 'settings.get',
   updateSettings: 'settings.update',
   evaluatePolicy: 'policy.evaluate',

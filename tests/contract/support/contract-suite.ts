@@ -459,6 +459,40 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'policies as code',
+    covers: ['applyPolicyBundle'],
+    async run(run) {
+      // a bundle of one policy of the suite's own, applied without prune: nothing else is touched
+      const bundle = {
+        policies: [
+          {
+            name: `contract-${run.id}-bundle`,
+            rules: [{ id: 'bundle-allow', match: { agent: [run.slug], action: ['contract.bundle'] }, effect: 'allow' }],
+          },
+        ],
+      };
+      const dry = await run.call('applyPolicyBundle', { expect: 200, body: { ...bundle, dry_run: true } });
+      if (!run.mock) run.expectThat('applyPolicyBundle', dry.body.data.audit_event_id === null, 'a dry run recorded an audit event');
+      const applied = await run.call('applyPolicyBundle', { expect: 200, body: { ...bundle, source: { path: 'contract' } } });
+      if (!run.mock) {
+        run.expectThat('applyPolicyBundle', applied.body.data.created.length === 1, 'the bundle’s new policy was not created');
+        const again = await run.call('applyPolicyBundle', { expect: 200, body: bundle, note: 'the same bundle again' });
+        run.expectThat('applyPolicyBundle', again.body.data.audit_event_id === null, 'applying the same bundle again recorded a change');
+      }
+      // the run leaves nothing behind
+      await run.call('deletePolicy', {
+        expect: [200, 204],
+        path: { id: bundle.policies[0]?.name as string },
+        note: 'the bundle’s policy, removed',
+      });
+      await run.call('applyPolicyBundle', {
+        expect: 400,
+        body: { policies: [{ name: 'twice' }, { name: 'twice' }] },
+        note: 'two policies of one name',
+      });
+    },
+  },
+  {
     name: 'approvals',
     covers: ['listApprovals', 'createApproval', 'listApprovalRequests', 'createApprovalRequest', 'getApproval', 'decideApproval'],
     async run(run) {

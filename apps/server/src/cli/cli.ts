@@ -15,6 +15,7 @@
  *   warden audit export --workspace S [--out FILE] [--json]
  *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--witness VKEY … [--witness-quorum K]] [--json]
  *   warden policies test DIR [--junit FILE] [--json]   (offline: a policy directory's test cases)
+ *   warden policies diff|apply DIR --url API [--prune] [--json]   (WARDEN_API_KEY: a key with policies:write)
  *   warden witness --name NAME --data-dir DIR --log-key KEY … [--listen HOST:PORT] [--origin-prefix P] [--json]
  * `--json` prints one JSON document on stdout and nothing else (messages go to stderr); npm's own
  * `--json` (before `--`) counts too. Run through npm, use `npm run -s warden -- …` (or `npx warden
@@ -97,6 +98,10 @@ const USAGE = `usage:
       runs the test cases of a policy directory (one policy per YAML or JSON file, as POST
       /policies takes it; cases in *.test.yaml) with the server's evaluator, offline;
       --junit writes JUnit XML; exit 0: all pass, 1: a case fails, 2: a file is not valid
+  warden policies diff|apply DIR --url API [--prune] [--json]
+      what applying the directory to a running Warden would change, or applies it as one
+      change (one audit event with the bundle's digest and git commit); --prune deletes the
+      workspace's policies the directory does not have; the key is read from WARDEN_API_KEY
   warden witness --name NAME --data-dir DIR --log-key KEY [--log-key KEY ...] [--listen HOST:PORT]
                  [--origin-prefix P] [--json]
       runs a C2SP tlog-witness on HOST:PORT (default 127.0.0.1:7380) until stopped: it cosigns a
@@ -385,6 +390,7 @@ function parse(argv: string[]) {
         'log-key': { type: 'string', multiple: true },
         'origin-prefix': { type: 'string' },
         junit: { type: 'string' },
+        prune: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -409,11 +415,22 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'witness') return (await import('./witness-command.ts')).runWitness(values, values.json === true);
   if (command === 'audit.export') return auditExport(values, values.json === true);
   if (command === 'policies.test') return (await import('./policies-command.ts')).policiesTest(id, values, values.json === true);
+  if (command === 'policies.diff' || command === 'policies.apply')
+    return (await import('./policies-command.ts')).policiesSync(verb as 'diff' | 'apply', id, values, values.json === true);
   if (!(await import('../admin/commands.ts')).isAdminCommand(command)) {
     console.error(USAGE);
     return 2;
   }
-  const { json, help: _help, checkpoint: _checkpoint, witness: _witness, 'log-key': _logKey, junit: _junit, ...args } = values;
+  const {
+    json,
+    help: _help,
+    checkpoint: _checkpoint,
+    witness: _witness,
+    'log-key': _logKey,
+    junit: _junit,
+    prune: _prune,
+    ...args
+  } = values;
   // a credential's NAME is the positional; its secret never comes from argv
   const extra =
     command === 'credentials.set' ? { name: id, secret: await readSecret() } : command === 'credentials.delete' ? { name: id } : {};

@@ -14,6 +14,10 @@ export const policyHandlers = ({ policies }: Services) =>
       status: 200,
       body: { data: await policies.update(ctx.auth.workspaceId, path.id, body, actorOf(ctx)) },
     }),
+    applyPolicyBundle: async ({ body, ctx }) => ({
+      status: 200,
+      body: { data: await policies.applyBundle(ctx.auth.workspaceId, body, actorOf(ctx)) },
+    }),
     simulatePolicies: async ({ body, ctx }) => ({ status: 200, body: { data: await policies.simulate(ctx.auth.workspaceId, body) } }),
     deletePolicy: async ({ path, ctx }) => ({
       status: 200,

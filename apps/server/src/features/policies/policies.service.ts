@@ -1,8 +1,8 @@
 /** Policies: stored with their rules; every change bumps `version` and fires `policy.updated`. */
 import { randomUUID } from 'node:crypto';
-import type { Policy, PolicyCreate, PolicyRule, PolicySimulationRequest, PolicyUpdate } from '@warden/contract';
+import type { Policy, PolicyBundleApply, PolicyCreate, PolicyRule, PolicySimulationRequest, PolicyUpdate } from '@warden/contract';
 import type { Kysely } from 'kysely';
-import { iso, isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
+import { isUniqueViolation, type PageRequest, paginate } from '../../db/paginate.ts';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
 import type { Actor } from '../../shared/context.ts';
@@ -11,23 +11,10 @@ import { recordChange } from '../audit/audit.service.ts';
 import { recordEvent } from '../events/outbox.repository.ts';
 import { checkWorkspaceLimits, type RuleTotals, ruleTotals } from './limits.ts';
 import * as repo from './policies.repository.ts';
+import { applyPolicyBundle } from './policy-bundles.ts';
+import { toPolicy } from './policy-forms.ts';
 import { checkLimits, checkRules } from './rule-checks.ts';
 import type { Simulations } from './simulate-runner.ts';
-
-export function toPolicy(row: repo.PolicyRow): Policy {
-  return {
-    id: row.id,
-    name: row.name,
-    description: row.description,
-    enabled: row.enabled,
-    mode: row.mode as Policy['mode'],
-    priority: row.priority,
-    rules: row.rules as PolicyRule[],
-    version: row.version,
-    created_at: iso(row.created_at),
-    updated_at: iso(row.updated_at),
-  };
-}
 
 const nameTaken = (name: string) => new ApiError('conflict', `a policy named '${name}' already exists`);
 
@@ -164,6 +151,7 @@ export function policiesService(db: Kysely<DB>, simulations: Simulations) {
       updatePolicy(db, workspaceId, idOrName, input, actor),
     remove: (workspaceId: string, idOrName: string, actor: Actor) => deletePolicy(db, workspaceId, idOrName, actor),
     simulate: (workspaceId: string, request: PolicySimulationRequest) => simulations.simulate(workspaceId, request),
+    applyBundle: (workspaceId: string, input: PolicyBundleApply, actor: Actor) => applyPolicyBundle(db, workspaceId, input, actor),
   };
 }
 

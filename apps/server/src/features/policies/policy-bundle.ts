@@ -5,15 +5,14 @@
  * A policy file is checked as the API checks a new policy: the spec's schema, then its CEL
  * conditions and limits (rule-checks.ts), so that a directory that reads here saves there.
  */
-import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { PolicyCreate } from '@warden/contract';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { parse as parseYaml } from 'yaml';
-import { stableJson } from '../../shared/canonical-json.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { specText } from '../../spec.ts';
+import { bundleDigest } from './policy-forms.ts';
 import { checkLimits, checkRules } from './rule-checks.ts';
 
 /** A policy file or a test file that cannot be read as one: names the file and what is wrong. */
@@ -75,16 +74,6 @@ export function checkedPolicy(file: string, value: unknown): PolicyCreate {
   return policy;
 }
 
-/** A policy in canonical form: every default the API applies, stated, and keys sorted (for the digest and for diffs). */
-export const canonicalPolicy = (policy: PolicyCreate) => ({
-  name: policy.name,
-  description: policy.description ?? null,
-  enabled: policy.enabled ?? true,
-  mode: policy.mode ?? 'enforce',
-  priority: policy.priority ?? 100,
-  rules: policy.rules ?? [],
-});
-
 /** Reads `dir`: every policy file checked, names unique; throws BundleError naming the first file that is wrong. */
 export function readPolicyBundle(dir: string): PolicyBundle {
   let names: string[];
@@ -108,6 +97,5 @@ export function readPolicyBundle(dir: string): PolicyBundle {
     seen.set(policy.name, file);
     policies.push({ file, policy });
   }
-  const canonical = policies.map(({ policy }) => canonicalPolicy(policy)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return { policies, tests, digest: createHash('sha256').update(stableJson(canonical)).digest('hex') };
+  return { policies, tests, digest: bundleDigest(policies.map(({ policy }) => policy)) };
 }

@@ -415,6 +415,56 @@ export type PolicyPage = {
     next_cursor: Cursor;
 };
 
+export type PolicyBundleApply = {
+    /**
+     * The bundle's policies, as `createPolicy` takes each; names unique.
+     */
+    policies: Array<PolicyCreate>;
+    /**
+     * Delete the workspace's policies the bundle does not name. Default false.
+     */
+    prune?: boolean;
+    /**
+     * Answer what would change; write nothing. Default false.
+     */
+    dry_run?: boolean;
+    /**
+     * Where the bundle comes from, recorded with the change.
+     */
+    source?: {
+        /**
+         * The commit the bundle was read from (git, when applied from a checkout).
+         */
+        commit?: string;
+        /**
+         * The directory the bundle was read from.
+         */
+        path?: string;
+    };
+};
+
+export type PolicyBundleResult = {
+    /**
+     * SHA-256 of the bundle's policies in canonical form (every default stated, keys sorted, by name), as `warden policies test` prints it.
+     */
+    digest: string;
+    dry_run: boolean;
+    created: PolicyNames;
+    updated: PolicyNames;
+    deleted: PolicyNames;
+    unchanged: PolicyNames;
+    /**
+     * The `policies.bundle_applied` event; `null` when nothing changed or on a dry run.
+     */
+    audit_event_id: Uuid | null;
+};
+
+export type PolicyNames = Array<string>;
+
+export type PolicyBundleResponse = {
+    data: PolicyBundleResult;
+};
+
 export type PolicySimulationRequest = {
     /**
      * The draft policy set, each as `createPolicy` takes it (names unique). It replaces the workspace's policies for the replay only.

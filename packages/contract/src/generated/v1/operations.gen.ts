@@ -33,6 +33,9 @@ import type {
   SimulatePoliciesData,
   SimulatePoliciesErrors,
   SimulatePoliciesResponses,
+  ApplyPolicyBundleData,
+  ApplyPolicyBundleErrors,
+  ApplyPolicyBundleResponses,
   GetPolicyData,
   GetPolicyErrors,
   GetPolicyResponses,
@@ -165,6 +168,7 @@ export interface Operations {
   listPolicies: { method: 'GET'; data: ListPoliciesData; responses: ListPoliciesResponses; errors: ListPoliciesErrors };
   createPolicy: { method: 'POST'; data: CreatePolicyData; responses: CreatePolicyResponses; errors: CreatePolicyErrors };
   simulatePolicies: { method: 'POST'; data: SimulatePoliciesData; responses: SimulatePoliciesResponses; errors: SimulatePoliciesErrors };
+  applyPolicyBundle: { method: 'POST'; data: ApplyPolicyBundleData; responses: ApplyPolicyBundleResponses; errors: ApplyPolicyBundleErrors };
   getPolicy: { method: 'GET'; data: GetPolicyData; responses: GetPolicyResponses; errors: GetPolicyErrors };
   deletePolicy: { method: 'DELETE'; data: DeletePolicyData; responses: DeletePolicyResponses; errors: DeletePolicyErrors };
   updatePolicy: { method: 'PATCH'; data: UpdatePolicyData; responses: UpdatePolicyResponses; errors: UpdatePolicyErrors };
@@ -233,6 +237,7 @@ export const operations: readonly OperationRow[] = [
   { operationId: 'listPolicies', method: 'get', path: '/policies', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'createPolicy', method: 'post', path: '/policies', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'simulatePolicies', method: 'post', path: '/policies/simulate', authenticated: true, agentKey: false, permission: "audit:read", validationErrorCodes: {} },
+  { operationId: 'applyPolicyBundle', method: 'post', path: '/policies/bundle', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'getPolicy', method: 'get', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:read", validationErrorCodes: {} },
   { operationId: 'deletePolicy', method: 'delete', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },
   { operationId: 'updatePolicy', method: 'patch', path: '/policies/{id}', authenticated: true, agentKey: false, permission: "policies:write", validationErrorCodes: {} },

@@ -417,6 +417,56 @@ export type PolicyPage = {
     next_cursor: Cursor;
 };
 
+export type PolicyBundleApply = {
+    /**
+     * The bundle's policies, as `createPolicy` takes each; names unique.
+     */
+    policies: Array<PolicyCreate>;
+    /**
+     * Delete the workspace's policies the bundle does not name. Default false.
+     */
+    prune?: boolean;
+    /**
+     * Answer what would change; write nothing. Default false.
+     */
+    dry_run?: boolean;
+    /**
+     * Where the bundle comes from, recorded with the change.
+     */
+    source?: {
+        /**
+         * The commit the bundle was read from (git, when applied from a checkout).
+         */
+        commit?: string;
+        /**
+         * The directory the bundle was read from.
+         */
+        path?: string;
+    };
+};
+
+export type PolicyBundleResult = {
+    /**
+     * SHA-256 of the bundle's policies in canonical form (every default stated, keys sorted, by name), as `warden policies test` prints it.
+     */
+    digest: string;
+    dry_run: boolean;
+    created: PolicyNames;
+    updated: PolicyNames;
+    deleted: PolicyNames;
+    unchanged: PolicyNames;
+    /**
+     * The `policies.bundle_applied` event; `null` when nothing changed or on a dry run.
+     */
+    audit_event_id: Uuid | null;
+};
+
+export type PolicyNames = Array<string>;
+
+export type PolicyBundleResponse = {
+    data: PolicyBundleResult;
+};
+
 export type PolicySimulationRequest = {
     /**
      * The draft policy set, each as `createPolicy` takes it (names unique). It replaces the workspace's policies for the replay only.
@@ -3137,6 +3187,84 @@ export type SimulatePoliciesResponses = {
 };
 
 export type SimulatePoliciesResponse = SimulatePoliciesResponses[keyof SimulatePoliciesResponses];
+
+export type ApplyPolicyBundleData = {
+    body: PolicyBundleApply;
+    headers?: {
+        /**
+         * Makes a POST safe to retry (as Stripe does). The first answer to a key — a success or a 4xx
+         * error — is kept for 24 hours, and a request with the same key, the same method, path and
+         * JSON body (compared canonically: key order and spacing do not matter) and the same
+         * `X-Warden-Agent-Key` gets that answer again, status and body, with the header
+         * `Idempotent-Replayed: true`, without running again. A 5xx answer is not kept: a retry runs
+         * again. The same key with another request is 409 `idempotency_key_reused`; while the first
+         * request still runs, 409 `idempotency_key_in_progress` (with `Retry-After`). Keys are scoped
+         * by workspace and API key: another key, or another workspace, never sees the answer. At
+         * most 255 characters (400 `invalid_request` otherwise); use a random value such as a UUID
+         * per logical operation. A request that fails validation (400) is answered without using the
+         * key. The SDK sends one on every POST it may retry.
+         *
+         */
+        'Idempotency-Key'?: string;
+    };
+    path?: never;
+    query?: never;
+    url: '/policies/bundle';
+};
+
+export type ApplyPolicyBundleErrors = {
+    /**
+     * The request is invalid; `code` says why (see each operation).
+     */
+    400: Error;
+    /**
+     * Missing, malformed, unknown or revoked API key (`unauthorized`); or, on runtime operations, `agent_key_required` / `invalid_agent_key`.
+     */
+    401: Error;
+    /**
+     * The key lacks the operation's permission (`insufficient_permission`), or another 403 code named by the operation.
+     */
+    403: Error;
+    /**
+     * The change conflicts with the current state (`conflict`, `approval_already_decided`, `agent_key_in_use`).
+     */
+    409: Error;
+    /**
+     * The body exceeds 1 MiB (`payload_too_large`).
+     */
+    413: Error;
+    /**
+     * The body is not `application/json` (`unsupported_media_type`).
+     */
+    415: Error;
+    /**
+     * The key exceeded its rate limit (`rate_limited`); retry after `Retry-After` seconds.
+     */
+    429: Error;
+    /**
+     * An unexpected failure (`internal_error`). Nothing was allowed.
+     */
+    500: Error;
+    /**
+     * The database is unreachable (`service_unavailable`), or, on operations that record a decision, the decision could not be recorded (`audit_persist_failed`). Nothing was allowed and nothing was changed; retry after `Retry-After` seconds.
+     */
+    503: Error;
+    /**
+     * Any other error, e.g. 501 `not_implemented`.
+     */
+    default: Error;
+};
+
+export type ApplyPolicyBundleError = ApplyPolicyBundleErrors[keyof ApplyPolicyBundleErrors];
+
+export type ApplyPolicyBundleResponses = {
+    /**
+     * What changed (or, with `dry_run`, what would).
+     */
+    200: PolicyBundleResponse;
+};
+
+export type ApplyPolicyBundleResponse = ApplyPolicyBundleResponses[keyof ApplyPolicyBundleResponses];
 
 export type DeletePolicyData = {
     body?: never;
