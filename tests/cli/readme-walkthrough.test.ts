@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ChildServer, startChildServer } from '../reliability/support/child-server.ts';
+import { type ChildServer, childEnv, startChildServer } from '../reliability/support/child-server.ts';
 import { START_CAP_MS } from '../support/child-ready.ts';
 import { matchShown, type Step, stepsOf, withKnown } from '../support/walkthrough.ts';
 
@@ -74,7 +74,8 @@ describe('the README walk-through, run as printed', () => {
         {
           cwd: ROOT,
           timeout: 120_000,
-          env: { ...process.env, PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`, WARDEN_DATA_DIR: join(dir, '.data') },
+          // the README's terminal: the embedded database in the walk-through's directory, whatever this run's DATABASE_URL
+          env: childEnv({ PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}`, WARDEN_DATA_DIR: join(dir, '.data') }),
         },
         (error, stdout, stderr) => resolve({ stdout, stderr, code: error ? Number(error.code ?? 1) : 0 }),
       );
