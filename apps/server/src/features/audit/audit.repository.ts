@@ -46,6 +46,8 @@ export function auditEventsQuery(db: Kysely<DB>, workspaceId: string, filters: A
           selectFrom('audit_events as o')
             .select(sql`1`.as('one'))
             .whereRef('o.workspace_id', '=', 'e.workspace_id')
+            // stated, so that the planner may use the partial index audit_events_outcome_of
+            .where(sql<boolean>`o.context ? 'decision_event_id'`)
             .where(sql`o.context->>'decision_event_id'`, '=', sql`e.id::text`)
             .where(sql`o.context->>'outcome'`, '=', filters.outcome),
         ),
