@@ -8,10 +8,11 @@
  * compiled into the file that imports it. The SQL migrations are copied next to their runner. Packages from
  * node_modules stay imports: install them with `npm ci --omit=dev`.
  */
-import { cpSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
+import { DIGEST_FILE, sourcesDigest } from './server-build.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CONTRACT_BUILT = join(ROOT, 'packages/contract/dist/index.js');
@@ -73,11 +74,14 @@ const targets: Record<string, () => Promise<string>> = {
   server: async () => {
     const files = await compile(join(ROOT, 'apps/server/src'), join(ROOT, 'apps/server/dist'));
     cpSync(join(ROOT, 'apps/server/src/db/migrations'), join(ROOT, 'apps/server/dist/db/migrations'), { recursive: true });
+    // what the build was made of, read before it started: `npm start` and `npm run warden` run it as it is while their sources still hash so
+    writeFileSync(DIGEST_FILE, digestAtStart);
     return `${files} server files (run: node apps/server/dist/main.js)`;
   },
 };
 
 const started = performance.now();
+const digestAtStart = sourcesDigest();
 const wanted = process.argv.slice(2);
 const unknown = wanted.filter((name) => !(name in targets));
 if (unknown.length > 0) {

@@ -7,14 +7,15 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** What the build reads: the server, the contract, the dashboard's build module, the SDK (whose audit formats and proofs it compiles in), the build itself. */
 const INPUTS = ['apps/server/src', 'packages/contract/src', 'packages/sdk/src', 'apps/dashboard/build.ts', 'tools/build-server.ts'];
-const DIGEST_FILE = join(ROOT, 'apps/server/dist/.sources-sha256');
+/** The digest of the sources a build was made of, written by the build itself (tools/build-server.ts). */
+export const DIGEST_FILE = join(ROOT, 'apps/server/dist/.sources-sha256');
 /** Held while one process builds, so that two starts (or two test files) never build over each other. */
 const LOCK_DIR = join(ROOT, 'apps/server/.build-lock');
 /** A lock older than this was left by a build that died. */
@@ -72,7 +73,6 @@ export async function ensureServerBuilt(say = () => {}) {
           stdio: ['ignore', 'ignore', 'inherit'],
         });
         if (built.status !== 0) throw new Error(`building the server failed (exit ${built.status ?? built.signal})`);
-        writeFileSync(DIGEST_FILE, digest);
         say(`built the server from its sources in ${Date.now() - started} ms (apps/server/dist)`);
         return true;
       } finally {

@@ -21,7 +21,8 @@ import { request, startTestServer, type TestServer } from '../support/server.ts'
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
 const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
 /** Generous: a loaded machine starts tsx and PGlite slowly. */
 const SERVER_START_TIMEOUT = 45_000;
@@ -55,7 +56,7 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 
 function warden(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 25_000): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => {

@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 
 interface Run {
@@ -52,7 +52,7 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv, timeoutMs 
 describe('warden --json and list output, on an embedded data directory', () => {
   let dir: string;
   let env: NodeJS.ProcessEnv;
-  const warden = (args: string[]) => run(process.execPath, [TSX, CLI, ...args], env);
+  const warden = (args: string[]) => run(process.execPath, [CLI, ...args], env);
   const npm = (args: string[]) => run(NPM, args, env, 90_000);
 
   beforeAll(async () => {

@@ -1,5 +1,5 @@
 /**
- * The CLI sees what the server sees, as child processes (`tsx apps/server/src/cli/main.ts`):
+ * The CLI sees what the server sees, as child processes (`node tools/warden.mjs`, what `npm run warden` runs):
  * run while a server starts on the same data directory (lock held, migrating, admin channel
  * not open yet), it answers — the server's answer once the channel opens, or one line — and
  * never a stack trace; opening the database itself, it reads the same configuration module as
@@ -18,7 +18,8 @@ import { START_CAP_MS } from '../support/child-ready.ts';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 const CLI_TIMEOUT = 90_000;
 /** With DATABASE_URL (the database project on PostgreSQL), the direct-path test runs on it, as the issue's case. */
 const POSTGRES = process.env.DATABASE_URL ? { DATABASE_URL: process.env.DATABASE_URL } : {};
@@ -79,7 +80,7 @@ function envFor(dataDir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessE
 
 function warden(args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => {

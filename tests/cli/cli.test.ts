@@ -1,5 +1,5 @@
 /**
- * The `warden` CLI (`npm run warden -- …`, i.e. `tsx apps/server/src/cli/main.ts`) as a user
+ * The `warden` CLI (`npm run warden -- …`, i.e. `node tools/warden.mjs`: the built CLI) as a user
  * runs it: child processes on a temporary embedded data directory, alone and while a server
  * (another child process) holds that directory; and, when DATABASE_URL is set, on PostgreSQL
  * next to a running server.
@@ -19,7 +19,8 @@ import { request, startTestServer, type TestServer } from '../support/server.ts'
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
 const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 const SERVER = join(ROOT, 'apps/server/src/main.ts');
 const MIGRATIONS = readdirSync(join(ROOT, 'apps/server/src/db/migrations'))
   .filter((name) => name.endsWith('.sql'))
@@ -56,7 +57,7 @@ function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 /** Runs `warden …` to its end, or kills it (and what it started) after `timeoutMs`. */
 function warden(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 25_000): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     let timedOut = false;

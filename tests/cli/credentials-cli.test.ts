@@ -11,8 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 /** One CLI process opens the embedded database: seconds, far more on a busy machine. */
 const CLI_TIMEOUT = 90_000;
 const SECRET = 'sk_cli_secret_from_stdin_0123456789ABCD';
@@ -36,7 +36,7 @@ afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
 /** Runs `warden …` with `stdin` written to it, to its end (its process group killed after CLI_TIMEOUT). */
 function warden(args: string[], stdin = '', extraEnv: Record<string, string> = {}): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, env: { ...env, ...extraEnv }, stdio: 'pipe', detached: true });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env: { ...env, ...extraEnv }, stdio: 'pipe', detached: true });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => {

@@ -16,8 +16,8 @@ import { policyCases, runPolicyCases } from '../../apps/server/src/features/poli
 import { useTestServer } from '../support/server.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 
 const POLICIES = [
   {
@@ -65,7 +65,7 @@ const AGENTS: Record<string, { environment: string; risk_level: string }> = {
 
 function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, timeout: 60_000 }, (error, stdout, stderr) =>
+    execFile(process.execPath, [CLI, ...args], { cwd: ROOT, timeout: 60_000 }, (error, stdout, stderr) =>
       resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
     );
   });
@@ -223,7 +223,7 @@ describe('warden policies diff and apply, against a running Warden', () => {
     new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       execFile(
         process.execPath,
-        [TSX, CLI, 'policies', verb, dir, '--url', server.url, ...extra],
+        [CLI, 'policies', verb, dir, '--url', server.url, ...extra],
         { cwd: ROOT, timeout: 60_000, env: { ...process.env, WARDEN_API_KEY: server.key } },
         (error, stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stdout, stderr }),
       );

@@ -14,10 +14,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { START_CAP_MS, waitForServer } from '../support/child-ready.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
 /** What `npm start` execs. */
 const START = join(ROOT, 'tools/start.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -246,7 +246,7 @@ describe.skipIf(!OLD_NODE)(`npm start and the CLI on an older Node.js (${OLD_NOD
   const env = { ...process.env, WARDEN_DATA_DIR: join(tmpdir(), 'warden-never-created'), PORT: '1' };
   for (const [name, argv] of [
     ['npm start', [START]],
-    ['the CLI', [TSX, CLI, 'keys', 'list', '--workspace', 'default']],
+    ['the CLI', [CLI, 'keys', 'list', '--workspace', 'default']],
   ] as const) {
     it(`${name} prints one line naming the Node.js needed, exits 1, and touches nothing`, async () => {
       const run = await runToEnd([...argv], env, 30_000, OLD_NODE);

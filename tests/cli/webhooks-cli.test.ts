@@ -1,6 +1,6 @@
 /**
  * `warden webhooks …` and `warden billing set-plan` as a user runs them: the CLI as a child
- * process (`tsx apps/server/src/cli/main.ts`) on a temporary embedded data directory
+ * process (`node tools/warden.mjs`, what `npm run warden` runs) on a temporary embedded data directory
  * (DATABASE_URL removed). Creating an endpoint only checks its URL: nothing is sent to
  * hooks.example.com.
  */
@@ -13,8 +13,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** One CLI process opens (and on first use initialises) the embedded database: seconds, but far more on a busy machine. */
 const CLI_TIMEOUT = 90_000;
@@ -42,7 +42,7 @@ afterAll(() => {
 /** Runs `warden …` to its end, or kills its process group after CLI_TIMEOUT. */
 function warden(args: string[]): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     let timedOut = false;

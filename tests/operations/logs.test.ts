@@ -13,15 +13,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../apps/server/src/logger.ts';
 import { type ChildServer, childEnv, ROOT, randomKey, startChildServer } from '../reliability/support/child-server.ts';
 import { freshDatabase } from '../support/database.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
-const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 
 let server: ChildServer | undefined;
 let dataDir: string | undefined;
@@ -34,7 +33,7 @@ let lines: string[] = [];
 
 function warden(args: string[]): Promise<any> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', TSX_LOADER, CLI, ...args, '--json'], {
+    const child = spawn(process.execPath, [CLI, ...args, '--json'], {
       cwd: ROOT,
       env: childEnv(dataEnv),
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -32,8 +32,8 @@ import { until } from '../support/until.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 
 /** Events the test writes per workspace, one checkpoint after each. */
 const N = 8;
@@ -87,7 +87,7 @@ function warden(args: string[]): Promise<{ code: number | null; stdout: string; 
   for (const name of ['DATABASE_URL', 'WARDEN_DATA_DIR']) delete env[name];
   env.WARDEN_DATA_DIR = join(dir, 'no-data'); // never opened: verify needs no database
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => {

@@ -31,7 +31,8 @@ import { until as untilWithin } from '../support/until.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 const N = 6;
 const WITNESS_NAME = 'witness.test/w1';
 
@@ -58,7 +59,7 @@ let signedSize: number;
 /** Runs the CLI to its end. */
 function warden(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));

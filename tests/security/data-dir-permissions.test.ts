@@ -13,8 +13,8 @@ import { createLogger } from '../../apps/server/src/logger.ts';
 import { startServer } from '../../apps/server/src/server.ts';
 import { childEnv, ROOT } from '../reliability/support/child-server.ts';
 
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 
 const scratch = mkdtempSync(join(tmpdir(), 'warden-modes-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -24,7 +24,7 @@ const mode = (path: string) => (statSync(path).mode & 0o777).toString(8).padStar
 /** Runs `warden …` on `dataDir` (the embedded database), bounded. */
 function warden(args: string[], dataDir: string): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [TSX, CLI, ...args], {
+    const child = spawn(process.execPath, [CLI, ...args], {
       cwd: ROOT,
       env: childEnv({ WARDEN_DATA_DIR: dataDir }),
       stdio: ['ignore', 'ignore', 'pipe'],

@@ -19,15 +19,14 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ChildServer, childEnv, ROOT, randomKey, startChildServer } from '../reliability/support/child-server.ts';
 import { freshDatabase } from '../support/database.ts';
 
 const BASE_URL = process.env.DATABASE_URL;
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
-const TSX_LOADER = pathToFileURL(join(ROOT, 'node_modules/tsx/dist/loader.mjs')).href;
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 
 let dataEnv: Record<string, string>;
 let dataDir: string | undefined;
@@ -44,7 +43,7 @@ const unauthorized: Record<string, { status: number; text: string; headers: stri
 /** Runs the `warden` CLI against the same data (through the running server on the embedded database). */
 function warden(args: string[]): Promise<any> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', TSX_LOADER, CLI, ...args, '--json'], {
+    const child = spawn(process.execPath, [CLI, ...args, '--json'], {
       cwd: ROOT,
       env: childEnv(dataEnv),
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -14,8 +14,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
-const TSX = join(ROOT, 'node_modules/tsx/dist/cli.mjs');
-const CLI = join(ROOT, 'apps/server/src/cli/main.ts');
+/** What `npm run warden` runs: the CLI, built (tools/warden.mjs). */
+const CLI = join(ROOT, 'tools/warden.mjs');
 /** Generous: a loaded machine starts tsx slowly. */
 const START_TIMEOUT = 60_000;
 const PREFIX = 'warden/audit/';
@@ -160,7 +160,7 @@ function startWitness(): Promise<Running> {
     logKey.raw.toString('base64'),
     '--json',
   ];
-  const child = spawn(process.execPath, [TSX, CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   children.push(child);
   let stdout = '';
   let stderr = '';
