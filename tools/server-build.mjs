@@ -7,7 +7,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -41,16 +41,27 @@ export function sourcesDigest() {
 
 const isCurrent = (digest) => existsSync(DIGEST_FILE) && readFileSync(DIGEST_FILE, 'utf8') === digest;
 
+/** The lock's holder: its pid, unless the lock is older than any build takes or the process is gone. */
+function liveHolder() {
+  try {
+    if (Date.now() - statSync(LOCK_DIR).mtimeMs > STALE_LOCK_MS) return undefined;
+    const pid = Number(readFileSync(join(LOCK_DIR, 'pid'), 'utf8'));
+    process.kill(pid, 0);
+    return pid;
+  } catch (error) {
+    // no pid written yet: its holder is between mkdir and writing it
+    return error.code === 'ENOENT' && existsSync(LOCK_DIR) ? 0 : undefined;
+  }
+}
+
 function takeLock() {
   try {
     mkdirSync(LOCK_DIR);
+    writeFileSync(join(LOCK_DIR, 'pid'), String(process.pid));
     return true;
-  } catch {
-    try {
-      if (Date.now() - statSync(LOCK_DIR).mtimeMs > STALE_LOCK_MS) rmSync(LOCK_DIR, { recursive: true, force: true });
-    } catch {
-      // taken away meanwhile
-    }
+  } catch (error) {
+    if (error.code !== 'EEXIST') throw error; // a checkout the build cannot write to: say so, do not wait
+    if (liveHolder() === undefined) rmSync(LOCK_DIR, { recursive: true, force: true }); // left by a build that died
     return false;
   }
 }
@@ -79,7 +90,8 @@ export async function ensureServerBuilt(say = () => {}) {
         rmSync(LOCK_DIR, { recursive: true, force: true });
       }
     }
-    if (Date.now() > deadline) throw new Error(`another build holds ${relative(ROOT, LOCK_DIR)}; remove it if no build is running`);
+    if (Date.now() > deadline)
+      throw new Error(`another build (process ${liveHolder() ?? '?'}) holds ${relative(ROOT, LOCK_DIR)}; remove it if no build is running`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

@@ -161,3 +161,31 @@ describe('view=acts: an act is one row', () => {
     expect(refused.body.error.code).toBe('invalid_request');
   });
 });
+
+describe("an MCP tool call's resource is its address, whatever the caller declares", () => {
+  it('an agent held to one tool by allowed_resources cannot call another by declaring the allowed one', async () => {
+    const agentKey = `ak_held_${Math.random().toString(36).slice(2)}`;
+    const created = await server.api('POST', '/agents', {
+      key,
+      body: { name: 'Held', slug: 'held', provider: 'local', api_key: agentKey, allowed_resources: ['mcp://up/tools/test_simple_text'] },
+      unchecked: true,
+    });
+    expect(created.status).toBe(201);
+    const call = (tool: string, resource?: string) =>
+      server.api('POST', '/runtime/mcp/call', {
+        key,
+        body: { server: 'up', tool, arguments: {}, input: { agent: 'held', ...(resource ? { resource } : {}) } },
+        headers: { 'x-warden-agent-key': agentKey },
+        unchecked: true,
+      });
+    // the runtime answers a refusal as a decision (200, allowed false), the tool not called
+    expect((await call('test_simple_text')).body.data.allowed).toBe(true);
+    const declaredOther = await call('test_image_content', 'mcp://up/tools/test_simple_text');
+    expect(declaredOther.body.data).toMatchObject({
+      allowed: false,
+      execution: null,
+      decision: { policy: 'agent:held', message: "resource 'mcp://up/tools/test_image_content' is not in the agent's allowed_resources" },
+    });
+    expect((await call('test_image_content')).body.data.allowed).toBe(false);
+  });
+});

@@ -113,8 +113,8 @@ describe('warden policies test', () => {
               cases: CASES.map((c, i) => ({
                 name: `case ${i}`,
                 agent: { slug: c.agent, ...AGENTS[c.agent] },
-                // as the server demands when a policy matches on environment; an MCP act's is the agent's
-                input: c.execution ? c.input : { ...c.input, environment: AGENTS[c.agent]?.environment },
+                // as the server demands when a policy matches on environment
+                input: { ...c.input, environment: AGENTS[c.agent]?.environment },
                 execution: c.execution,
                 expect: { effect: 'allow' },
               })),
@@ -287,6 +287,22 @@ describe('warden policies diff and apply, against a running Warden', () => {
     }
     expect(readPolicyBundle(back).digest).toBe(readPolicyBundle(dir).digest);
     rmSync(back, { recursive: true, force: true });
+  });
+
+  it('refuses to prune with a directory that has no policy', async () => {
+    const empty = mkdtempSync(join(tmpdir(), 'warden-empty-'));
+    const run = await new Promise<{ code: number; stderr: string }>((resolve) =>
+      execFile(
+        process.execPath,
+        [CLI, 'policies', 'apply', empty, '--url', server.url, '--prune'],
+        { cwd: ROOT, timeout: 60_000, env: { ...process.env, WARDEN_API_KEY: server.key } },
+        (error, _stdout, stderr) => resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
+      ),
+    );
+    rmSync(empty, { recursive: true, force: true });
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe(`warden: ${empty} has no policy files: --prune would delete every policy of the workspace; refusing\n`);
+    expect(await policyNames()).toEqual(['Refund limits']);
   });
 
   it('refuses a bundle with two policies of one name, or one whose condition does not compile, naming it', async () => {

@@ -13,6 +13,7 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { BundleError, readPolicyBundle } from '../features/policies/policy-bundle.ts';
 import { junitXml, policyCases, runPolicyCases } from '../features/policies/policy-tests.ts';
+import { ApiError } from '../shared/errors.ts';
 import { UsageError } from './cli-errors.ts';
 
 export function policiesTest(dir: string | undefined, options: { junit?: string }, json: boolean): number {
@@ -23,7 +24,8 @@ export function policiesTest(dir: string | undefined, options: { junit?: string 
     bundle = readPolicyBundle(dir);
     results = runPolicyCases(bundle, policyCases(bundle));
   } catch (error) {
-    if (!(error instanceof BundleError)) throw error;
+    // a case the server itself would refuse as invalid (a context over 64 KiB, a tool other than the executed one)
+    if (!(error instanceof BundleError) && !(error instanceof ApiError)) throw error;
     console.error(`warden: ${error.message}`);
     return 2;
   }
@@ -75,6 +77,11 @@ export async function policiesSync(
   } catch (error) {
     if (!(error instanceof BundleError)) throw error;
     console.error(`warden: ${error.message}`);
+    return 2;
+  }
+  // an empty or mistyped directory must not empty the workspace
+  if (options.prune && bundle.policies.length === 0) {
+    console.error(`warden: ${dir} has no policy files: --prune would delete every policy of the workspace; refusing`);
     return 2;
   }
   const commit = commitOf(dir);

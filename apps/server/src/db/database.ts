@@ -63,7 +63,9 @@ let initialised: Promise<Blob> | undefined;
  * (docs/decisions/0016-ci-time.md).
  */
 async function inMemoryPglite(): Promise<PGlite> {
-  if (initialised) return PGlite.create({ loadDataDir: await initialised });
+  // a copy that could not be made is no copy: this one runs initdb itself
+  const files = await initialised?.catch(() => undefined);
+  if (files) return PGlite.create({ loadDataDir: files });
   const pglite = await PGlite.create();
   const dump = pglite.dumpDataDir('none').then((files) => files as Blob);
   initialised = dump;

@@ -170,19 +170,26 @@ export function declaredInput(input: EvaluationInput, facts: ExecutionFacts | nu
 
 /**
  * The views of an act that policy decides on: what runs (an HTTP execution's resource is its
- * URL, an MCP operation's action is fixed) and, when it differs, what the caller declares.
+ * URL, an MCP tool call's its address, an MCP operation's action is fixed) and, when it
+ * differs, what the caller declares: a declaration can add a restriction, never lift one.
  */
 export function actViews<Input extends { action: string; resource?: string; execution?: ExecutionFacts | null }>(
   declared: Input,
   fixedAction: string | undefined,
 ): Input[] {
   const facts = declared.execution;
+  // what runs: an HTTP execution's URL, an MCP tool call's address (a declared resource adds a view, never replaces it)
+  const resource =
+    facts?.mode === 'http_proxy'
+      ? facts.url
+      : facts?.mode === 'mcp_proxy' && facts.tool !== null
+        ? mcpToolAddress(facts.server, facts.tool)
+        : undefined;
+  const action = fixedAction ?? declared.action;
   const executed =
-    facts?.mode === 'http_proxy' && declared.resource !== facts.url
-      ? { ...declared, resource: facts.url }
-      : fixedAction !== undefined && declared.action !== fixedAction
-        ? { ...declared, action: fixedAction }
-        : declared;
+    (resource !== undefined && declared.resource !== resource) || declared.action !== action
+      ? { ...declared, action, ...(resource !== undefined ? { resource } : {}) }
+      : declared;
   return executed === declared ? [declared] : [executed, declared];
 }
 

@@ -121,7 +121,7 @@ export function runPolicyCases(bundle: PolicyBundle, cases: PolicyCase[]): CaseR
     const refused =
       c.input.environment !== undefined && c.input.environment !== c.agent.environment
         ? `the server refuses this input (400 environment_mismatch): agent '${c.agent.slug}' is registered for ${c.agent.environment}`
-        : c.input.environment === undefined && c.execution === null && set.usesEnvironment
+        : c.input.environment === undefined && set.usesEnvironment
           ? 'the server refuses this input (400 environment_context_required): policies match on environment, so state input.environment'
           : null;
     if (refused) return { case: c, got: { effect: 'block', rule: null, policy: null, message: refused }, failure: refused };
