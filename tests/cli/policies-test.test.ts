@@ -289,6 +289,23 @@ describe('warden policies diff and apply, against a running Warden', () => {
     rmSync(back, { recursive: true, force: true });
   });
 
+  it('sets the default decisions defaults.yaml states: the diff names them, apply records them in its one event', async () => {
+    file('defaults.yaml', { default_decision: { staging: 'block' } });
+    const diff = await sync('diff');
+    expect(diff.stdout).toContain(
+      '~ default decision (staging): block\npolicies diff: 0 to create, 0 to update, 0 to delete, 1 default decisions,',
+    );
+    expect((await server.api('GET', '/settings')).body.data.default_decision.staging).toBe('allow');
+    const applied = await sync('apply', '--json');
+    expect(JSON.parse(applied.stdout)).toMatchObject({ created: [], updated: [], default_decision_changed: ['staging'] });
+    expect((await server.api('GET', '/settings')).body.data.default_decision.staging).toBe('block');
+    expect((await bundleEvents())[0]?.context).toMatchObject({ default_decision: { staging: 'block' }, created: [], updated: [] });
+    expect((await server.api('GET', '/audit-logs', { query: { action: 'settings.updated' } })).body.data).toEqual([]);
+    const again = await sync('apply', '--json');
+    expect(JSON.parse(again.stdout)).toMatchObject({ default_decision_changed: [], audit_event_id: null });
+    rmSync(join(dir, 'defaults.yaml'));
+  });
+
   it('refuses to prune with a directory that has no policy', async () => {
     const empty = mkdtempSync(join(tmpdir(), 'warden-empty-'));
     const run = await new Promise<{ code: number; stderr: string }>((resolve) =>

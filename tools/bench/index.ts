@@ -16,6 +16,7 @@ import { profileScenario } from './profile.ts';
 import { comparisons } from './scenarios/compare.ts';
 import { decideScenario, evaluatorScenario } from './scenarios/decide.ts';
 import { mcpMemoryScenario, mcpScenario } from './scenarios/mcp.ts';
+import { policiesTestScenario } from './scenarios/policies-test.ts';
 import { scaleScenario } from './scenarios/scale.ts';
 import { simulateScenario } from './scenarios/simulate.ts';
 import { worstScenario } from './scenarios/worst.ts';
@@ -24,6 +25,7 @@ import { worstScenario } from './scenarios/worst.ts';
 const SCENARIOS: Scenario[] = [
   evaluatorScenario,
   simulateScenario,
+  policiesTestScenario,
   ...comparisons,
   decideScenario,
   mcpScenario,

@@ -1,22 +1,5 @@
 /**
- * The `warden` CLI (`npm run warden -- …`):
- *   warden workspaces create --slug S [--name N] [--json]
- *   warden keys create --workspace S --permissions a,b|* [--name N] [--json]
- *   warden keys list --workspace S [--json]
- *   warden keys revoke ID [--json]
- *   warden migrate [--json]
- *   warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
- *   warden webhooks list --workspace S [--json]
- *   warden webhooks pause|resume|delete ID --workspace S [--json]
- *   warden credentials set NAME --workspace S [--hosts h1,h2] [--header H] [--json]   (secret on stdin or in WARDEN_CREDENTIAL_SECRET)
- *   warden credentials list --workspace S [--json]
- *   warden credentials delete NAME --workspace S [--json]
- *   warden billing set-plan --workspace S --plan P [--json]
- *   warden audit export --workspace S [--out FILE] [--json]
- *   warden audit verify --export FILE [--checkpoint FILE …] --public-key KEY|FILE [--witness VKEY … [--witness-quorum K]] [--json]
- *   warden policies test DIR [--junit FILE] [--json]   (offline: a policy directory's test cases)
- *   warden policies diff|apply DIR --url API [--prune] [--json]   (WARDEN_API_KEY: a key with policies:write)
- *   warden witness --name NAME --data-dir DIR --log-key KEY … [--listen HOST:PORT] [--origin-prefix P] [--json]
+ * The `warden` CLI (`npm run warden -- …`); its commands and options: usage.ts.
  * `--json` prints one JSON document on stdout and nothing else (messages go to stderr); npm's own
  * `--json` (before `--`) counts too. Run through npm, use `npm run -s warden -- …` (or `npx warden
  * …`): plain `npm run` prints its banner on stdout first.
@@ -36,6 +19,8 @@ import type { Config } from '../config.ts';
 import type { ExportPage } from '../features/audit/audit-export.ts';
 import { auditVerify } from './audit-verify.ts';
 import { CliError, describeFailure, isChannelClosed, UsageError } from './cli-errors.ts';
+import { printHuman } from './print-human.ts';
+import { USAGE } from './usage.ts';
 
 /**
  * What the commands on the database use, loaded by them only: `audit verify` runs without a
@@ -67,49 +52,6 @@ const databaseModules = async () => {
     ...credentials,
   };
 };
-
-const USAGE = `usage:
-  warden workspaces create --slug S [--name N] [--json]
-  warden keys create --workspace S --permissions a,b|* [--name N] [--json]
-  warden keys list --workspace S [--json]
-  warden keys revoke ID [--json]
-  warden migrate [--json]
-  warden webhooks create --workspace S --url U --events '*'|a,b [--description D] [--json]
-  warden webhooks list --workspace S [--json]
-  warden webhooks pause|resume|delete ID --workspace S [--json]
-  warden credentials set NAME --workspace S [--hosts h1,h2] [--header H] [--json]
-      stores an upstream credential for the HTTP proxy, or rotates its secret: the secret is read
-      from WARDEN_CREDENTIAL_SECRET, else from stdin (never from the command line); a bearer
-      token unless --header names an API-key header; --hosts is required the first time
-  warden credentials list --workspace S [--json]
-  warden credentials delete NAME --workspace S [--json]
-  warden billing set-plan --workspace S --plan P [--json]
-  warden audit export --workspace S [--out FILE] [--json]
-      the workspace's audit log as NDJSON (stdout without --out): a header, its events in
-      leaf order, its signed checkpoints
-  warden audit verify --export FILE [--checkpoint FILE ...] --public-key KEY|FILE [--json]
-      verifies an export without the database against its checkpoints and those held outside
-      (the server's checkpoint file, a webhook body, a GET /audit/checkpoint answer, a note);
-      KEY is the log's verifier key (GET /audit/signing-key verifier_key), or a file holding it;
-      with --witness VKEY (repeated; GET /audit/signing-key witnesses[].verifier_key) only
-      checkpoints cosigned by K of them (--witness-quorum, default all) are trusted;
-      exit 0: valid, 1: a problem (each printed with its first bad index), 2: usage error
-  warden policies test DIR [--junit FILE] [--json]
-      runs the test cases of a policy directory (one policy per YAML or JSON file, as POST
-      /policies takes it; cases in *.test.yaml) with the server's evaluator, offline;
-      --junit writes JUnit XML; exit 0: all pass, 1: a case fails, 2: a file is not valid
-  warden policies diff|apply DIR --url API [--prune] [--json]
-      what applying the directory to a running Warden would change, or applies it as one
-      change (one audit event with the bundle's digest and git commit); --prune deletes the
-      workspace's policies the directory does not have; the key is read from WARDEN_API_KEY
-  warden witness --name NAME --data-dir DIR --log-key KEY [--log-key KEY ...] [--listen HOST:PORT]
-                 [--origin-prefix P] [--json]
-      runs a C2SP tlog-witness on HOST:PORT (default 127.0.0.1:7380) until stopped: it cosigns a
-      checkpoint of a log under P (default warden/audit/) signed by KEY (GET /audit/signing-key
-      public_key, or a file holding it) only when it extends the last one it cosigned; its key
-      and state stay in DIR; prints its vkey for WARDEN_AUDIT_WITNESSES
---json prints one JSON document on stdout; through npm, run \`npm run -s warden -- …\` (or \`npx warden …\`)
-so that npm's banner does not come first`;
 
 type Args = Record<string, string | undefined>;
 
@@ -203,83 +145,6 @@ async function run(command: AdminCommand, args: Args): Promise<unknown> {
   } finally {
     await connection.close();
   }
-}
-
-function printHuman(command: AdminCommand, result: unknown): void {
-  const r = result as Record<string, unknown>;
-  switch (command) {
-    case 'keys.create':
-      console.log(`key ${r.id} for workspace ${r.workspace} (${(r.permissions as string[]).join(', ')})`);
-      console.log(`${r.key}\n(shown once: store it now)`);
-      break;
-    case 'workspaces.create':
-      console.log(`workspace ${r.slug} created (${r.id})`);
-      break;
-    case 'keys.revoke':
-      console.log(`key ${r.id} revoked`);
-      break;
-    case 'webhooks.create':
-      console.log(`webhook ${r.id} → ${r.url} (${(r.events as string[]).join(', ')})`);
-      console.log(`signing secret: ${r.secret}\n(shown once: store it now)`);
-      break;
-    case 'billing.set-plan':
-      console.log(`plan: ${r.previous_plan} → ${r.plan}`);
-      break;
-    case 'migrate':
-      console.log((r.applied as string[]).length ? `applied: ${(r.applied as string[]).join(', ')}` : 'up to date');
-      break;
-    case 'keys.list':
-      printTable(result as Record<string, unknown>[], ['id', 'prefix', 'name', 'created_at', 'revoked_at', 'permissions'], 'no keys');
-      break;
-    case 'credentials.set': {
-      const auth = r.auth as Record<string, string>;
-      console.log(`credential ${r.name} (${auth.header}: ${auth.hint}) for ${(r.hosts as string[]).join(', ')}`);
-      break;
-    }
-    case 'credentials.list':
-      printTable(
-        (result as Record<string, unknown>[]).map((c) => ({
-          ...c,
-          auth: `${(c.auth as Record<string, string>).header}: ${(c.auth as Record<string, string>).hint}`,
-        })),
-        ['name', 'hosts', 'auth', 'updated_at'],
-        'no credentials',
-      );
-      break;
-    case 'credentials.delete':
-      console.log(`credential ${r.id} deleted`);
-      break;
-    case 'webhooks.list':
-      printTable(result as Record<string, unknown>[], ['id', 'url', 'events', 'paused', 'disabled', 'created_at'], 'no webhook endpoints');
-      break;
-    case 'webhooks.pause':
-    case 'webhooks.resume':
-      console.log(`webhook ${r.id} ${r.paused ? 'paused' : 'active'}`);
-      break;
-    case 'webhooks.delete':
-      console.log(`webhook ${r.id} deleted`);
-      break;
-    default:
-      console.log(JSON.stringify(result, null, 2));
-  }
-}
-
-/** Rows as aligned columns for a person (`--json` prints the rows as JSON); lists become a,b. */
-function printTable(rows: Record<string, unknown>[], columns: string[], empty: string): void {
-  if (rows.length === 0) {
-    console.log(empty);
-    return;
-  }
-  const cell = (value: unknown) => (Array.isArray(value) ? value.join(',') : value === null || value === undefined ? '-' : String(value));
-  const table = [columns.map((c) => c.toUpperCase()), ...rows.map((row) => columns.map((c) => cell(row[c])))];
-  const widths = columns.map((_, i) => Math.max(...table.map((line) => (line[i] as string).length)));
-  for (const line of table)
-    console.log(
-      line
-        .map((text, i) => (i === line.length - 1 ? text : text.padEnd(widths[i] as number)))
-        .join('  ')
-        .trimEnd(),
-    );
 }
 
 /**
@@ -391,6 +256,14 @@ function parse(argv: string[]) {
         'origin-prefix': { type: 'string' },
         junit: { type: 'string' },
         prune: { type: 'boolean' },
+        force: { type: 'boolean' },
+        'from-audit': { type: 'boolean' },
+        since: { type: 'string' },
+        limit: { type: 'string' },
+        'what-if': { type: 'boolean' },
+        'max-changed': { type: 'string' },
+        'what-if-limit': { type: 'string' },
+        yes: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -417,6 +290,8 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'policies.test') return (await import('./policies-command.ts')).policiesTest(id, values, values.json === true);
   if (command === 'policies.diff' || command === 'policies.apply')
     return (await import('./policies-command.ts')).policiesSync(verb as 'diff' | 'apply', id, values, values.json === true);
+  if (command === 'policies.export') return (await import('./policies-workspace.ts')).policiesExport(id, values, values.json === true);
+  if (command === 'policies.fixtures') return (await import('./policies-workspace.ts')).policiesFixtures(values, values.json === true);
   if (!(await import('../admin/commands.ts')).isAdminCommand(command)) {
     console.error(USAGE);
     return 2;
@@ -429,6 +304,10 @@ async function main(argv: string[]): Promise<number> {
     'log-key': _logKey,
     junit: _junit,
     prune: _prune,
+    force: _force,
+    'from-audit': _fromAudit,
+    'what-if': _whatIf,
+    yes: _yes,
     ...args
   } = values;
   // a credential's NAME is the positional; its secret never comes from argv

@@ -7,14 +7,22 @@
  * - `warden policies diff|apply DIR --url API [--prune] [--json]`: the directory against a
  *   running Warden (`POST /policies/bundle`, a key with `policies:write` in WARDEN_API_KEY):
  *   what would change, or the change made, as one audit event naming the bundle's digest and,
- *   in a git checkout, its commit. Exit 0, 1 on a refusal, 2 when the directory is not valid.
+ *   in a git checkout, its commit; its `defaults.yaml` sets the default decisions. `apply
+ *   --what-if [--max-changed PCT] [--what-if-limit N] [--yes]` first replays the recent
+ *   decisions with the workspace as the bundle would make it (a key with audit:read too). Exit
+ *   0, 1 on a refusal, 2 when the directory is not valid.
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { BundleError, readPolicyBundle } from '../features/policies/policy-bundle.ts';
+import { createInterface } from 'node:readline/promises';
+import type { PolicyBundleResult, PolicySimulation } from '@warden/contract';
+import { BundleError, type PolicyBundle, readPolicyBundle } from '../features/policies/policy-bundle.ts';
+import { storedPolicy } from '../features/policies/policy-forms.ts';
 import { junitXml, policyCases, runPolicyCases } from '../features/policies/policy-tests.ts';
 import { ApiError } from '../shared/errors.ts';
+import { type ApiClient, ApiRefusal, apiClient } from './api-client.ts';
 import { UsageError } from './cli-errors.ts';
+import { workspacePolicies } from './policies-workspace.ts';
 
 export function policiesTest(dir: string | undefined, options: { junit?: string }, json: boolean): number {
   if (!dir) throw new UsageError('policies test needs the policy directory: warden policies test DIR');
@@ -61,17 +69,63 @@ function commitOf(dir: string): string | undefined {
   }
 }
 
+interface WhatIfOptions {
+  'what-if'?: boolean;
+  'max-changed'?: string;
+  'what-if-limit'?: string;
+  yes?: boolean;
+}
+
+/**
+ * `apply --what-if`: the workspace's recent decisions replayed with the workspace as the bundle
+ * would make it (POST /policies/simulate, audit:read): refused when the share the bundle decides
+ * otherwise passes --max-changed (default 5 %), unless --yes, or asked on a terminal.
+ */
+async function whatIf(api: ApiClient, bundle: PolicyBundle, options: WhatIfOptions & { prune?: boolean }): Promise<boolean> {
+  const maxChanged = Number((options['max-changed'] ?? '5').replace(/%$/, ''));
+  if (!(maxChanged >= 0 && maxChanged <= 100)) throw new UsageError('--max-changed is a percentage from 0 to 100');
+  const limit = options['what-if-limit'] ?? '10000';
+  if (!/^\d{1,6}$/.test(limit) || Number(limit) < 1 || Number(limit) > 100_000)
+    throw new UsageError('--what-if-limit is a number of decisions from 1 to 100000');
+  const draft = bundle.policies.map(({ policy }) => policy);
+  if (!options.prune) {
+    // without --prune the workspace keeps its other policies: they are part of what decides
+    const named = new Set(draft.map((policy) => policy.name));
+    const { policies } = await workspacePolicies(api);
+    draft.push(...policies.filter((policy) => !named.has(policy.name)).map(storedPolicy));
+  }
+  const replay = await api.post<PolicySimulation>('/policies/simulate', {
+    policies: draft,
+    ...(bundle.defaults ? { default_decision: bundle.defaults } : {}),
+    limit: Number(limit),
+  });
+  const share = replay.replayed === 0 ? 0 : (100 * replay.changed) / replay.replayed;
+  const shown = `${replay.changed} of ${replay.replayed} recent decisions (${share.toFixed(1)} %)`;
+  console.error(`what-if: the bundle decides ${shown} otherwise than the workspace's policies do now`);
+  for (const group of replay.groups.slice(0, 5))
+    console.error(
+      `  ${group.count} ${group.from} → ${group.to} (${group.policy ?? 'default decision'}${group.rule ? ` › ${group.rule}` : ''})`,
+    );
+  if (share <= maxChanged || options.yes) return true;
+  if (process.stdin.isTTY && process.stderr.isTTY) {
+    const prompt = createInterface({ input: process.stdin, output: process.stderr });
+    const answer = await prompt.question(`apply anyway (more than ${maxChanged} % changed)? [y/N] `);
+    prompt.close();
+    return /^y(es)?$/i.test(answer.trim());
+  }
+  console.error(`warden: refusing: more than --max-changed ${maxChanged} % of the decisions change (--yes applies anyway)`);
+  return false;
+}
+
 export async function policiesSync(
   verb: 'diff' | 'apply',
   dir: string | undefined,
-  options: { url?: string; prune?: boolean },
+  options: { url?: string; prune?: boolean } & WhatIfOptions,
   json: boolean,
 ): Promise<number> {
   if (!dir) throw new UsageError(`policies ${verb} needs the policy directory: warden policies ${verb} DIR --url API`);
-  if (!options.url) throw new UsageError(`policies ${verb} needs --url, the API of a running Warden (http://host:8080/api/v1)`);
-  const key = process.env.WARDEN_API_KEY;
-  if (!key) throw new UsageError(`policies ${verb} reads the API key (with policies:write) from WARDEN_API_KEY`);
-  let bundle: ReturnType<typeof readPolicyBundle>;
+  const api = apiClient(`policies ${verb}`, options.url);
+  let bundle: PolicyBundle;
   try {
     bundle = readPolicyBundle(dir);
   } catch (error) {
@@ -85,34 +139,25 @@ export async function policiesSync(
     return 2;
   }
   const commit = commitOf(dir);
-  const response = await fetch(`${options.url.replace(/\/+$/, '')}/policies/bundle`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-    body: JSON.stringify({
-      policies: bundle.policies.map(({ policy }) => policy),
-      prune: options.prune === true,
-      dry_run: verb === 'diff',
-      source: { path: dir, ...(commit ? { commit } : {}) },
-    }),
-  });
-  const answer = (await response.json().catch(() => null)) as {
-    data?: Record<string, unknown>;
-    error?: { code: string; message: string };
-  } | null;
-  if (!response.ok || !answer?.data) {
-    console.error(
-      `warden: ${options.url} refused the bundle (${response.status}${answer?.error ? ` ${answer.error.code}: ${answer.error.message}` : ''})`,
-    );
+  const body = {
+    policies: bundle.policies.map(({ policy }) => policy),
+    ...(bundle.defaults ? { default_decision: bundle.defaults } : {}),
+    prune: options.prune === true,
+    source: { path: dir, ...(commit ? { commit } : {}) },
+  };
+  let result: PolicyBundleResult;
+  try {
+    if (verb === 'apply' && options['what-if']) {
+      // nothing to change needs no replay
+      const planned = await api.post<PolicyBundleResult>('/policies/bundle', { ...body, dry_run: true });
+      if (changes(planned) > 0 && !(await whatIf(api, bundle, options))) return 1;
+    }
+    result = await api.post<PolicyBundleResult>('/policies/bundle', { ...body, dry_run: verb === 'diff' });
+  } catch (error) {
+    if (!(error instanceof ApiRefusal)) throw error;
+    console.error(`warden: ${error.message}`);
     return 1;
   }
-  const result = answer.data as {
-    digest: string;
-    created: string[];
-    updated: string[];
-    deleted: string[];
-    unchanged: string[];
-    audit_event_id: string | null;
-  };
   if (json) {
     console.log(JSON.stringify(result));
     return 0;
@@ -123,13 +168,20 @@ export async function policiesSync(
     ['-', result.deleted],
   ] as const)
     for (const name of names) console.log(`${sign} ${name}`);
+  for (const environment of result.default_decision_changed)
+    console.log(`~ default decision (${environment}): ${bundle.defaults?.[environment]}`);
   const bundleName = `bundle ${result.digest.slice(0, 12)}`;
   const [c, u, d, same] = [result.created.length, result.updated.length, result.deleted.length, result.unchanged.length];
-  if (verb === 'diff') console.log(`policies diff: ${c} to create, ${u} to update, ${d} to delete, ${same} unchanged (${bundleName})`);
+  const defaults = result.default_decision_changed.length ? `, ${result.default_decision_changed.length} default decisions` : '';
+  if (verb === 'diff')
+    console.log(`policies diff: ${c} to create, ${u} to update, ${d} to delete${defaults}, ${same} unchanged (${bundleName})`);
   else if (result.audit_event_id)
     console.log(
-      `policies apply: ${c} created, ${u} updated, ${d} deleted, ${same} unchanged (${bundleName}, audit event ${result.audit_event_id})`,
+      `policies apply: ${c} created, ${u} updated, ${d} deleted${defaults}, ${same} unchanged (${bundleName}, audit event ${result.audit_event_id})`,
     );
   else console.log(`policies apply: nothing to change (${bundleName})`);
   return 0;
 }
+
+const changes = (result: PolicyBundleResult) =>
+  result.created.length + result.updated.length + result.deleted.length + result.default_decision_changed.length;

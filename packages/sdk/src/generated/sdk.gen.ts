@@ -149,7 +149,7 @@ export const createPolicy = <ThrowOnError extends boolean = false>(options: Opti
  * Re-decides the workspace's most recent recorded decisions (`limit`, newest first, default
  * 1,000, at most 100,000) twice, on the same engine as `/policy/evaluate`: once with the
  * workspace's current policies and once with the draft `policies` in their place (its
- * default decisions per environment stay). The draft's effect is only what differs between
+ * default decisions per environment stay, but for those the draft's `default_decision` sets). The draft's effect is only what differs between
  * those two: `changed`, `from` (current) → `to` (draft) and `groups`, grouped by the draft
  * rule that decides them. What differs between the recorded result and the current policies
  * is drift — policies edited, disabled or deleted since, default decisions, agents — and is
@@ -191,13 +191,17 @@ export const simulatePolicies = <ThrowOnError extends boolean = false>(options: 
  * Policies kept in a repository (`warden policies apply DIR`) are applied as one change: each
  * policy of the bundle is created, or updated where it differs from the workspace's policy of
  * that name (compared in canonical form: every default stated), and with `prune` the
- * workspace's policies the bundle does not name are deleted. Checked first as
+ * workspace's policies the bundle does not name are deleted. A bundle that states
+ * `default_decision` sets those environments' default decisions in the same change (a
+ * directory's `defaults.yaml`: exported and applied with the policies, so that a bundle
+ * decides the same in every workspace it is applied to). Checked first as
  * `createPolicy` checks a policy (400 `invalid_policy`, naming it), and the result against the
  * workspace limits; two policies of one name in the bundle are 400 `invalid_request`.
  *
  * One transaction, one audit event: `policies.bundle_applied` (source `configuration`,
- * resource the bundle's `digest`, context the digest, `source` and the names created, updated
- * and deleted); `policy.updated` is fired for each policy changed. Applying the same bundle
+ * resource the bundle's `digest`, context the digest, `source`, the names created, updated
+ * and deleted and the default decisions changed); `policy.updated` is fired for each policy
+ * changed. Applying the same bundle
  * again changes nothing, records nothing and answers `audit_event_id: null`. `dry_run: true`
  * answers what would change and writes nothing (`warden policies diff`).
  *

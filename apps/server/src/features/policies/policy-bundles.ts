@@ -2,6 +2,7 @@
  * `POST /policies/bundle`: the workspace's policies made those of a bundle (policies as code,
  * `warden policies apply`), as one change: one transaction, one `policies.bundle_applied`
  * audit event naming the bundle's digest and source; `policy.updated` for each policy changed.
+ * A bundle that states default decisions sets them in the same change.
  * The same bundle applied again changes and records nothing.
  */
 import { randomUUID } from 'node:crypto';
@@ -13,6 +14,7 @@ import type { Actor } from '../../shared/context.ts';
 import { ApiError } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { recordEvent } from '../events/outbox.repository.ts';
+import { changedDefaults, loadDefaultDecisions, setDefaultDecisions } from '../settings/settings.service.ts';
 import { checkWorkspaceLimits, ruleTotals } from './limits.ts';
 import * as repo from './policies.repository.ts';
 import { bundleDigest, canonicalPolicy, changedFields, storedPolicy, toPolicy } from './policy-forms.ts';
@@ -41,11 +43,12 @@ export async function applyPolicyBundle(
   actor: Actor,
 ): Promise<PolicyBundleResult> {
   checkBundle(input);
-  const digest = bundleDigest(input.policies);
+  const digest = bundleDigest(input.policies, input.default_decision);
   const dryRun = input.dry_run === true;
   return inTransaction(db, async (trx) => {
     await repo.lockWorkspace(trx, workspaceId);
     const existing = new Map((await repo.policiesQuery(trx, workspaceId, {}).execute()).map((row) => [row.name, row]));
+    const defaultsChanged = changedDefaults(await loadDefaultDecisions(trx, workspaceId), input.default_decision);
     const wanted = input.policies.map(canonicalPolicy);
     const created = wanted.filter((policy) => !existing.has(policy.name));
     const updated = wanted.filter((policy) => {
@@ -61,6 +64,7 @@ export async function applyPolicyBundle(
       updated: updated.map((p) => p.name),
       deleted: deleted.map((row) => row.name),
       unchanged: wanted.filter((p) => existing.has(p.name) && !updated.includes(p)).map((p) => p.name),
+      default_decision_changed: defaultsChanged,
       audit_event_id: null,
     };
     // the workspace as it would be: the bundle's policies and, without prune, the others kept
@@ -74,14 +78,28 @@ export async function applyPolicyBundle(
       },
     );
     if (broken) throw new ApiError('invalid_policy', broken.replace("with this policy's", "with this bundle's"));
-    if (dryRun || created.length + updated.length + deleted.length === 0) return result;
+    if (dryRun || created.length + updated.length + deleted.length + defaultsChanged.length === 0) return result;
 
     const event = await recordChange(trx, workspaceId, actor, {
       action: 'policies.bundle_applied',
       resource: digest,
       severity: deleted.length > 0 ? 'medium' : 'info',
-      context: { digest, source: input.source ?? {}, created: result.created, updated: result.updated, deleted: result.deleted },
+      context: {
+        digest,
+        source: input.source ?? {},
+        created: result.created,
+        updated: result.updated,
+        deleted: result.deleted,
+        ...(defaultsChanged.length
+          ? {
+              default_decision: Object.fromEntries(
+                defaultsChanged.map((environment) => [environment, input.default_decision?.[environment]]),
+              ),
+            }
+          : {}),
+      },
     });
+    await setDefaultDecisions(trx, workspaceId, input.default_decision ?? {});
     for (const policy of created) {
       const row = await repo.insertPolicy(trx, {
         workspace_id: workspaceId,

@@ -3,10 +3,10 @@
  * one (`storedPolicy`), and canonical, every default the API applies stated, so that a policy
  * file and the stored policy it saved as compare equal; and a bundle's digest over its policies
  * in that form, by name (keys sorted: shared/canonical-json.ts), the same wherever the files
- * come from.
+ * come from, its default decisions included when it states them.
  */
 import { createHash } from 'node:crypto';
-import type { Policy, PolicyCreate, PolicyRule } from '@warden/contract';
+import type { DefaultDecisionsChange, Policy, PolicyCreate, PolicyRule } from '@warden/contract';
 import { iso } from '../../db/paginate.ts';
 import { stableJson } from '../../shared/canonical-json.ts';
 import type { PolicyRow } from './policies.repository.ts';
@@ -26,8 +26,8 @@ export function toPolicy(row: PolicyRow): Policy {
   };
 }
 
-/** A stored policy as the bundle would state it. */
-export const storedPolicy = (row: PolicyRow): PolicyCreate => ({
+/** A stored policy (a row, or the API's `Policy`) as the bundle would state it. */
+export const storedPolicy = (row: Pick<PolicyRow, 'name' | 'description' | 'enabled' | 'mode' | 'priority' | 'rules'>): PolicyCreate => ({
   name: row.name,
   description: row.description ?? undefined,
   enabled: row.enabled,
@@ -51,7 +51,9 @@ export type CanonicalPolicy = ReturnType<typeof canonicalPolicy>;
 export const changedFields = (a: CanonicalPolicy, b: CanonicalPolicy) =>
   (Object.keys(a) as (keyof CanonicalPolicy)[]).filter((key) => stableJson(a[key]) !== stableJson(b[key]));
 
-export function bundleDigest(policies: readonly PolicyCreate[]): string {
+/** A bundle without default decisions keeps the digest of its policies alone (the form before bundles carried them). */
+export function bundleDigest(policies: readonly PolicyCreate[], defaults?: DefaultDecisionsChange): string {
   const canonical = policies.map(canonicalPolicy).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return createHash('sha256').update(stableJson(canonical)).digest('hex');
+  const form = defaults ? { default_decision: defaults, policies: canonical } : canonical;
+  return createHash('sha256').update(stableJson(form)).digest('hex');
 }

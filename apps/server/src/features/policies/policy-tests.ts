@@ -4,15 +4,21 @@
  * (acts/act.ts `declaredInput`, `actViews`), the same refusal when a condition fails — with no
  * server and no database. A test file:
  *
- *   defaults: { production: block }        # optional: the workspace's decision when no rule matches (allow)
+ *   defaults: { production: block }        # optional: the decision when no rule matches (the directory's defaults.yaml, else allow)
+ *   agents:                                 # optional: agents the cases name by slug
+ *     billing-bot: { environment: production, risk_level: high }
  *   cases:
  *     - name: a big refund needs a human
- *       agent: { slug: billing-bot, environment: production, risk_level: high }   # optional attributes
+ *       agent: billing-bot                   # a slug of `agents`, or the attributes: { slug, environment, … }
  *       input: { action: refund.create, resource: order/1, context: { amount_eur: 250 } }
  *       execution: { mcp: { server: github, tool: create_issue, arguments: {} } }  # optional; or { http: { method, url } }
  *       expect: { effect: require_approval, rule: big-refunds, policy: Refund limits }
  *
- * `expect.rule` and `expect.policy` are checked when given (`null`: no rule, no policy).
+ * A case without `execution` is a bare evaluation (`POST /policy/evaluate`): a rule that allows
+ * only through the proxy blocks it, as the server does. `execution: { audited: … }` is an
+ * execution as the audit log records it (`context.execution`), decided as the what-if replay
+ * decides it (`warden policies fixtures` writes these). `expect.rule` and `expect.policy` are
+ * checked when given (`null`: no rule, no policy).
  */
 import type { PolicyRule } from '@warden/contract';
 import { actViews, declaredInput, type ExecutionFacts, httpFacts, mcpFacts } from '../acts/act.ts';
@@ -28,6 +34,8 @@ export interface PolicyCase {
   agent: AgentFacts;
   input: { action: string; resource?: string; environment?: string; tool?: string; context?: Record<string, unknown> };
   execution: ExecutionFacts | null;
+  /** The action an execution is decided as whatever the case declares (an MCP tool call's `mcp.call`). */
+  fixedAction: string | undefined;
   expect: { effect: Effect; rule?: string | null; policy?: string | null };
   defaults: DefaultDecisions;
 }
@@ -43,8 +51,10 @@ export interface CaseResult {
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 const strings = (value: unknown) => (Array.isArray(value) && value.every((v) => typeof v === 'string') ? (value as string[]) : []);
 
-function agentOf(value: unknown, input: PolicyCase['input']): AgentFacts {
-  const a = isObject(value) ? value : {};
+function agentOf(where: string, value: unknown, input: PolicyCase['input'], agents: Record<string, unknown>): AgentFacts {
+  if (typeof value === 'string' && !isObject(agents[value]))
+    throw new BundleError(`${where}: agent '${value}' is not in the file's agents`);
+  const a = typeof value === 'string' ? { slug: value, ...(agents[value] as Record<string, unknown>) } : isObject(value) ? value : {};
   const slug = typeof a.slug === 'string' ? a.slug : 'agent';
   return {
     id: typeof a.id === 'string' ? a.id : `test:${slug}`,
@@ -62,6 +72,11 @@ function agentOf(value: unknown, input: PolicyCase['input']): AgentFacts {
 
 function executionOf(where: string, value: unknown): ExecutionFacts | null {
   if (value === undefined || value === null) return null;
+  if (isObject(value) && isObject(value.audited)) {
+    const mode = value.audited.mode;
+    if (mode !== 'mcp_proxy' && mode !== 'http_proxy') throw new BundleError(`${where}: execution.audited.mode is mcp_proxy or http_proxy`);
+    return value.audited as unknown as ExecutionFacts; // the audited form stands for what ran, as in the replay (simulate.ts)
+  }
   if (isObject(value) && isObject(value.mcp) && typeof value.mcp.server === 'string' && typeof value.mcp.tool === 'string') {
     const args = isObject(value.mcp.arguments) ? value.mcp.arguments : {};
     return mcpFacts(value.mcp.server, { method: 'tools/call', params: { name: value.mcp.tool, arguments: args } });
@@ -80,7 +95,8 @@ function executionOf(where: string, value: unknown): ExecutionFacts | null {
 export function policyCases(bundle: PolicyBundle): PolicyCase[] {
   return bundle.tests.flatMap(({ file, content }) => {
     if (!isObject(content) || !Array.isArray(content.cases)) throw new BundleError(`${file}: a test file has a list of cases`);
-    const defaults = isObject(content.defaults) ? (content.defaults as DefaultDecisions) : {};
+    const defaults = { ...bundle.defaults, ...(isObject(content.defaults) ? (content.defaults as DefaultDecisions) : {}) };
+    const agents = isObject(content.agents) ? content.agents : {};
     return content.cases.map((raw, index): PolicyCase => {
       const where = `${file}: cases[${index}]`;
       if (!isObject(raw) || typeof raw.name !== 'string') throw new BundleError(`${where}: a case has a name`);
@@ -89,12 +105,15 @@ export function policyCases(bundle: PolicyBundle): PolicyCase[] {
       if (!isObject(raw.expect) || !EFFECTS.includes(raw.expect.effect as Effect))
         throw new BundleError(`${named}: expect.effect is one of ${EFFECTS.join(', ')}`);
       const input = raw.input as PolicyCase['input'];
+      const execution = executionOf(named, raw.execution);
       return {
         file,
         name: raw.name,
-        agent: agentOf(raw.agent, input),
+        agent: agentOf(named, raw.agent, input, agents),
         input,
-        execution: executionOf(named, raw.execution),
+        execution,
+        fixedAction:
+          execution?.mode === 'mcp_proxy' && !isObject((raw.execution as Record<string, unknown>).audited) ? 'mcp.call' : undefined,
         expect: raw.expect as PolicyCase['expect'],
         defaults,
       };
@@ -129,8 +148,11 @@ export function runPolicyCases(bundle: PolicyBundle, cases: PolicyCase[]): CaseR
     const declared = { ...declaredInput(c.input, c.execution), environment, execution: c.execution };
     let got: CaseResult['got'];
     try {
-      const decision = decideStrictest(set, actViews(declared, c.execution?.mode === 'mcp_proxy' ? 'mcp.call' : undefined), c.agent);
+      const decision = decideStrictest(set, actViews(declared, c.fixedAction), c.agent);
       got = { effect: decision.effect, rule: decision.ruleId, policy: decision.policy, message: decision.message };
+      // as decisions.ts refuses it: a rule that allows only through the proxy blocks a bare evaluation
+      if (decision.allowed && decision.requireProxy && c.execution === null)
+        got = { ...got, effect: 'block', message: 'This action may only run through Warden\u2019s execution proxy' };
     } catch (error) {
       if (!(error instanceof ConditionError)) throw error;
       // as the server refuses it: blocked, naming the policy whose condition failed

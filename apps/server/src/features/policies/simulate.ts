@@ -57,7 +57,7 @@ export function checkDraft(request: PolicySimulationRequest): void {
   if (broken) throw new ApiError('invalid_policy', broken);
 }
 
-/** The draft set compiled as the live set is (enabled policies only), with the workspace's default decisions. */
+/** The draft set compiled as the live set is (enabled policies only), with the workspace's default decisions but those the draft sets. */
 export function compileDraft(request: PolicySimulationRequest, defaults: DefaultDecisions): PolicySet {
   return compilePolicySet(
     request.policies
@@ -69,7 +69,7 @@ export function compileDraft(request: PolicySimulationRequest, defaults: Default
         version: 0,
         rules: policy.rules ?? [],
       })),
-    defaults,
+    { ...defaults, ...request.default_decision },
   );
 }
 

@@ -6,7 +6,15 @@
  * policy_version, so the compiled policy sets (which carry the defaults) are rebuilt by every
  * server process at its next request, as after a policy change.
  */
-import type { AgentEnvironment, AuditMcpArguments, DefaultDecision, DefaultDecisions, Settings, SettingsUpdate } from '@warden/contract';
+import type {
+  AgentEnvironment,
+  AuditMcpArguments,
+  DefaultDecision,
+  DefaultDecisions,
+  DefaultDecisionsChange,
+  Settings,
+  SettingsUpdate,
+} from '@warden/contract';
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { inTransaction } from '../../db/transaction.ts';
@@ -58,6 +66,21 @@ const toSettings = (row: repo.SettingsRow | undefined): Settings => ({
 
 export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<Settings> =>
   toSettings(await repo.findSettings(db, workspaceId));
+
+/** The environments whose default `wanted` changes from `current`. */
+export const changedDefaults = (current: DefaultDecisions, wanted: DefaultDecisionsChange = {}) =>
+  ENVIRONMENTS.filter((environment) => wanted[environment] !== undefined && wanted[environment] !== current[environment]);
+
+/** Sets the given environments' defaults, unaudited: for a caller that records the change in its own event (policy bundles). */
+export async function setDefaultDecisions(trx: Kysely<DB>, workspaceId: string, wanted: DefaultDecisionsChange): Promise<void> {
+  const changes = Object.fromEntries(
+    ENVIRONMENTS.filter((environment) => wanted[environment] !== undefined).map((environment) => [
+      COLUMN[environment],
+      wanted[environment],
+    ]),
+  );
+  if (Object.keys(changes).length > 0) await repo.upsertSettings(trx, workspaceId, changes);
+}
 
 /**
  * The schema refuses unknown environments and values and an empty change (400 invalid_request).

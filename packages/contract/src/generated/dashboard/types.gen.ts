@@ -421,6 +421,13 @@ export type PolicyBundleApply = {
      */
     policies: Array<PolicyCreate>;
     /**
+     * The workspace's default decisions the bundle sets (a bundle directory's `defaults.yaml`),
+     * for the environments it names; the others keep theirs. Left out, the defaults are not
+     * the bundle's concern.
+     *
+     */
+    default_decision?: DefaultDecisionsChange;
+    /**
      * Delete the workspace's policies the bundle does not name. Default false.
      */
     prune?: boolean;
@@ -445,7 +452,7 @@ export type PolicyBundleApply = {
 
 export type PolicyBundleResult = {
     /**
-     * SHA-256 of the bundle's policies in canonical form (every default stated, keys sorted, by name), as `warden policies test` prints it.
+     * SHA-256 of the bundle's policies in canonical form (every default stated, keys sorted, by name) and, when it sets them, its default decisions, as `warden policies test` prints it.
      */
     digest: string;
     dry_run: boolean;
@@ -453,6 +460,10 @@ export type PolicyBundleResult = {
     updated: PolicyNames;
     deleted: PolicyNames;
     unchanged: PolicyNames;
+    /**
+     * The environments whose default decision the bundle changes (or, with `dry_run`, would).
+     */
+    default_decision_changed: Array<AgentEnvironment>;
     /**
      * The `policies.bundle_applied` event; `null` when nothing changed or on a dry run.
      */
@@ -470,6 +481,10 @@ export type PolicySimulationRequest = {
      * The draft policy set, each as `createPolicy` takes it (names unique). It replaces the workspace's policies for the replay only.
      */
     policies: Array<PolicyCreate>;
+    /**
+     * Default decisions the draft sets for the environments it names (the others keep the workspace's), as a policy bundle's `default_decision` would (`warden policies apply --what-if`).
+     */
+    default_decision?: DefaultDecisionsChange;
     /**
      * How many of the most recent recorded decisions to replay.
      */
@@ -621,16 +636,18 @@ export type Settings = {
  * The settings to change; what is left out keeps its value.
  */
 export type SettingsUpdate = {
-    /**
-     * The environments whose default changes; an unknown environment or value is 400 `invalid_request`.
-     */
-    default_decision?: {
-        development?: DefaultDecision;
-        staging?: DefaultDecision;
-        production?: DefaultDecision;
-    };
+    default_decision?: DefaultDecisionsChange;
     agents_hold_no_credentials?: AgentsHoldNoCredentials;
     audit_mcp_arguments?: AuditMcpArguments;
+};
+
+/**
+ * The environments whose default changes; an unknown environment or value is 400 `invalid_request`.
+ */
+export type DefaultDecisionsChange = {
+    development?: DefaultDecision;
+    staging?: DefaultDecision;
+    production?: DefaultDecision;
 };
 
 /**

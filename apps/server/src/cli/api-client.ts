@@ -1,0 +1,63 @@
+/**
+ * The CLI's way to a running Warden's v1 API (`--url`, the key in WARDEN_API_KEY): JSON in and
+ * out, a refusal as ApiRefusal naming the status and the API's error code, lists read page by
+ * page.
+ */
+import { UsageError } from './cli-errors.ts';
+
+/** The API answered with an error (or not with JSON). */
+export class ApiRefusal extends Error {}
+
+interface Answer {
+  data?: unknown;
+  next_cursor?: string | null;
+  error?: { code: string; message: string };
+}
+
+export interface ApiClient {
+  get<T>(path: string, query?: Record<string, string>): Promise<T>;
+  post<T>(path: string, body: unknown): Promise<T>;
+  /** Every item of a cursor-paginated list, in the API's order, reading at most `max` items. */
+  list<T>(path: string, query?: Record<string, string>, max?: number): AsyncGenerator<T>;
+}
+
+export function apiClient(command: string, url: string | undefined): ApiClient {
+  if (!url) throw new UsageError(`${command} needs --url, the API of a running Warden (http://host:8080/api/v1)`);
+  const key = process.env.WARDEN_API_KEY;
+  if (!key) throw new UsageError(`${command} reads the API key from WARDEN_API_KEY`);
+  const base = url.replace(/\/+$/, '');
+  /** The answer's body, refused unless the status is 2xx and it has `data`. */
+  const request = async (method: string, path: string, body?: unknown) => {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const answer = (await response.json().catch(() => null)) as Answer | null;
+    if (!response.ok || answer === null || answer.data === undefined) {
+      const why = answer?.error ? ` ${answer.error.code}: ${answer.error.message}` : '';
+      throw new ApiRefusal(`${url} refused ${method} ${path.split('?')[0]} (${response.status}${why})`);
+    }
+    return answer;
+  };
+  const withQuery = (path: string, query: Record<string, string>) => {
+    const search = new URLSearchParams(query).toString();
+    return search ? `${path}?${search}` : path;
+  };
+  return {
+    get: async (path, query = {}) => (await request('GET', withQuery(path, query))).data as never,
+    post: async (path, body) => (await request('POST', path, body)).data as never,
+    async *list<T>(path: string, query: Record<string, string> = {}, max = Number.POSITIVE_INFINITY) {
+      let cursor: string | null | undefined = null;
+      let read = 0;
+      do {
+        const page = await request('GET', withQuery(path, { ...query, limit: '100', ...(cursor ? { cursor } : {}) }));
+        for (const item of page.data as T[]) {
+          if (read++ >= max) return;
+          yield item;
+        }
+        cursor = page.next_cursor;
+      } while (cursor);
+    },
+  };
+}
