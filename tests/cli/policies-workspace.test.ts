@@ -214,6 +214,15 @@ describe('warden policies export, fixtures and apply --what-if', () => {
       new Set(['allow', 'block', 'require_approval']),
     );
 
+    // the server's own replay of those decisions with the export as the draft: nothing changes
+    const exported = readPolicyBundle(dir);
+    const replay = await source.api('POST', '/policies/simulate', {
+      body: { policies: exported.policies.map((p) => p.policy), default_decision: exported.defaults, limit: 10_000 },
+    });
+    expect(replay.status).toBe(200);
+    // every decision recorded: this test's 240 and the first test's 104
+    expect(replay.body.data).toMatchObject({ replayed: 240 + 104, changed: 0, drift: { changed: 0 } });
+
     const tested = await run(['policies', 'test', dir]);
     expect(tested.code, tested.stdout).toBe(0);
     expect(tested.stdout).toMatch(new RegExp(`^policies test: ${summary.cases} cases, ${summary.cases} passed, 0 failed`));
