@@ -144,7 +144,7 @@ describe('fixtures from the audit log', () => {
   });
 
   it('stops at the limit', () => {
-    expect(fixtureFile(events, [AGENT], {}, 2).cases).toHaveLength(2);
+    expect(fixtureFile(events, [AGENT], { development: 'allow', staging: 'allow', production: 'allow' }, 2).cases).toHaveLength(2);
   });
 
   it('reads defaults.yaml as the bundle’s default decisions, used by its cases, and refuses a wrong one', () => {

@@ -61,6 +61,8 @@ export interface McpFacts {
   /** tools/call and prompts/get: the arguments as sent (`{}` when none); otherwise null. */
   arguments: Record<string, unknown> | null;
   arguments_sha256: string | null;
+  /** The arguments' size as sent, in bytes of canonical JSON; null when there are none. */
+  arguments_bytes: number | null;
   /** Every other parameter sent: `{}` when none. */
   params: Record<string, unknown>;
   /** SHA-256 of the canonical JSON of `params`; null when there are none. */
@@ -126,6 +128,7 @@ export function mcpFacts(server: string, request: McpRequest): McpFacts {
     uri: null,
     arguments: null,
     arguments_sha256: null,
+    arguments_bytes: null,
     params: {},
     params_sha256: null,
   };
@@ -140,7 +143,9 @@ export function mcpFacts(server: string, request: McpRequest): McpFacts {
   }
   if (named) {
     facts.arguments ??= {};
-    facts.arguments_sha256 = sha256(stableJson(facts.arguments));
+    const sent = stableJson(facts.arguments);
+    facts.arguments_sha256 = sha256(sent);
+    facts.arguments_bytes = Buffer.byteLength(sent);
   }
   if (Object.keys(facts.params).length > 0) facts.params_sha256 = sha256(stableJson(facts.params));
   return facts;
@@ -283,19 +288,18 @@ export function actDigest(agentId: string, environment: string, input: Evaluatio
 /** The most of an MCP act's arguments the audit log keeps (canonical JSON, secrets redacted); larger ones by size and digest (docs/decisions/0026-audited-mcp-arguments.md). */
 export const AUDITED_ARGUMENTS_MAX_BYTES = 8 * 1024;
 
-/** The arguments as the audit log keeps them: redacted when they fit, else their size as sent. */
-function auditedArguments(value: Record<string, unknown> | null): Record<string, unknown> {
-  if (value === null) return {};
-  const shown = redactSecrets(value);
-  if (Buffer.byteLength(stableJson(shown)) <= AUDITED_ARGUMENTS_MAX_BYTES) return { arguments: shown };
-  return { arguments_bytes: Buffer.byteLength(stableJson(value)) };
-}
-
 /**
  * What the audit log records of an execution: enough to know what ran, no secret. An outcome's
  * record (`withArguments` false) leaves the arguments to the decision's record it names.
  */
 export function auditedExecution(facts: ExecutionFacts, withArguments = true): Record<string, unknown> {
+  // the arguments redacted when they take at most 8 KiB as sent, else their size as sent
+  const keptArguments =
+    facts.mode !== 'mcp_proxy' || !withArguments || facts.arguments === null
+      ? {}
+      : (facts.arguments_bytes ?? 0) <= AUDITED_ARGUMENTS_MAX_BYTES
+        ? { arguments: redactSecrets(facts.arguments) }
+        : { arguments_bytes: facts.arguments_bytes };
   if (facts.mode === 'http_proxy') {
     return {
       mode: facts.mode,
@@ -314,7 +318,7 @@ export function auditedExecution(facts: ExecutionFacts, withArguments = true): R
     method: facts.method,
     tool: facts.tool,
     ...named(facts),
-    ...(withArguments ? auditedArguments(facts.arguments) : {}),
+    ...keptArguments,
     arguments_sha256: facts.arguments_sha256,
     ...(facts.params_sha256 === null ? {} : { params_sha256: facts.params_sha256 }),
   };

@@ -3,14 +3,15 @@
  * this exact act) must be of this workspace, pin this act and this agent, have been asked by the
  * rule deciding now, and be unused and unexpired; then, approved, it allows the act once,
  * rejected it blocks it, pending it stays the approval asked. A decision that requires approval
- * and has none asks for a new one. Taken in the transaction that records the decision.
+ * and has none asks for a new one. Read only: the step is taken (approvals.service.ts
+ * `takeApprovalStep`) in the transaction that records the decision.
  */
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../shared/errors.ts';
 import type { Decision } from '../policies/engine.ts';
 import { findApproval, findApprovalForAct } from './approvals.repository.ts';
-import { consumeApprovalFor, insertPendingApproval, type NewApproval, toApproval } from './approvals.service.ts';
+import { toApproval } from './approvals.service.ts';
 
 export type ApprovalStep = { kind: 'none' } | { kind: 'create' } | { kind: 'consume'; id: string } | { kind: 'reuse'; id: string };
 
@@ -77,16 +78,3 @@ export const changesApproval = (step: ApprovalStep): step is { kind: 'create' } 
 
 /** The approval a step leaves the decision with, without changing any. */
 export const approvalOf = (step: ApprovalStep): string | null => (step.kind === 'reuse' || step.kind === 'consume' ? step.id : null);
-
-/** Uses the approval (once) or asks for a new one, in the decision's transaction: its id. */
-export async function takeApprovalStep(
-  trx: Kysely<DB>,
-  workspaceId: string,
-  step: { kind: 'create' } | { kind: 'consume'; id: string },
-  usedBy: string,
-  asked: () => NewApproval,
-): Promise<string> {
-  if (step.kind === 'create') return (await insertPendingApproval(trx, workspaceId, asked())).id;
-  if (!(await consumeApprovalFor(trx, workspaceId, step.id, usedBy))) throw invalid(`approval '${step.id}' is already used`);
-  return step.id;
-}

@@ -133,6 +133,20 @@ export async function consumeApprovalFor(trx: Kysely<DB>, workspaceId: string, i
   return true;
 }
 
+/** Uses the approval (once) or asks for a new one (approval-step.ts says which), in the decision's transaction: its id. */
+export async function takeApprovalStep(
+  trx: Kysely<DB>,
+  workspaceId: string,
+  step: { kind: 'create' } | { kind: 'consume'; id: string },
+  usedBy: string,
+  asked: () => NewApproval,
+): Promise<string> {
+  if (step.kind === 'create') return (await insertPendingApproval(trx, workspaceId, asked())).id;
+  if (!(await consumeApprovalFor(trx, workspaceId, step.id, usedBy)))
+    throw new ApiError('approval_invalid', `approval '${step.id}' is already used`);
+  return step.id;
+}
+
 /** Who expires approvals, as the audit log names it. */
 const EXPIRY_ACTOR = 'warden';
 

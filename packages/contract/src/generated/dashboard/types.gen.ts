@@ -254,11 +254,11 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  * `tags`, `allowed_tools`, `allowed_resources`; never a key or hash) and `execution` (null
  * without a proxy; for HTTP `{mode: "http_proxy", method, url, scheme, host, port, path,
  * query, headers, body, body_sha256}`, for MCP `{mode: "mcp_proxy", server, method, tool,
- * prompt, uri, arguments, arguments_sha256, params, params_sha256}`: `method` the MCP method
+ * prompt, uri, arguments, arguments_sha256, arguments_bytes, params, params_sha256}`: `method` the MCP method
  * sent (`tools/call`, `prompts/get`, `resources/read`, `tools/list`, `initialize`, …), `tool`
  * for `tools/call`, `prompt` for `prompts/get`, `uri` (normalised, as sent) for
  * `resources/read`, otherwise null; `arguments` a tool's or prompt's arguments, otherwise
- * null; `params` every other parameter sent (`{}` when none; not `_meta`, `task` or
+ * null (`arguments_bytes` their size as sent, in bytes of canonical JSON); `params` every other parameter sent (`{}` when none; not `_meta`, `task` or
  * `cursor`)). An HTTP execution's `headers` are those sent, names lower-cased (e.g.
  * `execution.headers["authorization"].startsWith("Bearer ")`; see `HttpExecution.headers`).
  *
