@@ -236,6 +236,30 @@ describe('warden policies export, fixtures and apply --what-if', () => {
     );
   });
 
+  it('refuses a guard that would do nothing and a window it cannot read as meant: exit 2, nothing sent', async () => {
+    const dir = tempDir();
+    for (const [args, message] of [
+      [
+        ['policies', 'apply', dir, '--url', source.url, '--max-changed', '5'],
+        '--max-changed is an option of apply --what-if: add --what-if',
+      ],
+      [['policies', 'diff', dir, '--url', source.url, '--what-if'], '--what-if is an option of apply (diff changes nothing)'],
+      [
+        ['policies', 'apply', dir, '--url', source.url, '--what-if', '--max-changed', 'lots'],
+        '--max-changed is a percentage from 0 to 100',
+      ],
+      [
+        ['policies', 'fixtures', '--from-audit', '--since', '7', '--url', source.url],
+        '--since is a duration (7d, 24h, 30m) or a past ISO 8601 timestamp',
+      ],
+      [['policies', 'fixtures', '--from-audit', '--since', '2999-01-01', '--url', source.url], "not '2999-01-01'"],
+    ] as const) {
+      const refused = await run([...args], source.key);
+      expect(refused.code, refused.stderr).toBe(2);
+      expect(refused.stderr).toContain(message);
+    }
+  });
+
   it('apply --what-if refuses a bundle that changes more of the recent decisions than --max-changed', async () => {
     const dir = tempDir();
     expect((await run(['policies', 'export', dir, '--url', source.url], source.key)).code).toBe(0);

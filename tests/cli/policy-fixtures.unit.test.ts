@@ -10,9 +10,12 @@ import { join } from 'node:path';
 import type { Agent, AuditEvent } from '@warden/contract';
 import { afterAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
+import { compilePolicySet } from '../../apps/server/src/features/policies/engine.ts';
 import { BundleError, readPolicyBundle } from '../../apps/server/src/features/policies/policy-bundle.ts';
 import { fixtureFile } from '../../apps/server/src/features/policies/policy-fixtures.ts';
 import { policyCases, runPolicyCases } from '../../apps/server/src/features/policies/policy-tests.ts';
+import type { RecordedDecision } from '../../apps/server/src/features/policies/simulate.repository.ts';
+import { Replay } from '../../apps/server/src/features/policies/simulate.ts';
 
 let n = 0;
 function event(fields: Partial<AuditEvent>): AuditEvent {
@@ -117,6 +120,16 @@ describe('fixtures from the audit log', () => {
     }),
     // a bare evaluation of a proxy-only allow: blocked, naming the rule that allows through the proxy
     event({ action: 'files.read', policy: 'MCP care', result: 'blocked', context: { rule: 'via-proxy' } }),
+    // a tool call declared as the caller's own action: decided on mcp.call too (the method's action)
+    event({
+      source: 'execution',
+      action: 'github.merge',
+      tool: 'merge_pr',
+      resource: 'repos/x/pulls/7',
+      policy: 'MCP care',
+      result: 'approval_required',
+      context: { rule: 'prs-need-review', execution: mcp('merge_pr', { pr: 8 }) },
+    }),
     // a deleted agent, in staging
     event({ agent: 'gone-bot', environment: 'staging', action: 'reports.read', result: 'allowed' }),
     // an execution refused before Warden knew what it would run
@@ -124,12 +137,13 @@ describe('fixtures from the audit log', () => {
   ];
 
   it('cuts one case per distinct decision that passes against the policies that made them', () => {
-    const file = fixtureFile(events, [AGENT], { production: 'allow', staging: 'allow', development: 'allow' }, 100);
+    const file = fixtureFile(events, [AGENT], 100);
     expect(file.cases.map((c) => [c.agent, c.input.action, c.expect.effect, c.expect.rule])).toEqual([
       ['ops-bot', 'mcp.call', 'block', 'no-repo-deletes'],
       ['ops-bot', 'mcp.call', 'require_approval', 'prs-need-review'],
       ['ops-bot', 'deploy.api', 'require_approval', 'risky-prod'],
       ['ops-bot', 'files.read', 'block', 'via-proxy'],
+      ['ops-bot', 'github.merge', 'require_approval', 'prs-need-review'],
       ['gone-bot@staging', 'reports.read', 'allow', null],
     ]);
     expect(file.agents['ops-bot']).toMatchObject({ risk_level: 'high', tags: ['ops'], environment: 'production' });
@@ -140,11 +154,39 @@ describe('fixtures from the audit log', () => {
     writeFileSync(join(dir, 'recorded.test.yaml'), stringify(file));
     const bundle = readPolicyBundle(dir);
     const results = runPolicyCases(bundle, policyCases(bundle));
-    expect(results.map((r) => r.failure)).toEqual([null, null, null, null, null]);
+    expect(results.map((r) => r.failure)).toEqual([null, null, null, null, null, null]);
+  });
+
+  it("the what-if replay decides an audited MCP act on its method's action too", () => {
+    const merge = events.find((e) => e.action === 'github.merge') as AuditEvent;
+    const row: RecordedDecision = {
+      id: merge.id,
+      at: merge.event_timestamp,
+      source: merge.source,
+      agent: merge.agent,
+      action: merge.action,
+      resource: merge.resource,
+      tool: merge.tool,
+      environment: merge.environment,
+      recorded: 'approval_required',
+      input: null,
+      execution: JSON.stringify(merge.context.execution),
+    };
+    const compile = (policies: typeof POLICIES) =>
+      compilePolicySet(
+        policies.map((p) => ({ name: p.name, mode: 'enforce', priority: 100, rules: p.rules as never })),
+        {},
+      );
+    const withoutReview = [{ ...POLICIES[0], rules: POLICIES[0]?.rules.filter((r) => r.id !== 'prs-need-review') }] as typeof POLICIES;
+    const replay = new Replay(compile(POLICIES), compile(withoutReview), new Map([['ops-bot', { ...AGENT, risk_level: 'high' } as never]]));
+    replay.add([row, { ...row, id: `${row.id.slice(0, -1)}1` }]);
+    const result = replay.result();
+    expect(result.drift.changed).toBe(0);
+    expect(result).toMatchObject({ replayed: 2, changed: 2, from: { approval_required: 2 }, to: { allowed: 2 } });
   });
 
   it('stops at the limit', () => {
-    expect(fixtureFile(events, [AGENT], { development: 'allow', staging: 'allow', production: 'allow' }, 2).cases).toHaveLength(2);
+    expect(fixtureFile(events, [AGENT], 2).cases).toHaveLength(2);
   });
 
   it('reads defaults.yaml as the bundle’s default decisions, used by its cases, and refuses a wrong one', () => {

@@ -1,9 +1,12 @@
 /**
  * The CLI's way to a running Warden's v1 API (`--url`, the key in WARDEN_API_KEY): JSON in and
  * out, a refusal as ApiRefusal naming the status and the API's error code, lists read page by
- * page.
+ * page; a 429 is waited out as its Retry-After says (at most 30 s, 6 tries).
  */
 import { UsageError } from './cli-errors.ts';
+
+const RATE_LIMIT_RETRIES = 6;
+const MAX_RETRY_WAIT_S = 30;
 
 /** The API answered with an error (or not with JSON). */
 export class ApiRefusal extends Error {}
@@ -28,11 +31,19 @@ export function apiClient(command: string, url: string | undefined): ApiClient {
   const base = url.replace(/\/+$/, '');
   /** The answer's body, refused unless the status is 2xx and it has `data`. */
   const request = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${base}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+    let response: Response;
+    for (let attempt = 1; ; attempt++) {
+      response = await fetch(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      // rate limited (a long read of the audit log): waits as told, a few times
+      if (response.status !== 429 || attempt >= RATE_LIMIT_RETRIES) break;
+      const wait = Math.min(Number(response.headers.get('retry-after')) || 1, MAX_RETRY_WAIT_S);
+      await response.body?.cancel();
+      await new Promise((done) => setTimeout(done, wait * 1000));
+    }
     const answer = (await response.json().catch(() => null)) as Answer | null;
     if (!response.ok || answer === null || answer.data === undefined) {
       const why = answer?.error ? ` ${answer.error.code}: ${answer.error.message}` : '';

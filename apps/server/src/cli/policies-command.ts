@@ -9,8 +9,9 @@
  *   what would change, or the change made, as one audit event naming the bundle's digest and,
  *   in a git checkout, its commit; its `defaults.yaml` sets the default decisions. `apply
  *   --what-if [--max-changed PCT] [--what-if-limit N] [--yes]` first replays the recent
- *   decisions with the workspace as the bundle would make it (a key with audit:read too). Exit
- *   0, 1 on a refusal, 2 when the directory is not valid.
+ *   decisions with the workspace as the bundle would make it (a key with audit:read and
+ *   policies:read too). Exit 0, 1 on a refusal (the API's, or what-if's), 2 when the directory
+ *   is not valid or an option is misplaced.
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -81,12 +82,19 @@ interface WhatIfOptions {
  * would make it (POST /policies/simulate, audit:read): refused when the share the bundle decides
  * otherwise passes --max-changed (default 5 %), unless --yes, or asked on a terminal.
  */
-async function whatIf(api: ApiClient, bundle: PolicyBundle, options: WhatIfOptions & { prune?: boolean }): Promise<boolean> {
-  const maxChanged = Number((options['max-changed'] ?? '5').replace(/%$/, ''));
-  if (!(maxChanged >= 0 && maxChanged <= 100)) throw new UsageError('--max-changed is a percentage from 0 to 100');
+/** --max-changed and --what-if-limit, checked before anything is sent. */
+function whatIfLimits(options: WhatIfOptions): { maxChanged: number; limit: number } {
+  const maxText = (options['max-changed'] ?? '5').replace(/\s*%$/, '');
+  const maxChanged = Number(maxText);
+  if (!/^\d+(\.\d+)?$/.test(maxText) || maxChanged > 100) throw new UsageError('--max-changed is a percentage from 0 to 100');
   const limit = options['what-if-limit'] ?? '10000';
   if (!/^\d{1,6}$/.test(limit) || Number(limit) < 1 || Number(limit) > 100_000)
     throw new UsageError('--what-if-limit is a number of decisions from 1 to 100000');
+  return { maxChanged, limit: Number(limit) };
+}
+
+async function whatIf(api: ApiClient, bundle: PolicyBundle, options: WhatIfOptions & { prune?: boolean }): Promise<boolean> {
+  const { maxChanged, limit } = whatIfLimits(options);
   const draft = bundle.policies.map(({ policy }) => policy);
   if (!options.prune) {
     // without --prune the workspace keeps its other policies: they are part of what decides
@@ -97,7 +105,7 @@ async function whatIf(api: ApiClient, bundle: PolicyBundle, options: WhatIfOptio
   const replay = await api.post<PolicySimulation>('/policies/simulate', {
     policies: draft,
     ...(bundle.defaults ? { default_decision: bundle.defaults } : {}),
-    limit: Number(limit),
+    limit,
   });
   const share = replay.replayed === 0 ? 0 : (100 * replay.changed) / replay.replayed;
   const shown = `${replay.changed} of ${replay.replayed} recent decisions (${share.toFixed(1)} %)`;
@@ -111,7 +119,9 @@ async function whatIf(api: ApiClient, bundle: PolicyBundle, options: WhatIfOptio
     const prompt = createInterface({ input: process.stdin, output: process.stderr });
     const answer = await prompt.question(`apply anyway (more than ${maxChanged} % changed)? [y/N] `);
     prompt.close();
-    return /^y(es)?$/i.test(answer.trim());
+    if (/^y(es)?$/i.test(answer.trim())) return true;
+    console.error('warden: not applied');
+    return false;
   }
   console.error(`warden: refusing: more than --max-changed ${maxChanged} % of the decisions change (--yes applies anyway)`);
   return false;
@@ -124,6 +134,12 @@ export async function policiesSync(
   json: boolean,
 ): Promise<number> {
   if (!dir) throw new UsageError(`policies ${verb} needs the policy directory: warden policies ${verb} DIR --url API`);
+  // a guard that silently does nothing is worse than none
+  const whatIfOptions = (['max-changed', 'what-if-limit', 'yes'] as const).filter((name) => options[name] !== undefined);
+  if (verb === 'diff' && options['what-if']) throw new UsageError('--what-if is an option of apply (diff changes nothing)');
+  if (whatIfOptions.length > 0 && !options['what-if'])
+    throw new UsageError(`--${whatIfOptions[0]} is an option of apply --what-if: add --what-if`);
+  if (options['what-if']) whatIfLimits(options);
   const api = apiClient(`policies ${verb}`, options.url);
   let bundle: PolicyBundle;
   try {

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import type { Agent, AuditEvent, Policy, Settings } from '@warden/contract';
 import { CORE_SCHEMA, dump } from 'js-yaml';
 import { BundleError, type PolicyBundle, readPolicyBundle } from '../features/policies/policy-bundle.ts';
-import { fixtureFile } from '../features/policies/policy-fixtures.ts';
+import { FixtureCutter } from '../features/policies/policy-fixtures.ts';
 import { storedPolicy } from '../features/policies/policy-forms.ts';
 import { policyCases, runPolicyCases } from '../features/policies/policy-tests.ts';
 import { type ApiClient, apiClient } from './api-client.ts';
@@ -37,7 +37,7 @@ function fileNames(names: string[]): string[] {
         .replace(/^-+|-+$/g, '')
         .slice(0, 80) || 'policy';
     let candidate = base;
-    for (let n = 2; used.has(candidate) || candidate.endsWith('.test'); n++) candidate = `${base}-${n}`;
+    for (let n = 2; used.has(candidate); n++) candidate = `${base}-${n}`;
     used.add(candidate);
     return `${candidate}.yaml`;
   });
@@ -61,6 +61,7 @@ export async function policiesExport(dir: string | undefined, options: { url?: s
     return 2;
   }
   for (const file of present) rmSync(join(dir, file));
+  policies.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)); // the same files for the same policies, whatever the API's order
   const names = fileNames(policies.map((policy) => policy.name));
   policies.forEach((policy, index) => {
     const stated = storedPolicy(policy);
@@ -82,15 +83,18 @@ export async function policiesExport(dir: string | undefined, options: { url?: s
   return 0;
 }
 
-/** `7d`, `24h`, `30m` before now, or an ISO 8601 timestamp. */
+/** `7d`, `24h`, `30m` before now, or an ISO 8601 timestamp (a date, or a date and time), not in the future. */
 function sinceOf(value: string): string {
   const relative = /^(\d{1,6})([dhm])$/.exec(value);
   if (relative) {
     const unit = { d: 86_400_000, h: 3_600_000, m: 60_000 }[relative[2] as 'd' | 'h' | 'm'];
     return new Date(Date.now() - Number(relative[1]) * unit).toISOString();
   }
-  const at = new Date(value);
-  if (Number.isNaN(at.getTime())) throw new UsageError(`--since is a duration (7d, 24h, 30m) or a timestamp, not '${value}'`);
+  const at = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/.test(value) ? new Date(value) : null;
+  if (at === null || Number.isNaN(at.getTime()) || at.getTime() > Date.now())
+    throw new UsageError(
+      `--since is a duration (7d, 24h, 30m) or a past ISO 8601 timestamp (2026-11-26, 2026-11-26T09:00Z), not '${value}'`,
+    );
   return at.toISOString();
 }
 
@@ -109,14 +113,21 @@ export async function policiesFixtures(
   const agents: Agent[] = [];
   for await (const agent of api.list<Agent>('/agents')) agents.push(agent);
   const { policies, settings } = await workspacePolicies(api);
-  const events = api.list<AuditEvent>('/audit-logs', { view: 'acts', from: since }, MAX_EVENTS);
-  const cut: AuditEvent[] = [];
-  for await (const event of events) cut.push(event);
-  const file = fixtureFile(cut, agents, settings.default_decision, limit);
+  // read page by page until the file is full or the window is read (at most MAX_EVENTS)
+  const cutter = new FixtureCutter(agents, limit);
+  let read = 0;
+  for await (const event of api.list<AuditEvent>('/audit-logs', { view: 'acts', from: since }, MAX_EVENTS)) {
+    read++;
+    if (!cutter.add(event)) break;
+  }
+  const file = cutter.file;
+  if (read === MAX_EVENTS)
+    console.error(`warden: read the newest ${MAX_EVENTS} events of the window only; a shorter --since reads all of one`);
 
   // Checked against today's policies: a case they decide otherwise is no regression test of them.
   const bundle: PolicyBundle = {
     policies: policies.map((policy) => ({ file: policy.name, policy: storedPolicy(policy) })),
+    defaults: settings.default_decision,
     tests: [{ file: 'fixtures', content: file }],
     digest: '',
   };
@@ -127,7 +138,11 @@ export async function policiesFixtures(
   const digestOnly = left.filter(({ case: c }) => {
     const audited = c.execution as unknown as Record<string, unknown> | null;
     return (
-      audited !== null && (audited.body_sha256 || audited.arguments_bytes !== undefined || (audited.arguments_sha256 && !audited.arguments))
+      audited !== null &&
+      (audited.body_sha256 ||
+        audited.params_sha256 ||
+        audited.arguments_bytes !== undefined ||
+        (audited.arguments_sha256 && !audited.arguments))
     );
   }).length;
   const written = { ...file, cases: file.cases.filter((c) => kept.has(c.name)) };
@@ -136,7 +151,7 @@ export async function policiesFixtures(
   const text = `# warden policies fixtures --from-audit --since ${options.since ?? '7d'}: cut ${new Date().toISOString()} from ${options.url}\n${toYaml(written)}`;
   if (options.out) writeFileSync(options.out, text);
   const summary = {
-    events: cut.length,
+    events: read,
     cases: written.cases.length,
     left_out: { decided_otherwise: left.length - digestOnly, digest_only: digestOnly },
     out: options.out ?? null,
@@ -145,11 +160,18 @@ export async function policiesFixtures(
   else {
     if (!options.out) process.stdout.write(text);
     console.error(
-      `policies fixtures: ${written.cases.length} cases from ${cut.length} events since ${since}` +
+      `policies fixtures: ${written.cases.length} cases from ${read} events since ${since}` +
         (left.length
           ? `; left out ${left.length - digestOnly} that today's policies decide otherwise (changed since, or a condition reads what the audit redacts) and ${digestOnly} whose body or arguments the audit keeps only as a digest`
           : ''),
     );
   }
+  // the cases assume the workspace's default decisions: a directory states them in defaults.yaml
+  const defaults = Object.entries(settings.default_decision)
+    .map(([environment, decision]) => `${environment}: ${decision}`)
+    .join(', ');
+  console.error(
+    `policies fixtures: decided with the default decisions ${defaults}; keep them in the directory's defaults.yaml (export writes it)`,
+  );
   return 0;
 }

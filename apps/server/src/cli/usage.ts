@@ -37,14 +37,17 @@ export const USAGE = `usage:
   warden policies apply DIR --url API --what-if [--max-changed PCT] [--what-if-limit N] [--yes]
       first replays the recent decisions (default 10000) with the workspace as the bundle would
       make it and refuses, or asks on a terminal, when more than PCT % (default 5) change;
-      the key needs audit:read too
+      the key needs audit:read and policies:read too; exit 0: applied (or nothing to change),
+      1: refused by the API or by what-if, 2: the directory is not valid or an option misplaced
   warden policies export DIR --url API [--force] [--json]
       writes the workspace's policies to DIR, one YAML file each, and its default decisions to
-      defaults.yaml (key: policies:read); --force replaces the policy files DIR has
+      defaults.yaml (key: policies:read); --force replaces the policy files DIR has (its test
+      files stay); exit 0: written, 1: refused by the API, 2: DIR has policy files already
   warden policies fixtures --from-audit --url API [--since 7d] [--limit N] [--out FILE] [--json]
       test cases cut from the recorded decisions since then (a duration or a timestamp), one
       per distinct act, at most N (default 1000), kept when today's policies decide them as
-      recorded (key: audit:read, agents:read, policies:read)
+      recorded (key: audit:read, agents:read, policies:read); the cases assume the
+      directory's defaults.yaml; exit 0: written, 1: refused by the API, 2: usage error
   warden witness --name NAME --data-dir DIR --log-key KEY [--log-key KEY ...] [--listen HOST:PORT]
                  [--origin-prefix P] [--json]
       runs a C2SP tlog-witness on HOST:PORT (default 127.0.0.1:7380) until stopped: it cosigns a

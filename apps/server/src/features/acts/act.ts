@@ -151,6 +151,29 @@ export function mcpFacts(server: string, request: McpRequest): McpFacts {
   return facts;
 }
 
+/**
+ * The action each MCP method is decided as, whatever its caller declares (the gateway's and the
+ * runtime's fixed actions: a policy matches them in `match.action`). The audit log records the
+ * declared action and the method, so a replay of an audited act decides it on both as well.
+ */
+export const MCP_METHOD_ACTIONS: Readonly<Record<string, string>> = {
+  initialize: 'mcp.session',
+  'tools/call': 'mcp.call',
+  'tools/list': 'mcp.discover',
+  'prompts/list': 'mcp.discover',
+  'resources/list': 'mcp.discover',
+  'resources/templates/list': 'mcp.discover',
+  'resources/read': 'mcp.resources.read',
+  'prompts/get': 'mcp.prompts.get',
+  'logging/setLevel': 'mcp.logging',
+  'completion/complete': 'mcp.completion',
+  'resources/subscribe': 'mcp.resources.subscribe',
+  'resources/unsubscribe': 'mcp.resources.subscribe',
+  'sampling/createMessage': 'mcp.sampling',
+  'elicitation/create': 'mcp.elicitation',
+  'roots/list': 'mcp.roots',
+};
+
 /** What an MCP tool call's `resource` is when its caller declares none: the tool's address, `mcp://github/tools/create_issue`. */
 export const mcpToolAddress = (server: string, tool: string) => `mcp://${server}/tools/${encodeURIComponent(tool)}`;
 

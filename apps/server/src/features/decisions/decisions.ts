@@ -28,8 +28,8 @@ import {
 import { CREDENTIAL_HEADERS } from '../acts/http-form.ts';
 import type { AgentRow } from '../agents/agents.repository.ts';
 import { type ApprovalStep, approvalOf, approvalStep, changesApproval } from '../approvals/approval-step.ts';
-import { takeApprovalStep } from '../approvals/approvals.service.ts';
 import type { NewApproval } from '../approvals/approvals.service.ts';
+import { takeApprovalStep } from '../approvals/approvals.service.ts';
 import type { AuditLog } from '../audit/audit.service.ts';
 import type { AuditRecord } from '../audit/audit-event.ts';
 import { type AgentDirectory, assertActive, resolveAgent } from '../identity/agent-identity.ts';

@@ -83,7 +83,9 @@ export async function applyPolicyBundle(
     const event = await recordChange(trx, workspaceId, actor, {
       action: 'policies.bundle_applied',
       resource: digest,
-      severity: deleted.length > 0 ? 'medium' : 'info',
+      // a deletion, or a default decision loosened to allow, is a change to look at
+      severity:
+        deleted.length > 0 || defaultsChanged.some((environment) => input.default_decision?.[environment] === 'allow') ? 'medium' : 'info',
       context: {
         digest,
         source: input.source ?? {},
@@ -99,7 +101,7 @@ export async function applyPolicyBundle(
           : {}),
       },
     });
-    await setDefaultDecisions(trx, workspaceId, input.default_decision ?? {});
+    if (defaultsChanged.length > 0) await setDefaultDecisions(trx, workspaceId, input.default_decision ?? {});
     for (const policy of created) {
       const row = await repo.insertPolicy(trx, {
         workspace_id: workspaceId,

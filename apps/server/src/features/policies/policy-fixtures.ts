@@ -7,7 +7,7 @@
  * expecting what was recorded: its effect (an act an approval let through expected
  * `require_approval`), rule and policy.
  */
-import type { Agent, AuditEvent, DefaultDecisions } from '@warden/contract';
+import type { Agent, AuditEvent } from '@warden/contract';
 import { stableJson } from '../../shared/canonical-json.ts';
 import { redactSecrets } from '../../shared/redact.ts';
 
@@ -19,8 +19,8 @@ export interface FixtureCase {
   expect: { effect: 'allow' | 'block' | 'require_approval'; rule: string | null; policy: string | null };
 }
 
+/** A test file: no `defaults` of its own, so the cases are decided on the directory's defaults.yaml, and a change to it is tested too. */
 export interface FixtureFile {
-  defaults: DefaultDecisions;
   agents: Record<string, Record<string, unknown>>;
   cases: FixtureCase[];
 }
@@ -55,23 +55,30 @@ function agentAttributes(agent: Agent): Record<string, unknown> {
 }
 
 /**
- * The decisions among `events` (newest first) as test cases, one per distinct act (the newest
- * of those that repeat it), at most `limit`.
+ * Test cases cut from decisions fed newest first (`add`), one per distinct act (the newest of
+ * those that repeat it), at most `limit`: `add` answers false once the file is full.
  */
-export function fixtureFile(
-  events: Iterable<AuditEvent>,
-  agents: readonly Agent[],
-  defaults: DefaultDecisions,
-  limit: number,
-): FixtureFile {
-  const registered = new Map(agents.map((agent) => [agent.slug, agent]));
-  const file: FixtureFile = { defaults, agents: {}, cases: [] };
-  const seen = new Set<string>();
-  for (const event of events) {
-    if (file.cases.length >= limit) break;
-    if (!isDecision(event)) continue;
+export class FixtureCutter {
+  readonly file: FixtureFile = { agents: {}, cases: [] };
+  private readonly registered: Map<string, Agent>;
+  private readonly seen = new Set<string>();
+
+  constructor(
+    agents: readonly Agent[],
+    private readonly limit: number,
+  ) {
+    this.registered = new Map(agents.map((agent) => [agent.slug, agent]));
+  }
+
+  add(event: AuditEvent): boolean {
+    if (this.file.cases.length < this.limit && isDecision(event)) this.cut(event);
+    return this.file.cases.length < this.limit;
+  }
+
+  private cut(event: AuditEvent): void {
     const slug = event.agent ?? '';
-    const environment = event.environment ?? registered.get(slug)?.environment ?? 'production';
+    const agent = this.registered.get(slug);
+    const environment = event.environment ?? agent?.environment ?? 'production';
     const context = event.context.input as Record<string, unknown> | undefined;
     const execution = event.context.execution as Record<string, unknown> | undefined;
     const input: FixtureCase['input'] = {
@@ -81,22 +88,26 @@ export function fixtureFile(
       environment,
       ...(context ? { context: redactSecrets(context) as Record<string, unknown> } : {}),
     };
-    const act = { slug, input, execution };
-    const key = stableJson(act);
-    if (seen.has(key)) continue;
-    seen.add(key);
-    const agentKey = agentKeyOf(file, slug, environment, registered.get(slug));
+    const key = stableJson({ slug, input, execution });
+    if (this.seen.has(key)) return;
+    this.seen.add(key);
     // as the replay counts it (simulate.repository.ts): an act an approval let through was one that required it
     const effect = event.result === 'allowed' && event.approval_id ? 'require_approval' : EFFECT[event.result as keyof typeof EFFECT];
-    file.cases.push({
+    this.file.cases.push({
       name: `${slug || '(no agent)'} ${event.action}${event.resource ? ` ${event.resource}` : ''} (event ${event.id})`,
-      agent: agentKey,
+      agent: agentKeyOf(this.file, slug, environment, agent),
       input,
       ...(execution ? { execution: { audited: redactSecrets(execution) as Record<string, unknown> } } : {}),
       expect: { effect, rule: (event.context.rule as string | undefined) ?? null, policy: event.policy },
     });
   }
-  return file;
+}
+
+/** The decisions among `events` (newest first) as a test file: FixtureCutter over them. */
+export function fixtureFile(events: Iterable<AuditEvent>, agents: readonly Agent[], limit: number): FixtureFile {
+  const cutter = new FixtureCutter(agents, limit);
+  for (const event of events) if (!cutter.add(event)) break;
+  return cutter.file;
 }
 
 /**

@@ -21,7 +21,7 @@
  * checked when given (`null`: no rule, no policy).
  */
 import type { PolicyRule } from '@warden/contract';
-import { actViews, declaredInput, type ExecutionFacts, httpFacts, mcpFacts } from '../acts/act.ts';
+import { actViews, declaredInput, type ExecutionFacts, httpFacts, MCP_METHOD_ACTIONS, mcpFacts } from '../acts/act.ts';
 import { type AgentFacts, ConditionError, compilePolicySet, type DefaultDecisions, decideStrictest } from './engine.ts';
 import { BundleError, type PolicyBundle } from './policy-bundle.ts';
 
@@ -34,7 +34,7 @@ export interface PolicyCase {
   agent: AgentFacts;
   input: { action: string; resource?: string; environment?: string; tool?: string; context?: Record<string, unknown> };
   execution: ExecutionFacts | null;
-  /** The action an execution is decided as whatever the case declares (an MCP tool call's `mcp.call`). */
+  /** The action an MCP act is decided as whatever the case declares (its method's: a tool call's `mcp.call`). */
   fixedAction: string | undefined;
   expect: { effect: Effect; rule?: string | null; policy?: string | null };
   defaults: DefaultDecisions;
@@ -112,8 +112,8 @@ export function policyCases(bundle: PolicyBundle): PolicyCase[] {
         agent: agentOf(named, raw.agent, input, agents),
         input,
         execution,
-        fixedAction:
-          execution?.mode === 'mcp_proxy' && !isObject((raw.execution as Record<string, unknown>).audited) ? 'mcp.call' : undefined,
+        // an MCP act is decided as its method's action too (the `mcp:` form states a tool call)
+        fixedAction: execution?.mode === 'mcp_proxy' ? (MCP_METHOD_ACTIONS[execution.method] ?? 'mcp.call') : undefined,
         expect: raw.expect as PolicyCase['expect'],
         defaults,
       };

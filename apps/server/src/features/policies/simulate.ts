@@ -16,6 +16,7 @@ import type { PolicySimulation, PolicySimulationRequest } from '@warden/contract
 import type { Kysely } from 'kysely';
 import type { DB } from '../../db/schema.ts';
 import { ApiError } from '../../shared/errors.ts';
+import { actViews, MCP_METHOD_ACTIONS, mcpToolAddress } from '../acts/act.ts';
 import {
   type AgentFacts,
   ConditionError,
@@ -107,14 +108,21 @@ interface AgentNode {
   keep: boolean;
 }
 
-/** What the replay needs of an audited execution: whether it was hashed only, and the URL the act also is decided on. */
+/**
+ * What the replay needs of an audited execution: whether it was hashed only, and whether the
+ * act is also decided on views other than the declared one (acts/act.ts `actViews`: an HTTP
+ * execution's URL, an MCP tool call's address, an MCP method's fixed action).
+ */
 interface ExecutionFacts {
   approximate: boolean;
-  url: string | undefined;
+  /** The URL or tool address the act is also decided on, when it differs from the recorded resource. */
+  executedResource: string | undefined;
+  /** The MCP method's action (MCP_METHOD_ACTIONS), when it differs from the recorded action. */
+  fixedAction: string | undefined;
   /** Its JSON text, parsed when an act is decided. */
   text: string | null;
 }
-const NO_EXECUTION: ExecutionFacts = { approximate: false, url: undefined, text: null };
+const NO_EXECUTION: ExecutionFacts = { approximate: false, executedResource: undefined, fixedAction: undefined, text: null };
 
 type Candidate = ReturnType<PolicySet['forAction']>['rules'][number];
 /** Verdicts kept at once: acts that never repeat must not fill the heap. */
@@ -159,12 +167,14 @@ export class Replay {
 
   add(rows: readonly RecordedDecision[]): void {
     for (const row of rows) {
-      let act = this.acts.get(row.action);
+      const execution = row.execution === null ? NO_EXECUTION : executionFacts(row);
+      // decided on the method's action too: what the rules of both read
+      const actions = execution.fixedAction === undefined ? row.action : `${row.action}\u0001${execution.fixedAction}`;
+      let act = this.acts.get(actions);
       if (act === undefined) {
         act = { reads: null, agents: new Map() };
-        this.acts.set(row.action, act);
+        this.acts.set(actions, act);
       }
-      const execution = row.execution === null ? NO_EXECUTION : executionFacts(row.execution);
       let verdict: Verdict | undefined;
       let node: AgentNode | undefined;
       let key = '';
@@ -184,7 +194,7 @@ export class Replay {
       }
       if (verdict === undefined) {
         verdict = this.decide(row, execution);
-        if (act.reads === null && !verdict.failed && !verdict.currentFailed) act.reads = this.readsOf(row.action);
+        if (act.reads === null && !verdict.failed && !verdict.currentFailed) act.reads = this.readsOf(row.action, execution.fixedAction);
         if (node?.keep && !verdict.spent) this.keep(node.verdicts, key, verdict);
       }
       this.replayed++;
@@ -208,10 +218,10 @@ export class Replay {
   }
 
   /**
-   * What the rules of either set that can decide `action` read. Asked right after a decision of
-   * that action succeeded on both, so the engine answers from its memos and spends no budget.
+   * What the rules of either set that can decide `action` (and the MCP method's fixed action)
+   * read. Asked right after a decision of them succeeded on both, so the engine answers from its memos and spends no budget.
    */
-  private readsOf(action: string): Reads {
+  private readsOf(action: string, fixedAction: string | undefined): Reads {
     const reads: Reads = { resource: false, tool: false, execution: false, everything: false };
     const read = (rule: Candidate) => {
       if (rule.condition !== null) reads.everything = true;
@@ -222,11 +232,12 @@ export class Replay {
           reads.execution = true;
       }
     };
-    for (const set of [this.current, this.draft]) {
-      const { rules, monitorRules } = set.forAction(action);
-      for (const rule of rules) read(rule);
-      for (const rule of monitorRules) read(rule);
-    }
+    for (const set of [this.current, this.draft])
+      for (const name of fixedAction === undefined ? [action] : [action, fixedAction]) {
+        const { rules, monitorRules } = set.forAction(name);
+        for (const rule of rules) read(rule);
+        for (const rule of monitorRules) read(rule);
+      }
     return reads;
   }
 
@@ -285,10 +296,8 @@ export class Replay {
     if (row.input !== null) declared.context = JSON.parse(row.input) as Record<string, unknown>;
     // The audited execution (secrets redacted, bodies hashed) stands for what ran.
     declared.execution = (execution.text === null ? null : JSON.parse(execution.text)) as DecisionInput['execution'];
-    const views =
-      execution.url !== undefined && execution.url !== declared.resource
-        ? [{ ...declared, resource: execution.url }, declared]
-        : [declared];
+    // the views the server decided on (its fixed action is the method's: MCP_METHOD_ACTIONS)
+    const views = actViews(declared, execution.fixedAction);
     const current = decideOn(this.current, this.drift, views, agent, row.source);
     const draft = decideOn(this.draft, this.effect, views, agent, row.source);
     return {
@@ -313,14 +322,23 @@ function decideOn(set: PolicySet, tally: Tally, views: DecisionInput[], agent: A
   }
 }
 
-/** Parsed only when it can hold a hash or an HTTP execution's URL (JSON text does not escape these names). */
-function executionFacts(text: string): ExecutionFacts {
-  if (!text.includes('_sha256') && !text.includes('http_proxy')) return { approximate: false, url: undefined, text };
+/** Parsed only when it can hold a hash or name a mode (JSON text does not escape these names). */
+function executionFacts(row: RecordedDecision): ExecutionFacts {
+  const text = row.execution as string;
+  if (!text.includes('_sha256') && !text.includes('_proxy')) return { ...NO_EXECUTION, text };
   const value = JSON.parse(text) as Record<string, unknown> | null;
   if (value === null) return NO_EXECUTION;
+  const executed =
+    value.mode === 'http_proxy'
+      ? (value.url as string | undefined)
+      : value.mode === 'mcp_proxy' && typeof value.tool === 'string'
+        ? mcpToolAddress(String(value.server), value.tool)
+        : undefined;
+  const fixed = value.mode === 'mcp_proxy' ? MCP_METHOD_ACTIONS[String(value.method)] : undefined;
   return {
     approximate: Boolean(value.body_sha256 || value.arguments_sha256 || value.params_sha256),
-    url: value.mode === 'http_proxy' ? (value.url as string | undefined) : undefined,
+    executedResource: executed !== row.resource ? executed : undefined,
+    fixedAction: fixed !== row.action ? fixed : undefined,
     text,
   };
 }
@@ -353,9 +371,11 @@ function actKey(reads: Reads, row: RecordedDecision, execution: ExecutionFacts):
   if (withExecution) {
     if (row.execution === null) nulls |= 16;
     else key += `\u0000${row.execution}`;
-  } else if (execution.url !== undefined && execution.url !== row.resource) {
+  } else if (execution.executedResource !== undefined) {
     nulls |= 32; // decided on two views (each spends budget), whatever the URL
   }
+  // the method's action is a view of its own: two methods under one declared action are two acts
+  if (execution.fixedAction !== undefined) key += `\u0001${execution.fixedAction}`;
   return String.fromCharCode(65 + nulls) + key;
 }
 
