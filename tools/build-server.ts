@@ -8,8 +8,8 @@
  * compiled into the file that imports it. The SQL migrations are copied next to their runner. Packages from
  * node_modules stay imports: install them with `npm ci --omit=dev`.
  */
-import { cpSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, relative, resolve, sep } from 'node:path';
+import { cpSync, existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 import { DIGEST_FILE, sourcesDigest } from './server-build.mjs';
@@ -46,12 +46,24 @@ const keepImports = (srcDir: string, outDir: string): Plugin => ({
   },
 });
 
-async function compile(srcDir: string, outDir: string, entryPoints: string[] = sources(srcDir)): Promise<number> {
-  rmSync(outDir, { recursive: true, force: true });
+/**
+ * Compiles into a directory beside `outDir`, completes it (`finish`), then swaps it in by two
+ * renames: a server running from `outDir` never finds it half-built or missing (its later
+ * imports would fail), and a build that fails leaves the old one.
+ */
+async function compile(
+  srcDir: string,
+  outDir: string,
+  entryPoints: string[] = sources(srcDir),
+  finish: (dir: string) => void = () => {},
+): Promise<number> {
+  const next = `${outDir}.next-${process.pid}`;
+  const old = `${outDir}.old-${process.pid}`;
+  rmSync(next, { recursive: true, force: true });
   await build({
     entryPoints,
     outbase: srcDir,
-    outdir: outDir,
+    outdir: next,
     bundle: true,
     platform: 'node',
     format: 'esm',
@@ -59,6 +71,10 @@ async function compile(srcDir: string, outDir: string, entryPoints: string[] = s
     logLevel: 'warning',
     plugins: [keepImports(srcDir, outDir)],
   });
+  finish(next);
+  if (existsSync(outDir)) renameSync(outDir, old);
+  renameSync(next, outDir);
+  rmSync(old, { recursive: true, force: true });
   return entryPoints.length;
 }
 
@@ -72,10 +88,11 @@ const targets: Record<string, () => Promise<string>> = {
     return 'the dashboard build module';
   },
   server: async () => {
-    const files = await compile(join(ROOT, 'apps/server/src'), join(ROOT, 'apps/server/dist'));
-    cpSync(join(ROOT, 'apps/server/src/db/migrations'), join(ROOT, 'apps/server/dist/db/migrations'), { recursive: true });
-    // what the build was made of, read before it started: `npm start` and `npm run warden` run it as it is while their sources still hash so
-    writeFileSync(DIGEST_FILE, digestAtStart);
+    const files = await compile(join(ROOT, 'apps/server/src'), join(ROOT, 'apps/server/dist'), undefined, (dir) => {
+      cpSync(join(ROOT, 'apps/server/src/db/migrations'), join(dir, 'db/migrations'), { recursive: true });
+      // what the build was made of, read before it started: `npm start` and `npm run warden` run it as it is while their sources still hash so
+      writeFileSync(join(dir, basename(DIGEST_FILE)), digestAtStart);
+    });
     return `${files} server files (run: node apps/server/dist/main.js)`;
   },
 };

@@ -4,7 +4,7 @@
  * so that editing a source here never disturbs the build other test files run.
  */
 import { execFile } from 'node:child_process';
-import { appendFileSync, cpSync, existsSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { appendFileSync, cpSync, existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +49,27 @@ describe('the build npm start runs', () => {
     appendFileSync(join(copy, 'apps/server/src/launch.ts'), '\n// edited\n');
     expect((await ensure()).built).toBe(true);
     expect(await ensure()).toEqual({ built: false, said: [] });
+  }, 240_000);
+
+  it('a rebuild never leaves the build missing or half-written for a server that runs from it', async () => {
+    appendFileSync(join(copy, 'apps/server/src/launch.ts'), '\n// edited for a rebuild\n');
+    const main = join(copy, 'apps/server/dist/main.js');
+    const digest = join(copy, 'apps/server/dist/.sources-sha256');
+    const building = ensure();
+    let done = false;
+    void building.finally(() => {
+      done = true;
+    });
+    let looks = 0;
+    // what a running server's late import would find, looked at every few milliseconds while it builds
+    while (!done) {
+      expect(existsSync(main) && existsSync(digest), 'the build was missing during a rebuild').toBe(true);
+      looks++;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+    }
+    expect((await building).built).toBe(true);
+    expect(looks).toBeGreaterThan(10);
+    expect(readdirSync(join(copy, 'apps/server')).filter((name) => name.startsWith('dist.'))).toEqual([]);
   }, 240_000);
 
   it('two starts at once build once: the second waits for the first and finds the build current', async () => {
