@@ -138,6 +138,27 @@ describe('policies that cost too much', () => {
     );
   });
 
+  it('counts policies too: 1,000 per workspace, through a bundle or one by one, and a bundle that would pass it is refused whole', async () => {
+    const key = await freshWorkspace();
+    const names = Array.from({ length: 1000 }, (_, i) => `empty-${String(i).padStart(4, '0')}`);
+    const filled = await server.api('POST', '/policies/bundle', { key, body: { policies: names.map((name) => ({ name })) } });
+    expect(filled.status, JSON.stringify(filled.body)).toBe(200);
+    expect(filled.body.data.created).toHaveLength(1000);
+    const one = await savePolicy(key, { name: 'one too many' });
+    expect(one.status).toBe(400);
+    expect(one.body.error).toMatchObject({
+      code: 'invalid_policy',
+      message: 'a workspace may have at most 1,000 policies; it would have 1,001',
+    });
+    const more = await server.api('POST', '/policies/bundle', { key, body: { policies: [{ name: 'another' }] } });
+    expect(more.status).toBe(400);
+    expect(more.body.error.message).toBe('a workspace may have at most 1,000 policies; it would have 1,001');
+    // replacing them is within the limit: pruned, the workspace keeps the bundle's one
+    const pruned = await server.api('POST', '/policies/bundle', { key, body: { policies: [{ name: 'another' }], prune: true } });
+    expect(pruned.status, JSON.stringify(pruned.body)).toBe(200);
+    expect(pruned.body.data.deleted).toHaveLength(1000);
+  });
+
   it('decides within a second on the worst glob set the limits admit and a 1,024-character resource', async () => {
     const key = await freshWorkspace();
     await createAgent(key, { name: 'Globber', slug: 'globber' });

@@ -30,6 +30,11 @@ export const LIMITS = {
    * compilation of a policy set after each change.
    */
   rulesPerWorkspace: 1_000,
+  /**
+   * Policies of a workspace, enabled or not: a policy without rules costs a decision nothing,
+   * but every list that names them (a bundle's result, a draft) is bounded (the schemas' maxItems).
+   */
+  policiesPerWorkspace: 1_000,
   /** Globs in one rule, all match fields together. */
   globsPerRule: 100,
   /** Globs in all policies of a workspace. */
@@ -142,6 +147,12 @@ export function ruleTotals(rules: readonly PolicyRule[]): RuleTotals {
 
 const fmt = (n: number) => n.toLocaleString('en-US');
 const ruleName = (rule: PolicyRule, index: number) => (rule.id ? `rules[${index}] ('${rule.id}')` : `rules[${index}]`);
+
+/** The policy limit, for a workspace that would have `count` policies: a message, or null. */
+export const checkPolicyCount = (count: number): string | null =>
+  count > LIMITS.policiesPerWorkspace
+    ? `a workspace may have at most ${fmt(LIMITS.policiesPerWorkspace)} policies; it would have ${fmt(count)}`
+    : null;
 
 /** The limits one policy can break by itself; the first broken one as a message, or null. */
 export function checkPolicyLimits(rules: readonly PolicyRule[]): string | null {

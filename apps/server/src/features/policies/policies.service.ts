@@ -9,7 +9,7 @@ import type { Actor } from '../../shared/context.ts';
 import { ApiError, notFound } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { recordEvent } from '../events/outbox.repository.ts';
-import { checkWorkspaceLimits, type RuleTotals, ruleTotals } from './limits.ts';
+import { checkPolicyCount, checkWorkspaceLimits, type RuleTotals, ruleTotals } from './limits.ts';
 import * as repo from './policies.repository.ts';
 import { applyPolicyBundle } from './policy-bundles.ts';
 import { toPolicy } from './policy-forms.ts';
@@ -18,10 +18,13 @@ import type { Simulations } from './simulate-runner.ts';
 
 const nameTaken = (name: string) => new ApiError('conflict', `a policy named '${name}' already exists`);
 
-/** The workspace limits (rules, globs, glob characters of all its policies, enabled or not), under repo.lockWorkspace. */
+/** The workspace limits (policies; rules, globs, glob characters of all its policies, enabled or not), under repo.lockWorkspace. */
 async function checkWorkspaceTotals(trx: Kysely<DB>, workspaceId: string, rules: readonly PolicyRule[], exceptPolicy?: string) {
   const totals: RuleTotals = { rules: 0, globs: 0, globCharacters: 0 };
-  for (const row of await repo.policyRules(trx, workspaceId, exceptPolicy)) {
+  const others = await repo.policyRules(trx, workspaceId, exceptPolicy);
+  const tooMany = checkPolicyCount(others.length + 1);
+  if (tooMany) throw new ApiError('invalid_policy', tooMany);
+  for (const row of others) {
     const own = ruleTotals(row.rules as PolicyRule[]);
     totals.rules += own.rules;
     totals.globs += own.globs;

@@ -15,7 +15,7 @@ import { ApiError } from '../../shared/errors.ts';
 import { recordChange } from '../audit/audit.service.ts';
 import { recordEvent } from '../events/outbox.repository.ts';
 import { changedDefaults, loadDefaultDecisions, setDefaultDecisions } from '../settings/settings.service.ts';
-import { checkWorkspaceLimits, ruleTotals } from './limits.ts';
+import { checkPolicyCount, checkWorkspaceLimits, ruleTotals } from './limits.ts';
 import * as repo from './policies.repository.ts';
 import { bundleDigest, canonicalPolicy, changedFields, storedPolicy, toPolicy } from './policy-forms.ts';
 import { checkLimits, checkRules } from './rule-checks.ts';
@@ -78,6 +78,8 @@ export async function applyPolicyBundle(
       },
     );
     if (broken) throw new ApiError('invalid_policy', broken.replace("with this policy's", "with this bundle's"));
+    const tooMany = checkPolicyCount(wanted.length + kept.length);
+    if (tooMany) throw new ApiError('invalid_policy', tooMany);
     if (dryRun || created.length + updated.length + deleted.length + defaultsChanged.length === 0) return result;
 
     const event = await recordChange(trx, workspaceId, actor, {

@@ -266,8 +266,8 @@ export type RuleEffect = 'allow' | 'block' | 'require_approval';
  *
  * **What a policy may cost.** Decisions are evaluated in memory, on an event loop all
  * workspaces share, so sizes are limited when a policy is saved (400 `invalid_policy`, the
- * message naming the rule and the limit): at most 100 rules per policy and 1,000 per
- * workspace (all its policies, enabled or not); at most 100 globs per rule, 2,000 globs and
+ * message naming the rule and the limit): at most 1,000 policies per workspace; at most 100
+ * rules per policy and 1,000 per workspace (all its policies, enabled or not); at most 100 globs per rule, 2,000 globs and
  * 65,536 glob characters per workspace, 256 characters per glob; per condition at most 200
  * expression nodes and comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`)
  * nested at most 2 deep. And each decision has a budget of 40,000 cost units (about 2 ms of
