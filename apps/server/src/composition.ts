@@ -38,6 +38,7 @@ import { AgentDirectory } from './features/identity/agent-identity.ts';
 import { LOGIN_WINDOW_S, LoginGuard, MAX_FAILED_LOGINS, sessionsService } from './features/identity/sessions.service.ts';
 import { workspacesService } from './features/identity/workspaces.service.ts';
 import { McpGateway } from './features/mcp-gateway/mcp-gateway.service.ts';
+import { ParamHeaders } from './features/mcp-gateway/param-headers.ts';
 import { mcpServersService } from './features/mcp-servers/mcp-servers.service.ts';
 import { AccessTokens } from './features/oauth/access-tokens.ts';
 import { BuiltinAuthorizationServer } from './features/oauth/builtin-server.ts';
@@ -150,7 +151,7 @@ export function compose({
     settings: settingsService(db),
     decisions,
     execution,
-    mcpGateway: new McpGateway(execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, clientSessions, {
+    mcpGateway: new McpGateway(execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, clientSessions, new ParamHeaders(db), {
       approvalWaitMs: config.mcpApprovalWaitMs,
       streamCheckMs: config.mcpStreamCheckMs,
     }),

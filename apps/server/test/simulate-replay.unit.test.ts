@@ -7,6 +7,7 @@
 import type { PolicyCreate, PolicySimulation, PolicySimulationRequest } from '@warden/contract';
 import { describe, expect, it } from 'vitest';
 import { iso } from '../src/db/paginate.ts';
+import { actViews, MCP_METHOD_ACTIONS } from '../src/features/acts/act.ts';
 import { type AgentFacts, ConditionError, type DecisionInput, decideStrictest, type PolicySet } from '../src/features/policies/engine.ts';
 import type { RecordedDecision } from '../src/features/policies/simulate.repository.ts';
 import { compileDraft, Replay, type Replayed } from '../src/features/policies/simulate.ts';
@@ -46,8 +47,9 @@ function naiveDecide(set: PolicySet, bySlug: ReadonlyMap<string, AgentFacts>, ro
     ...(context.input !== undefined ? { context: context.input as Record<string, unknown> } : {}),
     execution: execution as DecisionInput['execution'],
   };
-  const url = execution?.mode === 'http_proxy' ? (execution.url as string | undefined) : undefined;
-  const views = url !== undefined && url !== declared.resource ? [{ ...declared, resource: url }, declared] : [declared];
+  // the server's views: the URL or tool address executed, the MCP method's fixed action
+  const fixed = execution?.mode === 'mcp_proxy' ? MCP_METHOD_ACTIONS[String(execution.method)] : undefined;
+  const views = actViews(declared, fixed);
   try {
     const decision = decideStrictest(set, views, agent);
     const now = decision.allowed && decision.requireProxy && row.source === 'evaluation' ? 'blocked' : decision.result;
@@ -175,7 +177,16 @@ const DRAFT: PolicyCreate[] = [
       { id: 'internal', match: { url: ['https://internal.*'] }, effect: 'require_approval' },
     ],
   },
-  { name: 'mcp', priority: 170, rules: [{ id: 'gh', match: { server: ['github'] }, effect: 'require_approval' }] },
+  {
+    name: 'mcp',
+    priority: 170,
+    rules: [
+      { id: 'gh', match: { server: ['github'] }, effect: 'require_approval' },
+      // decided on the method's action and the tool's address, whatever the caller declared
+      { id: 'merges', match: { action: ['mcp.call'], tool: ['merge_*'] }, effect: 'block' },
+      { id: 'slack-issues', match: { resource: ['mcp://slack/tools/create_*'] }, effect: 'block' },
+    ],
+  },
   {
     name: 'ops',
     priority: 160,
@@ -227,12 +238,13 @@ function recordedDecisions(count: number, seed: number): RecordedDecision[] {
       'http.get',
       'http.delete',
       'mcp.call',
+      'repo.merge',
       'heavy.compute',
       'db.users.drop',
     ]);
     const source = action.startsWith('http.')
       ? 'execution'
-      : action === 'mcp.call'
+      : action === 'mcp.call' || action === 'repo.merge'
         ? 'mcp'
         : pick(['evaluation', 'evaluation', 'execution']);
     const url = pick(['https://api.example.com/v1/items/1', 'https://internal.example.com/x', 'https://api.example.com/v1/items/2']);
@@ -245,11 +257,13 @@ function recordedDecisions(count: number, seed: number): RecordedDecision[] {
           path: new URL(url).pathname,
           body_sha256: pick([null, 'ab12']),
         })
-      : action === 'mcp.call'
+      : action === 'mcp.call' || action === 'repo.merge'
         ? JSON.stringify({
             mode: 'mcp_proxy',
             server: pick(['github', 'slack']),
-            tool: 'create_issue',
+            // a tool call declared as the caller's own action is decided on mcp.call too
+            method: action === 'repo.merge' ? 'tools/call' : pick(['tools/call', 'resources/read']),
+            tool: pick(['create_issue', 'merge_pr']),
             arguments_sha256: pick(['cd34', null]),
           })
         : pick([null, null, null, 'null', JSON.stringify({ method: 'GET', url: 'https://api.example.com/v1/items/1' })]);

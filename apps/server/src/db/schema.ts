@@ -436,6 +436,18 @@ export interface McpSessions {
   workspace_id: string;
 }
 
+export interface McpToolParamHeaders {
+  /**
+   * Each argument that has a header, and the header's name: {"region": "Region"}; {} for a tool that declares none
+   */
+  declared: Json;
+  learned_at: Generated<Timestamp>;
+  server_id: string;
+  tool: string;
+  transport_url: string;
+  workspace_id: string;
+}
+
 export interface OauthAuthorizations {
   client_id: string;
   code_challenge: string;
@@ -613,6 +625,7 @@ export interface DB {
   mcp_server_oauth_pending: McpServerOauthPending;
   mcp_servers: McpServers;
   mcp_sessions: McpSessions;
+  mcp_tool_param_headers: McpToolParamHeaders;
   oauth_authorizations: OauthAuthorizations;
   oauth_clients: OauthClients;
   oauth_codes: OauthCodes;

@@ -86,7 +86,7 @@ export class GatewayMethods {
           cursor,
           client: caller.client,
         });
-        if (listed.tools) this.paramHeaders.learn(target, listed.tools);
+        if (listed.tools) await this.paramHeaders.learn(target, listed.tools);
         return listed;
       },
       discover: (target, method, capability, run, count) =>

@@ -56,7 +56,7 @@ import { GatewayMethods } from './gateway-methods.ts';
 import { GatewaySessions } from './gateway-sessions.ts';
 import { type Asker, InputRounds } from './input-rounds.ts';
 import { isModernRequest, ModernEdge } from './modern.ts';
-import { ParamHeaders } from './param-headers.ts';
+import type { ParamHeaders } from './param-headers.ts';
 import { PlainCalls } from './plain-calls.ts';
 import { modernPlainToolCall, plainToolCall } from './plain-tool-call.ts';
 import { PolledStreams } from './polled-streams.ts';
@@ -106,8 +106,6 @@ export class McpGateway {
   private readonly questions: Questions;
   /** The client sessions at this edge: opening, checking, streaming, ending (gateway-sessions.ts). */
   private readonly edgeSessions: GatewaySessions;
-  /** Each server's `Mcp-Param-*` declarations, from the listings relayed here (param-headers.ts). */
-  private readonly paramHeaders = new ParamHeaders();
   /** What upstreams ask 2026-07-28 clients, held across the clients' retries (input-rounds.ts). */
   private readonly rounds: InputRounds;
   /** Requests of revision 2026-07-28 and later (modern.ts). */
@@ -124,6 +122,8 @@ export class McpGateway {
     private readonly tasks: McpTasks,
     private readonly agents: AgentDirectory,
     private readonly sessions: McpClientSessions,
+    /** Each server's `Mcp-Param-*` declarations, from the listings any process relayed (param-headers.ts). */
+    private readonly paramHeaders: ParamHeaders,
     readonly options: GatewayOptions,
   ) {
     this.rounds = new InputRounds(sessions);

@@ -5,38 +5,79 @@
  * `Mcp-Method` and `Mcp-Name` (standard-headers.ts) they are part of the act: a call whose
  * headers say another value than its body, or that leaves one out, is refused before anything
  * is decided or sent. The declarations are the server's: learned from the tool listings Warden
- * relays, in this process; a tool not listed here since the process started is not checked.
+ * relays, by any process (stored in mcp_tool_param_headers, read again by a process at most
+ * every REFRESH_MS per server); a tool no process has listed is not checked.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { type Kysely, sql } from 'kysely';
+import type { DB } from '../../db/schema.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
 import { decoded, type HeaderMismatch, type Headers, mismatch, single } from './standard-headers.ts';
 
-/** Servers whose declarations are kept; past it, the longest known is forgotten (it is learned again at its next listing). */
+/** Servers whose declarations are kept; past it, the longest known is forgotten (read again when next needed). */
 const MAX_SERVERS = 1_000;
+/** How stale a process's copy of a server's declarations may be: a listing relayed by another process is seen within it. */
+const REFRESH_MS = 30_000;
 
 /** Per tool, each argument that has a header, and the header's name. */
 type Declarations = Map<string, Record<string, string>>;
 
 export class ParamHeaders {
-  private readonly servers = new Map<string, Declarations>();
+  private readonly servers = new Map<string, { tools: Declarations; read: number }>();
 
-  /** Takes the declarations of a listing's tools (a page of it: pages add up). */
-  learn(target: McpTarget, tools: Tool[]): void {
-    const key = keyOf(target);
-    let known = this.servers.get(key);
-    if (!known) {
-      if (this.servers.size >= MAX_SERVERS) this.servers.delete(this.servers.keys().next().value as string);
-      known = new Map();
-      this.servers.set(key, known);
-    }
-    for (const tool of tools) {
+  constructor(private readonly db: Kysely<DB>) {}
+
+  /** Takes the declarations of a listing's tools (a page of it: pages add up), here and for every process. */
+  async learn(target: McpTarget, tools: Tool[]): Promise<void> {
+    const known = await this.declarations(target);
+    const rows = tools.map((tool) => {
       const properties = isObject(tool.inputSchema?.properties) ? tool.inputSchema.properties : {};
       const declared: Record<string, string> = {};
       for (const [argument, schema] of Object.entries(properties))
         if (isObject(schema) && typeof schema['x-mcp-header'] === 'string') declared[argument] = schema['x-mcp-header'];
       known.set(tool.name, declared);
-    }
+      return { tool: tool.name, declared };
+    });
+    if (rows.length === 0) return;
+    await this.db
+      .insertInto('mcp_tool_param_headers')
+      .values(
+        rows.map(({ tool, declared }) => ({
+          workspace_id: target.workspace_id,
+          server_id: target.id,
+          tool,
+          transport_url: target.transport_url,
+          declared: JSON.stringify(declared),
+        })),
+      )
+      .onConflict((oc) =>
+        oc.columns(['workspace_id', 'server_id', 'tool']).doUpdateSet({
+          transport_url: (eb) => eb.ref('excluded.transport_url'),
+          declared: (eb) => eb.ref('excluded.declared'),
+          learned_at: sql`now()`,
+        }),
+      )
+      .execute();
+  }
+
+  /** The server's declarations as this process knows them, read again from the table when stale. */
+  private async declarations(target: McpTarget): Promise<Declarations> {
+    const key = keyOf(target);
+    const kept = this.servers.get(key);
+    if (kept && Date.now() - kept.read < REFRESH_MS) return kept.tools;
+    const rows = await this.db
+      .selectFrom('mcp_tool_param_headers')
+      .select(['tool', 'declared'])
+      .where('workspace_id', '=', target.workspace_id)
+      .where('server_id', '=', target.id)
+      .where('transport_url', '=', target.transport_url)
+      .execute();
+    const tools: Declarations = new Map(rows.map((row) => [row.tool, row.declared as Record<string, string>]));
+    this.servers.delete(key);
+    if (this.servers.size >= MAX_SERVERS) this.servers.delete(this.servers.keys().next().value as string);
+    this.servers.set(key, { tools, read: Date.now() });
+    return tools;
   }
 
   /**
@@ -44,8 +85,14 @@ export class ParamHeaders {
    * sent for each declared argument the body carries (by a 2026-07-28 client: `required`), and
    * none for one it does not.
    */
-  check(target: McpTarget, tool: string, args: Record<string, unknown>, headers: Headers, required: boolean): HeaderMismatch | null {
-    const declared = this.servers.get(keyOf(target))?.get(tool);
+  async check(
+    target: McpTarget,
+    tool: string,
+    args: Record<string, unknown>,
+    headers: Headers,
+    required: boolean,
+  ): Promise<HeaderMismatch | null> {
+    const declared = (await this.declarations(target)).get(tool);
     if (!declared) return null;
     for (const [argument, name] of Object.entries(declared)) {
       const header = `Mcp-Param-${name}`;
