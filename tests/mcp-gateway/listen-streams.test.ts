@@ -4,20 +4,24 @@
  * endpoints that show that server, in its workspace only. Two workspaces register the same
  * upstream; a change caused through one is told to that workspace's streams and never the other's.
  * A stream whose caller may no longer act (its agent suspended, its key replaced) is ended at
- * the next check, as a session's GET stream is.
+ * the next check, as a session's GET stream is. With two processes on one database, a change
+ * one process hears reaches the streams the other serves.
  */
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ConformanceUpstream, startConformanceUpstream } from '../support/conformance-upstream.ts';
 import { keyFor, useTestServer } from '../support/server.ts';
-import { eventually, postMcp } from './support.ts';
+import { eventually, postMcp, useSecondProcess } from './support.ts';
 
 const spec = JSON.parse(readFileSync(new URL('../../spec/dist/openapi.json', import.meta.url), 'utf8'));
 const ALL: string = spec.components.schemas.Permission.enum.join(',');
 const MODERN = '2026-07-28';
 /** How often a stream's caller is checked again: short, so that an end is seen within a test. */
 const STREAM_CHECK_MS = 200;
-const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'], mcpStreamCheckMs: STREAM_CHECK_MS });
+/** Shared with the second process, as every process of one deployment shares it. */
+const MASTER_KEY = randomBytes(32).toString('base64');
+const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'], mcpStreamCheckMs: STREAM_CHECK_MS, masterKey: MASTER_KEY });
 let upstream: ConformanceUpstream;
 const agents: Record<'a' | 'b', string> = { a: '', b: '' };
 const streams: AbortController[] = [];
@@ -45,7 +49,7 @@ const modern = (method: string, name?: string) => ({
 });
 
 /** Opens a listen stream for `agentKey` on `path`; returns what it has received so far, as text (and whether it ended). */
-async function listenOn(agentKey: string, path: string): Promise<(() => string) & { ended: () => boolean }> {
+async function listenOn(agentKey: string, path: string, base = server.url): Promise<(() => string) & { ended: () => boolean }> {
   const stop = new AbortController();
   streams.push(stop);
   const body = {
@@ -54,7 +58,7 @@ async function listenOn(agentKey: string, path: string): Promise<(() => string) 
     method: 'subscriptions/listen',
     params: { notifications: { toolsListChanged: true }, _meta: envelope },
   };
-  const res = await fetch(`${server.url}/mcp${path}`, {
+  const res = await fetch(`${base}/mcp${path}`, {
     method: 'POST',
     signal: stop.signal,
     headers: {
@@ -87,6 +91,15 @@ async function listenOn(agentKey: string, path: string): Promise<(() => string) 
 it("tells a server's tool list change to its workspace's listen streams (its endpoint and the aggregate), not another's", async () => {
   const [own, aggregate] = [await listenOn(agents.a, '/up'), await listenOn(agents.a, '')];
   const others = [await listenOn(agents.b, '/up'), await listenOn(agents.b, '')];
+  await changeToolsHeard(own, aggregate, others);
+});
+
+/**
+ * Agent a calls the upstream's tool that changes its tool list, through this process (so this
+ * process's upstream session hears the change): its own endpoint's stream and the aggregate's
+ * are told, the others not.
+ */
+async function changeToolsHeard(...[own, aggregate, others]: [() => string, () => string, (() => string)[]]) {
   const call = {
     jsonrpc: '2.0',
     id: 2,
@@ -100,7 +113,7 @@ it("tells a server's tool list change to its workspace's listen streams (its end
   // delivered to every stream in one pass: had the other workspace's been told, it would have been by now
   await new Promise((resolve) => setTimeout(resolve, 300));
   for (const other of others) expect(other()).not.toContain('notifications/tools/list_changed');
-});
+}
 
 it.each([
   ['its agent is suspended', { status: 'suspended' }],
@@ -118,4 +131,15 @@ it.each([
   expect(stream.ended()).toBe(false);
   expect((await api('PATCH', '/agents/bot', change)).status).toBe(200);
   await eventually(() => (stream.ended() ? true : undefined), 30_000);
+});
+
+describe.skipIf(!process.env.DATABASE_URL)('listen streams across two Warden processes (needs DATABASE_URL)', () => {
+  const other = useSecondProcess(server, MASTER_KEY);
+
+  it("tells a change heard by one process to the streams another serves, in the server's workspace only", async () => {
+    const elsewhere = other().url;
+    const [own, aggregate] = [await listenOn(agents.a, '/up', elsewhere), await listenOn(agents.a, '', elsewhere)];
+    const stranger = await listenOn(agents.b, '/up', elsewhere);
+    await changeToolsHeard(own, aggregate, [stranger]);
+  });
 });

@@ -29,6 +29,7 @@ import { DecisionService } from './features/decisions/decisions.ts';
 import { ExecutionService } from './features/execution/execution.service.ts';
 import { McpClientSessions } from './features/execution/mcp-client-sessions.ts';
 import { McpConnector } from './features/execution/mcp-connector.ts';
+import { paramHeaderStore } from './features/execution/mcp-param-headers.repository.ts';
 import { McpRegistry } from './features/execution/mcp-registry.ts';
 import { McpTasks } from './features/execution/mcp-tasks.ts';
 import { ActPipeline } from './features/execution/pipeline.ts';
@@ -151,10 +152,17 @@ export function compose({
     settings: settingsService(db),
     decisions,
     execution,
-    mcpGateway: new McpGateway(execution, new McpTasks(db, mcp, mcp.sweepMs), agentDirectory, clientSessions, new ParamHeaders(db), {
-      approvalWaitMs: config.mcpApprovalWaitMs,
-      streamCheckMs: config.mcpStreamCheckMs,
-    }),
+    mcpGateway: new McpGateway(
+      execution,
+      new McpTasks(db, mcp, mcp.sweepMs),
+      agentDirectory,
+      clientSessions,
+      new ParamHeaders(paramHeaderStore(db)),
+      {
+        approvalWaitMs: config.mcpApprovalWaitMs,
+        streamCheckMs: config.mcpStreamCheckMs,
+      },
+    ),
     webhooks,
     billing: billingService(db),
     dashboard: dashboardService(db, egress),

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migratedDatabase } from '../../../tests/support/database.ts';
 import type { Database } from '../src/db/database.ts';
 import type { McpTarget } from '../src/features/execution/mcp-dialer.ts';
+import { paramHeaderStore } from '../src/features/execution/mcp-param-headers.repository.ts';
 import { ParamHeaders } from '../src/features/mcp-gateway/param-headers.ts';
 
 let database: Database;
@@ -46,7 +47,7 @@ beforeAll(async () => {
       transport: 'streamable_http',
     })
     .execute();
-  headers = new ParamHeaders(database.db);
+  headers = new ParamHeaders(paramHeaderStore(database.db));
   await headers.learn(target, [tool]);
 }, 60_000);
 afterAll(async () => {
@@ -85,12 +86,12 @@ describe('Mcp-Param-* headers', () => {
   });
 
   it('holds in another process, which never saw the listing; a newer listing is seen there after its refresh', async () => {
-    const other = new ParamHeaders(database.db);
+    const other = new ParamHeaders(paramHeaderStore(database.db));
     expect(await check({ region: 'eu-west' }, { 'mcp-param-region': 'us-east' }, true, other)).toMatch(/differs/);
     // the server drops the header from its tool: listed again here, the other process has its copy
     await headers.learn(target, [{ ...tool, inputSchema: { type: 'object', properties: { region: { type: 'string' } } } }]);
     expect(await check({ region: 'eu-west' }, {}, true, headers)).toBeNull();
-    const fresh = new ParamHeaders(database.db);
+    const fresh = new ParamHeaders(paramHeaderStore(database.db));
     expect(await check({ region: 'eu-west' }, {}, true, fresh)).toBeNull();
   });
 });

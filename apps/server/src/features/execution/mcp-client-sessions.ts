@@ -233,8 +233,22 @@ export class McpClientSessions {
   }
 
   /** Tells every other process (this one skips what it announced). */
-  private announce(note: { ended: string } | { rootsChanged: string } | { claimed: string }): Promise<unknown> {
+  private announce(
+    note: { ended: string } | { rootsChanged: string } | { claimed: string } | { topic: string; body: unknown },
+  ): Promise<unknown> {
     return notifyRelay(this.db, RELAY_CHANNEL, JSON.stringify({ ...note, by: this.processId }));
+  }
+
+  private readonly broadcastListeners = new Map<string, (body: unknown) => void>();
+
+  /** Tells `body` to the `onBroadcast(topic)` listener of every other process (small: one NOTIFY payload). */
+  broadcast(topic: string, body: unknown): Promise<unknown> {
+    return this.announce({ topic, body });
+  }
+
+  /** Hears what other processes broadcast under `topic` (one listener per topic). */
+  onBroadcast(topic: string, listener: (body: unknown) => void): void {
+    this.broadcastListeners.set(topic, listener);
   }
 
   /** Sends `message` to whichever process holds `address` (this one first). */
@@ -247,13 +261,14 @@ export class McpClientSessions {
   }
 
   private async received(payload: string): Promise<void> {
-    const note = JSON.parse(payload) as Partial<Record<'to' | 'ended' | 'rootsChanged' | 'claimed' | 'by', string>> & {
+    const note = JSON.parse(payload) as Partial<Record<'to' | 'ended' | 'rootsChanged' | 'claimed' | 'topic' | 'by', string>> & {
       body?: unknown;
       row?: number;
     };
     if (note.by === this.processId) return;
     if (typeof note.ended === 'string') return this.ended(note.ended);
     if (typeof note.rootsChanged === 'string') return this.connector.notifyClient(note.rootsChanged, ROOTS_CHANGED);
+    if (typeof note.topic === 'string') return this.broadcastListeners.get(note.topic)?.(note.body);
     if (typeof note.claimed === 'string') {
       const taken = this.held.get(note.claimed);
       if (taken?.lost) {

@@ -4,7 +4,9 @@
  * keeps for 2026-07-28 requests. A stream is scoped when it opens, to the workspace and the
  * endpoint it was opened on; an upstream's change reaches the streams of that workspace's
  * endpoints that show the server (its own and the aggregate), never another workspace's.
- * Streams live in the process that serves them; each process tells its own. As a session's GET
+ * Streams live in the process that serves them; a change one process hears is told to its own
+ * streams and broadcast to the other processes, which tell theirs (LISTEN_TOPIC, through the
+ * client sessions' relay channel). As a session's GET
  * stream, a listen stream whose caller may no longer act (its key revoked, its agent
  * deactivated) is ended at the next check.
  */
@@ -24,6 +26,12 @@ export interface ListenScope {
 interface Stream extends ListenScope {
   listener: (event: ServerEvent) => void;
 }
+
+/** The relay broadcast that carries a change to the other processes' streams. */
+export const LISTEN_TOPIC = 'listen';
+
+/** What a change names of the server it came from (all that a stream's scope and a URI's prefix need). */
+export type ListenTarget = Pick<McpTarget, 'id' | 'workspace_id' | 'slug'>;
 
 const LIST_CHANGES: Record<string, Exclude<ServerEvent['kind'], 'resource_updated'>> = {
   'notifications/tools/list_changed': 'tools_list_changed',
@@ -81,16 +89,17 @@ export class ListenStreams implements ServerEventBus {
     return () => this.streams.delete(stream);
   }
 
-  /** What `target` announced on one of Warden's sessions, told to the streams that show it. */
-  changed(target: McpTarget, notification: ServerNotification): void {
+  /** What `target` announced on one of Warden's sessions, told to the streams here that show it; false when it is no change a stream hears of. */
+  changed(target: ListenTarget, notification: ServerNotification): boolean {
     const listChange = LIST_CHANGES[notification.method];
-    const updated = notification.method === 'notifications/resources/updated' ? String(notification.params.uri) : undefined;
-    if (!listChange && updated === undefined) return;
+    const updated = notification.method === 'notifications/resources/updated' ? String(notification.params?.uri) : undefined;
+    if (!listChange && updated === undefined) return false;
     for (const stream of this.streams) {
       if (stream.workspaceId !== target.workspace_id || (stream.single && stream.single.id !== target.id)) continue;
       // on the aggregate a URI carries its server's prefix, as its listing did
       const uri = updated === undefined || stream.single ? updated : `${target.slug}${NAMESPACE_SEPARATOR}${updated}`;
       stream.listener(listChange ? { kind: listChange } : { kind: 'resource_updated', uri: uri as string });
     }
+    return true;
   }
 }

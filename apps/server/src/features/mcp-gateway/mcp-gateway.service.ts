@@ -40,7 +40,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { type ClientCapabilities, ErrorCode } from '@modelcontextprotocol/sdk/types.js';
+import { type ClientCapabilities, ErrorCode, type ServerNotification } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import type { Permission } from '@warden/contract';
 import type { RequestContext } from '../../shared/context.ts';
@@ -55,6 +55,7 @@ import { type GatewayCaller, type GatewayOptions, NAMESPACE_SEPARATOR, serverInf
 import { GatewayMethods } from './gateway-methods.ts';
 import { GatewaySessions } from './gateway-sessions.ts';
 import { type Asker, InputRounds } from './input-rounds.ts';
+import { LISTEN_TOPIC, type ListenTarget } from './listen-streams.ts';
 import { isModernRequest, ModernEdge } from './modern.ts';
 import type { ParamHeaders } from './param-headers.ts';
 import { PlainCalls } from './plain-calls.ts';
@@ -132,6 +133,13 @@ export class McpGateway {
     this.questions = new Questions(sessions);
     const polled = new PolledStreams(sessions);
     this.plainCalls = new PlainCalls(this.methods, this.questions, this.rounds, polled);
+    // a change another process heard, for the listen streams here
+    sessions.onBroadcast(LISTEN_TOPIC, (body) => {
+      if (!isObject(body) || !isObject(body.target) || !isObject(body.notification)) return;
+      const { id, workspace_id, slug } = body.target;
+      if (typeof id !== 'string' || typeof workspace_id !== 'string' || typeof slug !== 'string') return;
+      this.modern.listening.changed({ id, workspace_id, slug }, body.notification as ServerNotification);
+    });
     this.edgeSessions = new GatewaySessions(
       sessions,
       polled,
@@ -171,13 +179,22 @@ export class McpGateway {
       owner = {
         id,
         capabilities,
-        prepare: (client, target) =>
-          listen(client, capabilities, { notify: async (notification) => this.modern.listening.changed(target, notification) }),
+        prepare: (client, target) => listen(client, capabilities, { notify: async (notification) => this.announced(target, notification) }),
         around: inRequest,
       };
       this.modernClients.set(id, owner);
     }
     return owner;
+  }
+
+  /**
+   * What an upstream announced on one of this process's sessions: told to the listen streams
+   * here, and to those of every other process (a client listens on whichever process it reached).
+   */
+  private announced(target: McpTarget, notification: ServerNotification): void {
+    if (!this.modern.listening.changed(target, notification)) return;
+    const shown: ListenTarget = { id: target.id, workspace_id: target.workspace_id, slug: target.slug };
+    void this.sessions.broadcast(LISTEN_TOPIC, { target: shown, notification }).catch(() => undefined);
   }
 
   /** A shutdown: calls held for an approval are answered now (pending, with where to decide it), and none is held from now on. */

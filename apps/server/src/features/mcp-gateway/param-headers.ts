@@ -5,14 +5,14 @@
  * `Mcp-Method` and `Mcp-Name` (standard-headers.ts) they are part of the act: a call whose
  * headers say another value than its body, or that leaves one out, is refused before anything
  * is decided or sent. The declarations are the server's: learned from the tool listings Warden
- * relays, by any process (stored in mcp_tool_param_headers, read again by a process at most
- * every REFRESH_MS per server); a tool no process has listed is not checked.
+ * relays, by any process (kept in mcp_tool_param_headers: execution/mcp-param-headers.repository.ts,
+ * read again by a process at most every REFRESH_MS per server); a tool no process has listed is
+ * not checked.
  */
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { type Kysely, sql } from 'kysely';
-import type { DB } from '../../db/schema.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
+import type { ParamHeaderStore } from '../execution/mcp-param-headers.repository.ts';
 import { decoded, type HeaderMismatch, type Headers, mismatch, single } from './standard-headers.ts';
 
 /** Servers whose declarations are kept; past it, the longest known is forgotten (read again when next needed). */
@@ -26,12 +26,12 @@ type Declarations = Map<string, Record<string, string>>;
 export class ParamHeaders {
   private readonly servers = new Map<string, { tools: Declarations; read: number }>();
 
-  constructor(private readonly db: Kysely<DB>) {}
+  constructor(private readonly store: ParamHeaderStore) {}
 
   /** Takes the declarations of a listing's tools (a page of it: pages add up), here and for every process. */
   async learn(target: McpTarget, tools: Tool[]): Promise<void> {
     const known = await this.declarations(target);
-    const rows = tools.map((tool) => {
+    const listed = tools.map((tool) => {
       const properties = isObject(tool.inputSchema?.properties) ? tool.inputSchema.properties : {};
       const declared: Record<string, string> = {};
       for (const [argument, schema] of Object.entries(properties))
@@ -39,41 +39,15 @@ export class ParamHeaders {
       known.set(tool.name, declared);
       return { tool: tool.name, declared };
     });
-    if (rows.length === 0) return;
-    await this.db
-      .insertInto('mcp_tool_param_headers')
-      .values(
-        rows.map(({ tool, declared }) => ({
-          workspace_id: target.workspace_id,
-          server_id: target.id,
-          tool,
-          transport_url: target.transport_url,
-          declared: JSON.stringify(declared),
-        })),
-      )
-      .onConflict((oc) =>
-        oc.columns(['workspace_id', 'server_id', 'tool']).doUpdateSet({
-          transport_url: (eb) => eb.ref('excluded.transport_url'),
-          declared: (eb) => eb.ref('excluded.declared'),
-          learned_at: sql`now()`,
-        }),
-      )
-      .execute();
+    await this.store.save(target, listed);
   }
 
-  /** The server's declarations as this process knows them, read again from the table when stale. */
+  /** The server's declarations as this process knows them, read again from the store when stale. */
   private async declarations(target: McpTarget): Promise<Declarations> {
     const key = keyOf(target);
     const kept = this.servers.get(key);
     if (kept && Date.now() - kept.read < REFRESH_MS) return kept.tools;
-    const rows = await this.db
-      .selectFrom('mcp_tool_param_headers')
-      .select(['tool', 'declared'])
-      .where('workspace_id', '=', target.workspace_id)
-      .where('server_id', '=', target.id)
-      .where('transport_url', '=', target.transport_url)
-      .execute();
-    const tools: Declarations = new Map(rows.map((row) => [row.tool, row.declared as Record<string, string>]));
+    const tools: Declarations = new Map((await this.store.load(target)).map(({ tool, declared }) => [tool, declared]));
     this.servers.delete(key);
     if (this.servers.size >= MAX_SERVERS) this.servers.delete(this.servers.keys().next().value as string);
     this.servers.set(key, { tools, read: Date.now() });
