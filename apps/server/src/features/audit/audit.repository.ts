@@ -262,3 +262,10 @@ export async function saveVerification(
     .onConflict((oc) => oc.column('workspace_id').doUpdateSet(values))
     .execute();
 }
+
+/**
+ * The workspace's row, locked as a change's version bump locks it (FOR NO KEY UPDATE: decisions'
+ * inserts, which only key-share it, go on), taken before anything else of the change.
+ */
+export const lockWorkspaceForChange = (trx: Kysely<DB>, workspaceId: string) =>
+  trx.selectFrom('workspaces').select('id').where('id', '=', workspaceId).forNoKeyUpdate().executeTakeFirst();

@@ -17,6 +17,7 @@ import {
   auditEventsQuery,
   auditSearchCondition,
   insertAuditRows,
+  lockWorkspaceForChange,
   outcomeEventsOf,
 } from './audit.repository.ts';
 import { type AuditRecord, auditRows, toAuditEvent } from './audit-event.ts';
@@ -65,10 +66,14 @@ export interface ConfigurationChange {
 /**
  * Records a configuration change (source `configuration`, result `allowed`, the actor in
  * `user`) on `trx`, the change's own transaction: the change and its event commit or roll back
- * together.
+ * together. It locks the workspace's row first (lockWorkspaceForChange): a change bumps the
+ * workspace's versions (triggers), and a change that took that lock after its event's insert
+ * (a key-share lock, for the foreign key) upgraded it, which deadlocks with a change waiting to
+ * lock the workspace (40P01 under concurrent changes, found by the fuzz on PostgreSQL).
  */
-export const recordChange = (trx: Kysely<DB>, workspaceId: string, actor: Actor, change: ConfigurationChange) =>
-  recordIn(trx, workspaceId, {
+export const recordChange = async (trx: Kysely<DB>, workspaceId: string, actor: Actor, change: ConfigurationChange) => {
+  await lockWorkspaceForChange(trx, workspaceId);
+  return recordIn(trx, workspaceId, {
     source: 'configuration',
     user: actor.user,
     requestId: actor.requestId ?? null,
@@ -78,6 +83,7 @@ export const recordChange = (trx: Kysely<DB>, workspaceId: string, actor: Actor,
     severity: change.severity ?? 'info',
     context: change.context ?? {},
   });
+};
 
 const toSummary = (row: AuditEventWithSeal): AuditEventSummary => ({
   id: row.id,
