@@ -5,11 +5,13 @@
  * questions an upstream asks, each decided as an act of its own. Every one runs through
  * ExecutionService, the act pipeline's door for the gateway.
  */
+
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../../shared/errors.ts';
 import { isObject } from '../../shared/objects.ts';
+import { MCP_METHOD_ACTIONS } from '../acts/act.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
 import { callUpstreamTool, type ExecutionService, MCP_REQUEST_TIMEOUT_MS, type McpOperation } from '../execution/execution.service.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
@@ -38,12 +40,8 @@ import type { ParamHeaders } from './param-headers.ts';
 import { type ClientRequest, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
-/** The fixed action of each question an upstream asks of the client. */
-const ASK_ACTIONS: Record<ClientRequest['method'], string> = {
-  'sampling/createMessage': 'mcp.sampling',
-  'elicitation/create': 'mcp.elicitation',
-  'roots/list': 'mcp.roots',
-};
+/** The fixed action of a question an upstream asks of the client: its method's (the one table the replay reads too). */
+const askAction = (method: ClientRequest['method']) => MCP_METHOD_ACTIONS[method] as string;
 
 export class GatewayMethods {
   private readonly taskMethods: GatewayTasks;
@@ -220,7 +218,7 @@ export class GatewayMethods {
    * outcome audited; refused, the upstream is answered a JSON-RPC error naming the policy.
    */
   async governedAsk(caller: GatewayCaller, target: McpTarget, request: ClientRequest, ask: () => Promise<unknown>): Promise<unknown> {
-    const action = ASK_ACTIONS[request.method];
+    const action = askAction(request.method);
     const { _meta, ...params } = (request.params ?? {}) as Record<string, unknown>;
     const { decided, value } = await this.execution
       .governMcp(

@@ -26,18 +26,19 @@ import {
   SubscribeRequestSchema,
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
+import { MCP_METHOD_ACTIONS } from '../acts/act.ts';
 import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
 import type { Asker } from './input-rounds.ts';
 
-/** The fixed actions of these methods (a policy matches them in `match.action`). */
+/** The fixed actions of these methods (a policy matches them in `match.action`): their methods' (acts/act.ts, the one table). */
 export const GOVERNED_ACTIONS = {
-  read: 'mcp.resources.read',
-  prompt: 'mcp.prompts.get',
-  logging: 'mcp.logging',
-  completion: 'mcp.completion',
-  subscribe: 'mcp.resources.subscribe',
-} as const;
+  read: MCP_METHOD_ACTIONS['resources/read'] as string,
+  prompt: MCP_METHOD_ACTIONS['prompts/get'] as string,
+  logging: MCP_METHOD_ACTIONS['logging/setLevel'] as string,
+  completion: MCP_METHOD_ACTIONS['completion/complete'] as string,
+  subscribe: MCP_METHOD_ACTIONS['resources/subscribe'] as string,
+};
 
 /** A read, a prompt or another governed request: what is decided, and who may be asked what its upstream asks meanwhile. */
 export interface GovernedAct {
