@@ -163,7 +163,7 @@ describe('a 2025 client in front of a 2026-07-28 upstream', () => {
       { method: 'tools/call', params: { name: 'test_simple_text', arguments: {}, task: { ttl: 60_000 } } },
       CreateTaskResultSchema,
     );
-    await expect(asked).rejects.toThrow(/speaks 2026-07-28 \(whose tasks extension Warden does not relay yet\)/);
+    await expect(asked).rejects.toThrow(/speaks 2026-07-28 \(where a task is the server's choice/);
     // the call was decided (allowed), and its outcome says it did not run
     const outcomes = (await ws.events('mcp.call')).filter((e) => e.context.outcome !== undefined);
     expect(outcomes.map((e) => e.context.outcome)).toEqual(['failed']);

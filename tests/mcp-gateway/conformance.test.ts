@@ -7,28 +7,27 @@
  * in front of the same upstream serving only the stateful revisions (Warden speaks 2025-11-25
  * to it): every client era over every upstream era. Every scored check that passes directly
  * must pass through Warden, but for the known gaps named below.
- *
- * The suite's CLI takes a URL and sends no credentials, so Warden is reached through a
- * loopback proxy that adds the agent's key as the bearer and passes everything else (Host and
- * Origin included) as it came.
+ * Warden is reached through a proxy adding the agent's key (conformance-suite.ts).
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  BearerProxies,
+  type Checks,
+  CONFORMANCE_CLI as CLI,
+  passedChecks as passed,
+  runConformance,
+  type Status,
+} from '../support/conformance-suite.ts';
 import { type ConformanceUpstream, startConformanceUpstream } from '../support/conformance-upstream.ts';
 import { useTestServer } from '../support/server.ts';
 
-const CLI = new URL('../../node_modules/@modelcontextprotocol/conformance/dist/index.js', import.meta.url).pathname;
 /** How long one run of the suite may take (about 20 s each on a quiet machine). */
 const RUN_TIMEOUT_MS = 150_000;
 const server = useTestServer({ egressAllowlist: ['127.0.0.1/32'] });
 /** The reference upstream in each of its shapes: both eras, and only the stateful ones. */
 const upstreams: Partial<Record<UpstreamEra, ConformanceUpstream>> = {};
-const proxies: Server[] = [];
+const proxies = new BearerProxies();
 type UpstreamEra = 'modern' | 'legacy';
 
 beforeAll(async () => {
@@ -36,74 +35,10 @@ beforeAll(async () => {
   upstreams.legacy = await startConformanceUpstream({ modern: false });
 });
 afterAll(async () => {
-  for (const proxy of proxies) {
-    proxy.closeAllConnections();
-    await new Promise<void>((resolve) => proxy.close(() => resolve()));
-  }
+  await proxies.close();
   for (const upstream of Object.values(upstreams)) await upstream?.close();
 });
 
-/** A loopback proxy to `target` that adds `Authorization: Bearer <key>` to each request. */
-async function bearerProxy(target: string, key: string): Promise<string> {
-  const to = new URL(target);
-  const proxy = createServer((req, res) => {
-    const forwarded = httpRequest(
-      {
-        host: to.hostname,
-        port: to.port,
-        method: req.method,
-        path: to.pathname,
-        headers: { ...req.headers, authorization: `Bearer ${key}` },
-      },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
-    forwarded.on('error', () => res.destroy());
-    req.pipe(forwarded);
-  });
-  proxies.push(proxy);
-  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/mcp`;
-}
-
-type Status = 'SUCCESS' | 'FAILURE' | 'WARNING' | 'INFO' | 'SKIPPED';
-
-/** Runs the server scenarios `revision` requires against `url`: each check's status by `scenario/check id`. */
-async function runSuite(url: string, revision: string): Promise<Map<string, { status: Status; error?: string }>> {
-  const out = await mkdtemp(join(tmpdir(), 'warden-conformance-'));
-  try {
-    const child = spawn(process.execPath, [CLI, 'server', '--url', url, '--requirements', revision, '--output-dir', out], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    child.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString('utf8');
-    });
-    const timer = setTimeout(() => child.kill('SIGKILL'), RUN_TIMEOUT_MS);
-    // exit 1 only says that a check failed: the checks say which
-    const code = await new Promise<number | null>((resolve) => child.once('exit', (exit) => resolve(exit)));
-    clearTimeout(timer);
-    if (code !== 0 && code !== 1) throw new Error(`the conformance suite ended with ${code}: ${stderr}`);
-    const checks = new Map<string, { status: Status; error?: string }>();
-    for (const dir of await readdir(out)) {
-      const scenario = /^server-(.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$/.exec(dir)?.[1];
-      if (!scenario) continue;
-      const list = JSON.parse(await readFile(join(out, dir, 'checks.json'), 'utf8')) as {
-        id: string;
-        status: Status;
-        errorMessage?: string;
-      }[];
-      for (const check of list) checks.set(`${scenario}/${check.id}`, { status: check.status, error: check.errorMessage });
-    }
-    return checks;
-  } finally {
-    await rm(out, { recursive: true, force: true });
-  }
-}
-
-const passed = (checks: Map<string, { status: Status }>) => [...checks].filter(([, c]) => c.status === 'SUCCESS').map(([id]) => id);
 const counted = (checks: Map<string, { status: Status }>) =>
   [...checks.values()].filter((c) => c.status === 'SUCCESS' || c.status === 'FAILURE').length;
 
@@ -147,7 +82,7 @@ beforeAll(async () => {
       body: { name: `Conformance (${era})`, slug, transport_url: upstreams[era]?.url as string },
     });
     expect(registered.status).toBe(201);
-    viaWarden[era] = await bearerProxy(`${server.url}/mcp/${slug}`, agentKey);
+    viaWarden[era] = await proxies.open(`${server.url}/mcp/${slug}`, agentKey);
   }
 });
 
@@ -157,7 +92,6 @@ function extensionScenarios(): Set<string> {
   return new Set([...listed.matchAll(/^\s*- (\S+) \[extension\]$/gm)].map((m) => m[1] as string));
 }
 
-type Checks = Map<string, { status: Status; error?: string }>;
 /** The upstream's own results per revision, run once (beside the first run through Warden). */
 const directRuns = new Map<string, Promise<Checks>>();
 
@@ -172,9 +106,13 @@ it.each([
   async (revision, era) => {
     const unscored = extensionScenarios();
     const scored = (checks: Checks): Checks => new Map([...checks].filter(([id]) => !unscored.has(id.slice(0, id.indexOf('/')))));
-    if (!directRuns.has(revision)) directRuns.set(revision, runSuite(upstreams.modern?.url as string, revision));
+    if (!directRuns.has(revision))
+      directRuns.set(revision, runConformance(upstreams.modern?.url as string, { requirements: revision }, RUN_TIMEOUT_MS));
     const [direct, warden] = (
-      await Promise.all([directRuns.get(revision) as Promise<Checks>, runSuite(viaWarden[era] as string, revision)])
+      await Promise.all([
+        directRuns.get(revision) as Promise<Checks>,
+        runConformance(viaWarden[era] as string, { requirements: revision }, RUN_TIMEOUT_MS),
+      ])
     ).map(scored) as [Checks, Checks];
     const gaps: Record<string, string> = { ...KNOWN_GAPS[era], ...NOT_RELAYED };
     const directPassed = passed(direct);

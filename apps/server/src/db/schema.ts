@@ -263,6 +263,10 @@ export interface McpGatewayTasks {
   expires_at: Timestamp;
   finished_at: Timestamp | null;
   id: string;
+  /**
+   * Each input request key the upstream named, and how it was decided: {"confirm": {"allowed": true}} or {"confirm": {"allowed": false, "message": "..."}}
+   */
+  input_decisions: Generated<Json>;
   outcome_basis: Json | null;
   protocol_version: string | null;
   server_id: string;

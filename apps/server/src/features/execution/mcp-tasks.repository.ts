@@ -1,10 +1,15 @@
 import { type Kysely, type Selectable, sql } from 'kysely';
 import type { DB, McpGatewayTasks } from '../../db/schema.ts';
 
-/** What reaching a task takes: its row once the upstream created it (no column of it NULL). */
+/**
+ * What reaching a task takes: its row once the upstream created it (no column of it NULL but
+ * the upstream session, which a 2026-07-28 upstream's task has none of: it is reached by its id).
+ */
 export type GatewayTaskRow = {
-  [K in Exclude<keyof Selectable<McpGatewayTasks>, 'finished_at' | 'created_at'>]: NonNullable<Selectable<McpGatewayTasks>[K]>;
-};
+  [K in Exclude<keyof Selectable<McpGatewayTasks>, 'finished_at' | 'created_at' | 'upstream_session_id'>]: NonNullable<
+    Selectable<McpGatewayTasks>[K]
+  >;
+} & { upstream_session_id: string | null };
 
 /**
  * Reserves a task's row for an agent that holds fewer than `cap` live tasks (false otherwise).
@@ -34,8 +39,23 @@ export const completeTask = (
   db: Kysely<DB>,
   workspaceId: string,
   id: string,
-  upstream: { upstream_session_id: string; protocol_version: string; upstream_task_id: string; outcome_basis: string; expires_at: Date },
+  upstream: {
+    upstream_session_id: string | null;
+    protocol_version: string;
+    upstream_task_id: string;
+    outcome_basis: string;
+    expires_at: Date;
+  },
 ) => db.updateTable('mcp_gateway_tasks').set(upstream).where('workspace_id', '=', workspaceId).where('id', '=', id).execute();
+
+/** Adds how input requests of the task were decided (keys already decided keep their first decision). */
+export const addInputDecisions = (db: Kysely<DB>, workspaceId: string, id: string, decisions: Record<string, unknown>) =>
+  db
+    .updateTable('mcp_gateway_tasks')
+    .set({ input_decisions: sql`${JSON.stringify(decisions)}::jsonb || input_decisions` })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .execute();
 
 /** Drops a reservation whose call did not create a task. */
 export const releaseTask = (db: Kysely<DB>, workspaceId: string, id: string) =>

@@ -14,6 +14,7 @@ import type { DecisionOutcome } from '../decisions/decisions.ts';
 import type { McpConnector } from './mcp-connector.ts';
 import type { McpTarget, UpstreamSession } from './mcp-dialer.ts';
 import {
+  addInputDecisions,
   claimExpiredTasks,
   completeTask,
   findTask,
@@ -22,6 +23,7 @@ import {
   releaseTask,
   reserveTask,
 } from './mcp-tasks.repository.ts';
+import { ModernUpstream } from './modern-upstream.ts';
 import { type OutcomeBasis, outcomeBasis, recordOutcomeIn } from './outcome.ts';
 
 export { upstreamSessionOf } from './mcp-dialer.ts';
@@ -32,6 +34,9 @@ const FINISHED_TASK_KEEP_MS = 3600_000;
 const SWEEP_BATCH = 100;
 
 type Reservation = Parameters<typeof reserveTask>[1];
+
+/** How one input request of a task was decided for its agent (refused: the policy's message). */
+export type InputDecision = { allowed: true } | { allowed: false; message: string };
 
 export class McpTasks {
   private readonly sweeper: NodeJS.Timeout;
@@ -77,14 +82,43 @@ export class McpTasks {
     return findTask(this.db, workspaceId, agentId, id);
   }
 
-  /** Runs `work` on the task's own upstream session (no handshake, not pooled). */
+  /**
+   * Runs `work` on the task's own upstream session (no handshake, not pooled); a 2026-07-28
+   * upstream's task, which has no session, on the agent's pooled one (the task is named by its id).
+   */
   attach<T>(target: McpTarget, row: GatewayTaskRow, work: (client: Client) => Promise<T>): Promise<T> {
+    if (row.upstream_session_id === null) return this.connector.use(target, 'call_failed', { agentId: row.agent_id, session: null }, work);
     return this.connector.attach(
       target,
       'call_failed',
       { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version, agentId: row.agent_id },
       work,
     );
+  }
+
+  /**
+   * A tools/call sent declaring the tasks extension (revision 2026-07-28), when the upstream
+   * offers it: its result as sent (a task, a tool's result, or input asked first); undefined
+   * when the upstream does not offer the extension.
+   */
+  offerTask(
+    client: Client,
+    params: { name: string; arguments: Record<string, unknown> },
+    options: { timeout: number; signal: AbortSignal },
+  ) {
+    if (!(client instanceof ModernUpstream) || !client.offersTasks) return Promise.resolve(undefined);
+    return client.tasksRequest('tools/call', params, options);
+  }
+
+  /** A request of the tasks extension about a 2026-07-28 upstream's task (`tasks/get`, `tasks/update`, `tasks/cancel`). */
+  modernTaskRequest(client: Client, method: string, params: Record<string, unknown>, signal?: AbortSignal) {
+    if (!(client instanceof ModernUpstream)) throw new Error("the task's server no longer speaks 2026-07-28");
+    return client.tasksRequest(method, params, signal ? { signal } : {});
+  }
+
+  /** Keeps how the task's input requests were decided (a key decided before keeps its first decision). */
+  decidedInputs(row: GatewayTaskRow, decisions: Record<string, InputDecision>): Promise<unknown> {
+    return addInputDecisions(this.db, row.workspace_id, row.id, decisions);
   }
 
   /** Records the end of a task: once, by whoever sees it first, in the transaction that marks it recorded. */

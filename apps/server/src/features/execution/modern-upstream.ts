@@ -25,7 +25,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getMethodLiteral } from '@modelcontextprotocol/sdk/server/zod-json-schema-compat.js';
 import type { RequestOptions } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import { type ClientCapabilities, ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { takesTasks } from '../../shared/mcp-extensions.ts';
 import { bareMcpMessage } from '../../shared/text.ts';
+import { type TaskWireOptions, taskRequest } from './modern-tasks-wire.ts';
 
 /** The revisions Warden speaks to a modern upstream. */
 const MODERN_REVISIONS = ['2026-07-28'];
@@ -88,10 +90,12 @@ export class ModernUpstream extends Client {
 
   private constructor(
     private readonly modern: ModernClient,
-    capabilities: ClientCapabilities,
+    private readonly declared: ClientCapabilities,
     private readonly timeout: number,
+    /** Where and how the session sends (the tasks extension's requests go the same way). */
+    private readonly wire: { url: URL; fetch: typeof globalThis.fetch },
   ) {
-    super({ name: 'warden', version: '1.0.0' }, { capabilities });
+    super({ name: 'warden', version: '1.0.0' }, { capabilities: declared });
   }
 
   /**
@@ -125,7 +129,7 @@ export class ModernUpstream extends Client {
       if (verdict) return { stateful: true, ...verdict };
       throw asV1Error(error);
     }
-    const upstream = new ModernUpstream(modern, capabilities, timeout);
+    const upstream = new ModernUpstream(modern, capabilities, timeout, { url, fetch });
     modern.onclose = () => upstream.onclose?.();
     // as a stateful session opens its GET stream: a server that will not listen is still called
     upstream.relisten().catch(() => undefined);
@@ -184,7 +188,30 @@ export class ModernUpstream extends Client {
     await v1(() => this.modern.discover(optionsOf(options)));
     return {};
   }
-  /** A request by method name (the tasks methods): the result as the upstream sent it, unvalidated. */
+  /** Whether the server offers the tasks extension (its `server/discover` says so). */
+  get offersTasks(): boolean {
+    return takesTasks(this.modern.getServerCapabilities());
+  }
+
+  /**
+   * A request of the tasks extension (a `tools/call` that may answer a task, `tasks/get`,
+   * `tasks/update`, `tasks/cancel`), declaring the extension: the result as the upstream sent it.
+   */
+  tasksRequest(method: string, params: Record<string, unknown>, options: Partial<TaskWireOptions> = {}): Promise<Record<string, unknown>> {
+    const name = String(method === 'tools/call' ? params.name : params.taskId);
+    return taskRequest(
+      this.wire.fetch,
+      this.wire.url,
+      this.declared as Record<string, unknown>,
+      { method, name, params },
+      {
+        timeout: options.timeout ?? this.timeout,
+        ...(options.signal ? { signal: options.signal } : {}),
+      },
+    );
+  }
+
+  /** A request by method name: the result as the upstream sent it, unvalidated. */
   override request<T>(
     request: { method: string; params?: Record<string, unknown> },
     _schema: unknown,

@@ -98,6 +98,8 @@ export type Extra = {
   handBack?: boolean;
   /** The upstream polls (relay.ts): the client's stream is closed after a priming event, and it resumes (polled-streams.ts). */
   polled?: () => void;
+  /** The client declared the tasks extension on this request (revision 2026-07-28): it takes a task for an answer. */
+  tasks?: boolean;
 };
 
 export const text = (message: string, meta?: Record<string, unknown>): CallToolResult => ({

@@ -6,6 +6,7 @@
  * ExecutionService, the act pipeline's door for the gateway.
  */
 
+import { randomUUID } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { CallToolRequestSchema, type CallToolResult, McpError } from '@modelcontextprotocol/sdk/types.js';
@@ -39,12 +40,17 @@ import type { Asker } from './input-rounds.ts';
 import type { ParamHeaders } from './param-headers.ts';
 import { type ClientRequest, type Relay, relayed } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
+import { questionDecision, TaskExtension } from './task-extension.ts';
 
 /** The fixed action of a question an upstream asks of the client: its method's (the one table the replay reads too). */
 const askAction = (method: ClientRequest['method']) => MCP_METHOD_ACTIONS[method] as string;
 
+/** Which edge a request's methods are registered for: a 2026-07-28 request's, or a stateful session's (with its asker). */
+export type Edge = { modern: true } | { modern: false; asker?: (requestId: string | number) => Asker };
+
 export class GatewayMethods {
   private readonly taskMethods: GatewayTasks;
+  private readonly taskExtension: TaskExtension;
 
   constructor(
     private readonly execution: ExecutionService,
@@ -56,6 +62,13 @@ export class GatewayMethods {
     private readonly paramHeaders: ParamHeaders,
   ) {
     this.taskMethods = new GatewayTasks(execution, tasks, options, (call, run) => this.heldCall(call, run));
+    this.taskExtension = new TaskExtension(
+      tasks,
+      (caller, single, id, work) => this.taskMethods.reach(caller, single, id, work),
+      // a task's question is shown to the client later, in tasks/get: deciding it is the act here
+      (caller, target, request) =>
+        questionDecision(() => this.governedAsk(caller, target, request, async () => ({ shown_in: 'tasks/get' }))),
+    );
   }
 
   /**
@@ -63,13 +76,8 @@ export class GatewayMethods {
    * or the method table a 2026-07-28 request is dispatched through (modern.ts). One set of
    * governed methods serves both revisions.
    */
-  register(
-    server: Pick<Server, 'setRequestHandler'>,
-    caller: GatewayCaller,
-    single: McpTarget | null,
-    origin: string,
-    asker?: (requestId: string | number) => Asker,
-  ): void {
+  register(server: Pick<Server, 'setRequestHandler'>, caller: GatewayCaller, single: McpTarget | null, origin: string, edge: Edge): void {
+    const asker = edge.modern ? undefined : edge.asker;
     const servers = async (): Promise<McpTarget[]> => (single ? [single] : this.execution.registeredServers(caller.ctx));
     const route = (name: string) => this.route(caller, single, name);
     const named = (target: McpTarget, name: string) => (single ? name : `${target.slug}${NAMESPACE_SEPARATOR}${name}`);
@@ -103,7 +111,8 @@ export class GatewayMethods {
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const { target, name } = await route(request.params.name);
       const args = request.params.arguments ?? {};
-      const { task } = request.params;
+      // a task asked for in the stateful revisions' terms (2026-07-28 has tasks only as the server's choice)
+      const task = edge.modern ? undefined : request.params.task;
       const call: ToolCall = {
         caller,
         target,
@@ -116,7 +125,8 @@ export class GatewayMethods {
       return task ? this.taskMethods.create(call, task) : this.callTool(call);
     });
 
-    this.taskMethods.register(server, caller, single);
+    if (edge.modern) this.taskExtension.register(server, caller, single);
+    else this.taskMethods.register(server, caller, single);
 
     registerGovernedMethods(server, {
       servers,
@@ -238,11 +248,17 @@ export class GatewayMethods {
     return value.answer;
   }
 
+  /**
+   * A tools/call, decided, held for its approval and recorded. A client that takes tasks may be
+   * answered one, when the upstream makes one (task-extension.ts).
+   */
   async callTool(call: ToolCall): Promise<CallToolResult> {
     const { tool, args, extra } = call;
+    const taskId = extra.tasks ? randomUUID() : undefined;
     try {
       const called = await this.heldCall(call, (onProgress) => ({
-        work: (client) =>
+        work: async (client): Promise<CallToolResult> =>
+          ((taskId && (await this.taskExtension.offer(client, call, taskId))) as CallToolResult | undefined) ??
           relayed(client, this.relayTo(call), () =>
             callUpstreamTool(
               client,
@@ -250,8 +266,10 @@ export class GatewayMethods {
               { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal, resetTimeoutOnProgress: true, onprogress: onProgress },
             ),
           ),
-        describe: (r) => ({ tool_error: r.isError === true }),
+        describe: (r) => (r.resultType === 'task' ? { task_id: taskId, task_status: r.status } : { tool_error: r.isError === true }),
       }));
+      if ('value' in called && taskId && called.value.resultType === 'task')
+        return (await this.taskExtension.keep(call, taskId, called.decided, called.value)) as CallToolResult;
       if ('value' in called) return called.value;
       return (called.refused.inputRequired as CallToolResult | undefined) ?? text(called.refused.message, called.refused.meta);
     } catch (error) {

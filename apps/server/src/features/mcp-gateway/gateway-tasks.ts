@@ -73,7 +73,7 @@ export class GatewayTasks {
   /** Registers tasks/get, tasks/result and tasks/cancel on a request's Server. */
   register(server: Pick<Server, 'setRequestHandler'>, caller: GatewayCaller, single: McpTarget | null): void {
     server.setRequestHandler(GetTaskRequestSchema, async (request, extra) =>
-      this.onTask(caller, single, request.params.taskId, async (row, client) => {
+      this.reach(caller, single, request.params.taskId, async (row, client) => {
         const task = await client.request({ method: 'tasks/get', params: { taskId: row.upstream_task_id } }, GetTaskResultSchema, {
           timeout: MCP_REQUEST_TIMEOUT_MS,
           signal: extra.signal,
@@ -84,7 +84,7 @@ export class GatewayTasks {
     );
 
     server.setRequestHandler(GetTaskPayloadRequestSchema, async (request, extra) =>
-      this.onTask(caller, single, request.params.taskId, async (row, client) => {
+      this.reach(caller, single, request.params.taskId, async (row, client) => {
         // tasks/result waits for the task's end: as long as the task may live, within bounds
         const wait = Math.max(1_000, Math.min(row.expires_at.getTime() - Date.now(), TASK_RESULT_WAIT_MS));
         const result = await client
@@ -108,7 +108,7 @@ export class GatewayTasks {
     );
 
     server.setRequestHandler(CancelTaskRequestSchema, async (request, extra) =>
-      this.onTask(caller, single, request.params.taskId, async (row, client) => {
+      this.reach(caller, single, request.params.taskId, async (row, client) => {
         const task = await client.request({ method: 'tasks/cancel', params: { taskId: row.upstream_task_id } }, CancelTaskResultSchema, {
           timeout: MCP_REQUEST_TIMEOUT_MS,
           signal: extra.signal,
@@ -197,18 +197,18 @@ export class GatewayTasks {
    * Runs `work` on the upstream session of this agent's task `id` (on `/mcp/{server}`, a task of
    * that server only). A task this agent does not have, or whose server's URL has changed since, is not found.
    */
-  private async onTask<T>(
+  async reach<T>(
     caller: GatewayCaller,
     single: McpTarget | null,
     id: string,
-    work: (row: GatewayTaskRow, client: Client) => Promise<T>,
+    work: (row: GatewayTaskRow, client: Client, target: McpTarget) => Promise<T>,
   ): Promise<T> {
     const row = UUID.test(id) ? await this.tasks.find(caller.ctx.auth.workspaceId, caller.agent.id, id) : undefined;
     const target = row && (single ?? (await this.execution.registeredServer(caller.ctx, row.server_id).catch(() => undefined)));
     if (!row || !target || target.id !== row.server_id || target.transport_url !== row.upstream_url)
       throw rpcError(INVALID_PARAMS, `Task not found: ${id}`);
     return this.tasks
-      .attach(target, row, (client) => work(row, client))
+      .attach(target, row, (client) => work(row, client, target))
       .catch((error) => {
         throw asProtocolError(error);
       });

@@ -270,7 +270,8 @@ export class McpGateway {
       // the common modern tools/call, answered as the v2 SDK answers it (plain-tool-call.ts)
       const modernPlain = modernPlainToolCall(req, body);
       if (modernPlain) return this.plainCalls.answer({ caller, single, origin }, modernPlain, res, modernPlain.capabilities);
-      const register = (methods: Pick<Server, 'setRequestHandler'>) => this.methods.register(methods, caller, single, origin);
+      const register = (methods: Pick<Server, 'setRequestHandler'>) =>
+        this.methods.register(methods, caller, single, origin, { modern: true });
       const modern = { caller, single, info: serverInfo(single), instructions: instructionsFor(caller, single), register };
       return this.modern.serve(modern, req, res, body);
     }
@@ -337,7 +338,7 @@ export class McpGateway {
       jsonSchemaValidator: SCHEMA_VALIDATOR,
       instructions: instructionsFor(caller, single),
     });
-    this.methods.register(server, caller, single, origin, asker);
+    this.methods.register(server, caller, single, origin, { modern: false, asker });
     return server;
   }
 }

@@ -9,13 +9,16 @@
  *
  * What an upstream asks meanwhile reaches the client as `input_required` (input-rounds.ts);
  * what it announces reaches `subscriptions/listen` streams (listen-streams.ts). Not yet in this
- * revision (docs/decisions/0030-mcp-both-revisions.md): the tasks extension.
+ * revision: answers nobody asked (docs/decisions/0030-mcp-both-revisions.md). The tasks extension is
+ * task-extension.ts's.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { toNodeHandler } from '@modelcontextprotocol/node';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { createMcpHandler, ProtocolError, type ServerContext, Server as ServerV2 } from '@modelcontextprotocol/server';
+import { z } from 'zod';
+import { TASKS_EXTENSION, takesTasks } from '../../shared/mcp-extensions.ts';
 import { isObject } from '../../shared/objects.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
 import type { Extra, GatewayCaller } from './gateway-answers.ts';
@@ -70,7 +73,9 @@ export const elicitsUrls = (capabilities: Record<string, unknown>) =>
   isObject(capabilities.elicitation) && isObject(capabilities.elicitation.url);
 
 /** Methods of the stateful revisions that 2026-07-28 removed (the SDK answers them not found). */
-const REMOVED_METHODS = new Set(['logging/setLevel', 'resources/subscribe', 'resources/unsubscribe']);
+const REMOVED_METHODS = new Set(['logging/setLevel', 'resources/subscribe', 'resources/unsubscribe', 'tasks/result', 'tasks/list']);
+/** Methods the revision does not define (the tasks extension's): the v2 Server takes them with a params schema; the table parses them. */
+const ANY_PARAMS = { params: z.object({}).passthrough() };
 
 /** The requests whose upstream may ask the client something meanwhile: answered in input rounds (input-rounds.ts). */
 const ASKING_METHODS = new Set(['tools/call', 'prompts/get', 'resources/read']);
@@ -119,13 +124,20 @@ export class ModernEdge {
       resources: { listChanged: true, subscribe: true },
       prompts: { listChanged: true },
       completions: {},
+      // a task is the upstream's choice, passed on to a client that declares the extension (task-extension.ts)
+      extensions: { [TASKS_EXTENSION]: {} },
     };
     const server = new ServerV2(info, { capabilities, instructions });
     const serve = async (handler: Handler, request: { method: string; params?: unknown }, ctx: ServerContext) => {
       const capabilities = declared(ctx);
       const params = (request.params ?? {}) as Record<string, unknown>;
       // the rounds' own params are the rounds' (input-rounds.ts): never decided on, never sent upstream
-      const { inputResponses: _answers, requestState: _state, ...sent } = params;
+      const { inputResponses: _answers, requestState: _state, ...rest } = params;
+      // the answers of tasks/update are the task's, not a round's (the SDK lifts them out of the params)
+      const sent =
+        request.method === 'tasks/update'
+          ? { ...rest, inputResponses: params.inputResponses ?? (ctx.mcpReq as { inputResponses?: unknown }).inputResponses }
+          : rest;
       const run = (ask: Asker | undefined, signal: AbortSignal) =>
         handler(
           { method: request.method, params: sent },
@@ -135,6 +147,7 @@ export class ModernEdge {
             ...(ctx.mcpReq._meta ? { _meta: ctx.mcpReq._meta as Extra['_meta'] } : {}),
             sendNotification: (notification: { method: string; params?: Record<string, unknown> }) => ctx.mcpReq.notify(notification),
             handBack: elicitsUrls(capabilities),
+            tasks: takesTasks(capabilities),
             ask,
           },
         );
@@ -156,8 +169,16 @@ export class ModernEdge {
       }
     };
     // each method the gateway serves, by name: the SDK answers any other itself (404, -32601)
-    for (const [method, handler] of table.handlers)
-      if (!REMOVED_METHODS.has(method)) server.setRequestHandler(method as 'ping', (request, ctx) => serve(handler, request, ctx) as never);
+    for (const [method, handler] of table.handlers) {
+      if (REMOVED_METHODS.has(method)) continue;
+      if (method.startsWith('tasks/'))
+        (server.setRequestHandler as (m: string, s: object, h: (params: unknown, ctx: ServerContext) => unknown) => void)(
+          method,
+          ANY_PARAMS,
+          (params, ctx) => serve(handler, { method, params }, ctx),
+        );
+      else server.setRequestHandler(method as 'ping', (request, ctx) => serve(handler, request, ctx) as never);
+    }
     return server;
   }
 }

@@ -15,6 +15,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { ErrorCode, RELATED_TASK_META_KEY, SUPPORTED_PROTOCOL_VERSIONS } from '@modelcontextprotocol/sdk/types.js';
+import { takesTasks } from '../../shared/mcp-extensions.ts';
 import { isObject } from '../../shared/objects.ts';
 
 /** A tools/call the gateway answers itself: its JSON-RPC id, the name called, its arguments and `_meta`. */
@@ -64,6 +65,8 @@ export function modernPlainToolCall(
   const meta = call?.meta;
   if (!call || !meta || meta[ENVELOPE.version] !== MODERN || !isObject(meta[ENVELOPE.capabilities])) return undefined;
   if (Object.keys(meta).some((key) => !ENVELOPE_KEYS.has(key))) return undefined;
+  // a client that takes tasks may be answered one (task-extension.ts)
+  if (takesTasks(meta[ENVELOPE.capabilities])) return undefined;
   // a retry of input rounds (inputResponses, requestState) is the SDK's to parse
   if (Object.keys((body as { params: object }).params).some((key) => !PLAIN_PARAMS.has(key))) return undefined;
   const { meta: _envelope, ...plain } = call;
