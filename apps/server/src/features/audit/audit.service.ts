@@ -24,6 +24,7 @@ import { type AuditRecord, auditRows, toAuditEvent } from './audit-event.ts';
 import type { AuditWriter } from './audit-writer.ts';
 import { findCheckpoint } from './checkpoint.repository.ts';
 import { type AuditSigner, checkpointView, signingKeyOf } from './checkpointer.ts';
+import { readTile, type TileRequest } from './tlog-tiles.ts';
 import { proveConsistency, proveInclusion } from './verification.ts';
 import type { AuditVerifications } from './verification-runs.ts';
 
@@ -212,6 +213,8 @@ export function auditService(
       return checkpointView(row);
     },
     signingKey: (workspaceId: string) => signingKeyOf(signer, workspaceId),
+    /** A tile of the log as C2SP tlog-tiles serves it (undefined: it does not exist yet). */
+    tile: (workspaceId: string, request: TileRequest) => readTile(db, workspaceId, request),
     inclusionProof: (workspaceId: string, eventId: string, size?: number) => proveInclusion(db, workspaceId, eventId, size),
     consistencyProof: (workspaceId: string, fromSize: number, toSize?: number) => proveConsistency(db, workspaceId, fromSize, toSize),
   };

@@ -281,7 +281,7 @@ export class McpConnector {
     try {
       if (!upstreamSessionOf(client))
         throw new Error(
-          'MCP tasks asked for by the client need a stateful Streamable HTTP session upstream, and this server answered over SSE or speaks 2026-07-28 (where a task is the server\'s choice: call it from a 2026-07-28 client that declares the tasks extension)',
+          "MCP tasks asked for by the client need a stateful Streamable HTTP session upstream, and this server answered over SSE or speaks 2026-07-28 (where a task is the server's choice: call it from a 2026-07-28 client that declares the tasks extension)",
         );
       const value = await work(client);
       kept = true;
