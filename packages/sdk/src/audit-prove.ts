@@ -35,6 +35,10 @@ export interface VerifiedInclusion {
   leafIndex: number;
   /** The checkpoint the event is proven in, its signature verified with the pinned key. */
   checkpoint: VerifiedCheckpoint;
+  /** The inclusion proof (hex SHA-256 hashes, the leaf's sibling first), verified up to the checkpoint's root. */
+  proof: string[];
+  /** The checkpoint as the log signed it (its witnesses' cosignature lines included): what a tlog-proof file carries. */
+  note: string;
 }
 
 /** What prove needs of the API. */
@@ -78,7 +82,7 @@ export async function prove(source: ProofSource, eventId: string, options: Prove
         proof: proof.proof,
         rootHash: checkpoint.rootHash,
       });
-      return { eventId, leaf: proof.leaf, leafIndex: proof.leaf_index, checkpoint };
+      return { eventId, leaf: proof.leaf, leafIndex: proof.leaf_index, checkpoint, proof: proof.proof, note: served.note };
     } catch (error) {
       if (!notYet(error) || Date.now() + POLL_MS > deadline) throw error;
       await new Promise((later) => setTimeout(later, POLL_MS));

@@ -12,7 +12,7 @@ import { isObject } from '../shared/objects.ts';
 import { UsageError } from './cli-errors.ts';
 
 /** The verifier key: given as is, or read from a file (the key alone, or GET /audit/signing-key's JSON). */
-function readVerifierKey(value: string): string {
+export function readVerifierKey(value: string): string {
   let key = value.trim();
   if (!/^[^+\s]+\+[0-9a-f]{8}\+/.test(key)) {
     if (!existsSync(value)) throw new UsageError(`--public-key: neither a verifier key nor a file: ${value}`);
@@ -95,10 +95,16 @@ export async function auditVerify(
     'public-key'?: string | undefined;
     witness?: string[] | undefined;
     'witness-quorum'?: string | undefined;
+    proof?: string | undefined;
   },
   json: boolean,
 ): Promise<number> {
-  if (!values.export || !values['public-key']) throw new UsageError('audit verify needs --export FILE and --public-key KEY');
+  if (values.proof !== undefined) {
+    if (values.export !== undefined) throw new UsageError('audit verify takes --export FILE or --proof FILE, not both');
+    return (await import('./audit-prove.ts')).auditVerifyProof(values, json, readVerifierKey);
+  }
+  if (!values.export || !values['public-key'])
+    throw new UsageError('audit verify needs --export FILE (or --proof FILE) and --public-key KEY');
   const verifier = new OfflineVerifier(readVerifierKey(values['public-key']), readWitnessPolicy(values));
   if (!existsSync(values.export)) throw new UsageError(`--export: no file ${values.export}`);
   const outside = (values.checkpoint ?? []).flatMap((file) => {

@@ -25,6 +25,12 @@ export const USAGE = `usage:
       with --witness VKEY (repeated; GET /audit/signing-key witnesses[].verifier_key) only
       checkpoints cosigned by K of them (--witness-quorum, default all) are trusted;
       exit 0: valid, 1: a problem (each printed with its first bad index), 2: usage error
+  warden audit prove EVENT_ID --url API --public-key KEY|FILE [--witness VKEY ...] [--out FILE] [--json]
+      the event's inclusion as a C2SP tlog-proof file (the signed checkpoint, the event's
+      index, its inclusion proof and its canonical bytes), made only once it verified with the
+      pinned key (and witnesses); the API key in WARDEN_API_KEY (audit:read)
+  warden audit verify --proof FILE --public-key KEY|FILE [--witness VKEY ...] [--json]
+      verifies a tlog-proof offline; exit 0: valid, 1: not, 2: usage error
   warden policies test DIR [--junit FILE] [--json]
       runs the test cases of a policy directory (one policy per YAML or JSON file, as POST
       /policies takes it; cases in *.test.yaml) with the server's evaluator, offline;
