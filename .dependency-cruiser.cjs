@@ -12,7 +12,8 @@ module.exports = {
     {
       name: 'no-circular',
       severity: 'error',
-      comment: 'No import cycles, type-only imports included (but in generated code, which is not ours to shape: the SDK client hey-api writes).',
+      comment:
+        'No import cycles, type-only imports included (but in generated code, which is not ours to shape: the SDK client hey-api writes).',
       from: { pathNot: 'packages/sdk/src/generated/' },
       to: { circular: true },
     },

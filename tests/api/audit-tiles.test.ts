@@ -145,8 +145,11 @@ describe.skipIf(!HAS_GO)('the audit log as tlog-tiles, read by Go’s sumdb/tlog
     const full = await tile('tile/0/000');
     expect(full.status).toBe(200);
     expect(full.headers.get('cache-control')).toContain('immutable');
+    expect(full.headers.get('vary')).toContain('Authorization');
     expect((await full.arrayBuffer()).byteLength).toBe(256 * 32);
-    expect((await (await tile('tile/0/000.p/7')).arrayBuffer()).byteLength).toBe(7 * 32);
+    // a partial tile is the start of the full one
+    const fullBytes = Buffer.from(await (await tile('tile/0/000')).arrayBuffer());
+    expect(Buffer.from(await (await tile('tile/0/000.p/7')).arrayBuffer())).toEqual(fullBytes.subarray(0, 7 * 32));
     // entry bundles: 256 length-prefixed canonical events
     const bundle = Buffer.from(await (await tile('tile/entries/000')).arrayBuffer());
     let offset = 0;
@@ -159,8 +162,11 @@ describe.skipIf(!HAS_GO)('the audit log as tlog-tiles, read by Go’s sumdb/tlog
     }
     expect(entries).toBe(256);
     // one spelling per tile; none beyond the log
-    for (const path of ['tile/0/x000/000', 'tile/0/0', 'tile/0/000.p/256', 'tile/0/000.p/0', 'tile/8/000', 'tile/0/x001/000'])
-      expect((await tile(path)).status, path).toBe(404);
+    for (const path of ['tile/0/x000/000', 'tile/0/0', 'tile/0/000.p/256', 'tile/0/000.p/0', 'tile/8/000', 'tile/0/x001/000', 'other']) {
+      const missing = await tile(path);
+      expect(missing.status, path).toBe(404);
+      expect(missing.headers.get('cache-control'), path).toBe('no-store');
+    }
     const reads = await keyFor(server, 'policies:read', 'tiles-no-audit');
     expect((await tile('tile/0/000', reads)).status).toBe(403);
     expect((await fetch(`${server.url}/audit/log/checkpoint`)).status).toBe(401);

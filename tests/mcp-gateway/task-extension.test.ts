@@ -138,12 +138,35 @@ describe('a task through the gateway', () => {
     expect(sync?.resultType).toBe('complete');
   });
 
+  it('refuses a second question under a key already answered: a decision binds the question, not its key', async () => {
+    const task = (await rpc('tasker', 'tools/call', { name: 'reuse_key', arguments: {} })).result as Record<string, unknown>;
+    const poll = () =>
+      until(
+        'the task to ask or end',
+        async () => {
+          const got = (await rpc('tasker', 'tasks/get', { taskId: task.taskId })).result as Record<string, unknown>;
+          return got.status === 'working' ? undefined : got;
+        },
+        10_000,
+      );
+    const first = await poll();
+    expect(Object.keys(first.inputRequests as object)).toEqual(['q']);
+    await rpc('tasker', 'tasks/update', { taskId: task.taskId, inputResponses: { q: { action: 'accept', content: { confirm: true } } } });
+    const second = await until(
+      'the second question',
+      async () => {
+        const got = (await rpc('tasker', 'tasks/get', { taskId: task.taskId })).result as Record<string, unknown>;
+        return got.status === 'failed' || JSON.stringify(got.inputRequests ?? {}).includes('send mail') ? got : undefined;
+      },
+      10_000,
+    );
+    expect(second).toMatchObject({ status: 'failed', statusMessage: expect.stringContaining("key 'q'") });
+    expect(JSON.stringify(second)).not.toContain('send mail');
+  });
+
   it('shows a question only once it is decided, and a refused question ends the task', async () => {
-    const ask = async () => {
-      const task = (await rpc('tasker', 'tools/call', { name: 'confirm_delete', arguments: { path: '/tmp/x' } })).result as Record<
-        string,
-        unknown
-      >;
+    const ask = async (name = 'confirm_delete') => {
+      const task = (await rpc('tasker', 'tools/call', { name, arguments: { path: '/tmp/x' } })).result as Record<string, unknown>;
       return until(
         'the task to ask or end',
         async () => {
@@ -158,7 +181,9 @@ describe('a task through the gateway', () => {
         result: string;
       }[];
     const allowedBefore = (await questions()).filter((e) => e.result === 'allowed').length;
+    const upstreamBefore = new Set(upstream.tasks().map((t) => t.taskId));
     const asked = await ask();
+    const upstreamId = upstream.tasks().find((t) => !upstreamBefore.has(t.taskId))?.taskId;
     expect(asked.status).toBe('input_required');
     // asked again: the same question, not decided again
     expect((await rpc('tasker', 'tasks/get', { taskId: asked.taskId })).result?.inputRequests).toEqual(asked.inputRequests);
@@ -169,6 +194,9 @@ describe('a task through the gateway', () => {
       taskId: asked.taskId,
       inputResponses: { [key as string]: { action: 'accept', content: { confirm: true } } },
     });
+    // only the answer to the question asked went upstream
+    const updates = upstream.requests().filter((r) => r.method === 'tasks/update' && r.params.taskId === upstreamId);
+    expect(updates.map((r) => Object.keys(r.params.inputResponses as object))).toEqual([[key]]);
     const done = await until(
       'the answered task to end',
       async () => {
@@ -187,15 +215,14 @@ describe('a task through the gateway', () => {
     });
     expect(policy.status).toBe(201);
     try {
+      const before = new Set(upstream.tasks().map((t) => t.taskId));
       const refused = await ask();
       expect(refused).toMatchObject({ status: 'failed', error: { code: -32003 } });
       expect(refused.inputRequests).toBeUndefined();
-      const cancelled = await until(
-        'the upstream task to be cancelled',
-        async () => upstream.tasks().find((t) => t.status === 'cancelled' && t.inputRequests !== undefined),
-        10_000,
-      );
-      expect(cancelled).toBeDefined();
+      // the refused task itself is cancelled upstream, and stays failed for its client
+      const mine = upstream.tasks().find((t) => !before.has(t.taskId));
+      await until('the refused task to be cancelled upstream', () => mine?.status === 'cancelled', 10_000);
+      expect((await rpc('tasker', 'tasks/get', { taskId: refused.taskId })).result).toMatchObject({ status: 'failed' });
       expect((await questions()).some((e) => e.result === 'blocked')).toBe(true);
     } finally {
       await server.api('DELETE', `/policies/${policy.body.id}`, { unchecked: true });

@@ -40,7 +40,7 @@ interface StoredTask {
 export interface TasksUpstream {
   url: string;
   /** Every JSON-RPC method POSTed, with its `Mcp-Name` header. */
-  requests: () => { method: string; mcpName: string | null }[];
+  requests: () => { method: string; mcpName: string | null; params: Record<string, unknown> }[];
   /** The tasks this upstream holds, by its own ids. */
   tasks: () => StoredTask[];
   close: () => Promise<void>;
@@ -55,13 +55,14 @@ const TOOLS = [
   },
   { name: 'failing_job', description: 'Ends with a tool error after a second', inputSchema: { type: 'object' } },
   { name: 'protocol_error_job', description: 'Ends with a JSON-RPC error', inputSchema: { type: 'object' } },
+  { name: 'reuse_key', description: 'Asks two questions under one key (against the rules)', inputSchema: { type: 'object' } },
   {
     name: 'confirm_delete',
     description: 'Asks the user to confirm, then deletes',
     inputSchema: { type: 'object', properties: { path: { type: 'string' } } },
   },
 ];
-const TASK_TOOLS = new Set(['slow_compute', 'failing_job', 'protocol_error_job', 'confirm_delete']);
+const TASK_TOOLS = new Set(['slow_compute', 'failing_job', 'protocol_error_job', 'confirm_delete', 'reuse_key']);
 /** Tools that run only as tasks: a request that cannot take one is refused -32021. */
 const TASK_ONLY = new Set(['failing_job', 'protocol_error_job']);
 
@@ -90,11 +91,36 @@ const sleep = (ms: number, signal: AbortSignal) =>
 
 export async function startTasksUpstream(): Promise<TasksUpstream> {
   const tasks = new Map<string, StoredTask>();
-  const requests: { method: string; mcpName: string | null }[] = [];
+  const requests: { method: string; mcpName: string | null; params: Record<string, unknown> }[] = [];
 
   const settle = (task: StoredTask, change: Partial<StoredTask>) => {
     if (['completed', 'failed', 'cancelled'].includes(task.status)) return;
     Object.assign(task, change, { lastUpdatedAt: new Date().toISOString() });
+  };
+
+  /** Puts the task in input_required with one form question under `key`; answers what the client answered. */
+  const ask = async (task: StoredTask, key: string, message: string): Promise<unknown> => {
+    const answers = await new Promise<Record<string, unknown>>((resolve) => {
+      settle(task, {
+        status: 'input_required',
+        statusMessage: 'waiting for an answer',
+        inputRequests: {
+          [key]: {
+            method: 'elicitation/create',
+            params: {
+              mode: 'form',
+              message,
+              requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
+            },
+          },
+        },
+        answer: (responses) => {
+          if (responses[key] !== undefined) resolve(responses);
+        },
+      });
+    });
+    settle(task, { status: 'working', statusMessage: undefined, inputRequests: undefined, answer: undefined });
+    return answers[key];
   };
 
   /** The work of a task-supporting tool: runs the same whether a task holds it or the request waits for it. */
@@ -114,28 +140,18 @@ export async function startTasksUpstream(): Promise<TasksUpstream> {
       case 'confirm_delete': {
         if (!task) return text(`deleted ${String(args.path ?? '')} (no one was asked)`);
         const key = `confirm-${task.taskId.slice(0, 8)}`;
-        const answers = await new Promise<Record<string, unknown>>((resolve) => {
-          settle(task, {
-            status: 'input_required',
-            statusMessage: 'waiting for confirmation',
-            inputRequests: {
-              [key]: {
-                method: 'elicitation/create',
-                params: {
-                  mode: 'form',
-                  message: `Delete ${String(args.path ?? 'the file')}?`,
-                  requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] },
-                },
-              },
-            },
-            answer: (responses) => {
-              if (responses[key] !== undefined) resolve(responses);
-            },
-          });
-        });
-        settle(task, { status: 'working', statusMessage: undefined, inputRequests: undefined, answer: undefined });
-        const answer = answers[key] as { action?: string; content?: { confirm?: boolean } };
+        const answer = (await ask(task, key, `Delete ${String(args.path ?? 'the file')}?`)) as {
+          action?: string;
+          content?: { confirm?: boolean };
+        };
         return answer.action === 'accept' && answer.content?.confirm ? text(`deleted ${String(args.path ?? '')}`) : text('kept');
+      }
+      case 'reuse_key': {
+        // an upstream that breaks the extension's rule: a second, other question under a key already answered
+        if (!task) return text('no one was asked');
+        await ask(task, 'q', 'May I read your calendar?');
+        await ask(task, 'q', 'May I send mail as you?');
+        return text('asked twice');
       }
       default:
         throw new ProtocolError(-32602, `Unknown tool: ${tool}`);
@@ -221,8 +237,9 @@ export async function startTasksUpstream(): Promise<TasksUpstream> {
         const body = (await request
           .clone()
           .json()
-          .catch(() => undefined)) as { method?: unknown } | undefined;
-        if (typeof body?.method === 'string') requests.push({ method: body.method, mcpName: request.headers.get('mcp-name') });
+          .catch(() => undefined)) as { method?: unknown; params?: Record<string, unknown> } | undefined;
+        if (typeof body?.method === 'string')
+          requests.push({ method: body.method, mcpName: request.headers.get('mcp-name'), params: body.params ?? {} });
       }
       return modern.fetch(request);
     },

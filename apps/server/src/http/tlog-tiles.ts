@@ -24,9 +24,14 @@ function readerOf(req: Request): string {
 
 export function tlogTilesRouter(audit: AuditService): Router {
   const router = Router({ caseSensitive: true, strict: true });
+  // one URL, one log per key's workspace: a cache keys on the credential, and keeps no refusal
+  router.use((_req, res, next) => {
+    res.set('Vary', 'Authorization').set('Cache-Control', 'no-store');
+    next();
+  });
   router.get('/checkpoint', async (req: Request, res: Response) => {
     const { note } = await audit.checkpoint(readerOf(req));
-    res.set('Cache-Control', 'no-store').type('text/plain; charset=utf-8').send(note);
+    res.type('text/plain; charset=utf-8').send(note);
   });
   router.get(/^\/tile\/(.+)$/, async (req: Request, res: Response) => {
     const workspaceId = readerOf(req);
@@ -39,7 +44,12 @@ export function tlogTilesRouter(audit: AuditService): Router {
     const tile = await audit.tile(workspaceId, request);
     if (!tile) throw new ApiError('not_found', `Tile ${req.path.slice(1)} does not exist yet`);
     // a key's reads stay the key's: no shared cache keeps them
-    res.set('Cache-Control', `private, max-age=31536000, immutable`).type('application/octet-stream').send(tile);
+    res.set('Cache-Control', 'private, max-age=31536000, immutable').type('application/octet-stream').send(tile);
+  });
+  // nothing else lives under the log's prefix
+  router.use((req) => {
+    readerOf(req);
+    throw new ApiError('not_found', `No ${req.method} ${req.baseUrl}${req.path}: the log serves checkpoint and tile/…`);
   });
   return router;
 }

@@ -35,7 +35,7 @@ export async function reserveTask(
 }
 
 /** Fills in a reserved row once the upstream created its task. */
-export const completeTask = (
+export const completeTask = async (
   db: Kysely<DB>,
   workspaceId: string,
   id: string,
@@ -46,16 +46,31 @@ export const completeTask = (
     outcome_basis: string;
     expires_at: Date;
   },
-) => db.updateTable('mcp_gateway_tasks').set(upstream).where('workspace_id', '=', workspaceId).where('id', '=', id).execute();
+) =>
+  (
+    await db
+      .updateTable('mcp_gateway_tasks')
+      .set(upstream)
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', id)
+      .returning('id')
+      .execute()
+  ).length === 1;
 
-/** Adds how input requests of the task were decided (keys already decided keep their first decision). */
-export const addInputDecisions = (db: Kysely<DB>, workspaceId: string, id: string, decisions: Record<string, unknown>) =>
-  db
-    .updateTable('mcp_gateway_tasks')
-    .set({ input_decisions: sql`${JSON.stringify(decisions)}::jsonb || input_decisions` })
-    .where('workspace_id', '=', workspaceId)
-    .where('id', '=', id)
-    .execute();
+/**
+ * Adds how input requests of the task were decided, a key decided before keeping its first
+ * decision (`||` lets the right side win): every decision stored, as one statement left it.
+ */
+export const addInputDecisions = async (db: Kysely<DB>, workspaceId: string, id: string, decisions: Record<string, unknown>) =>
+  (
+    await db
+      .updateTable('mcp_gateway_tasks')
+      .set({ input_decisions: sql`${JSON.stringify(decisions)}::jsonb || input_decisions` })
+      .where('workspace_id', '=', workspaceId)
+      .where('id', '=', id)
+      .returning('input_decisions')
+      .executeTakeFirst()
+  )?.input_decisions;
 
 /** Drops a reservation whose call did not create a task. */
 export const releaseTask = (db: Kysely<DB>, workspaceId: string, id: string) =>
@@ -110,6 +125,8 @@ export const claimExpiredTasks = (db: Kysely<DB>, limit: number) =>
     .returning([
       'workspace_id',
       'id',
+      'agent_id',
+      'upstream_task_id',
       'server_id',
       'upstream_url',
       'upstream_session_id',

@@ -35,8 +35,8 @@ const SWEEP_BATCH = 100;
 
 type Reservation = Parameters<typeof reserveTask>[1];
 
-/** How one input request of a task was decided for its agent (refused: the policy's message). */
-export type InputDecision = { allowed: true } | { allowed: false; message: string };
+/** How one input request of a task was decided for its agent (refused: the policy's message), and which request it was. */
+export type InputDecision = ({ allowed: true } | { allowed: false; message: string }) & { digest?: string };
 
 export class McpTasks {
   private readonly sweeper: NodeJS.Timeout;
@@ -60,7 +60,7 @@ export class McpTasks {
     return inTransaction(this.db, (trx) => reserveTask(trx, row, cap));
   }
 
-  /** Fills in a reserved row once the upstream created its task. */
+  /** Fills in a reserved row once the upstream created its task (a row no longer there is an error). */
   async complete(
     workspaceId: string,
     id: string,
@@ -68,7 +68,13 @@ export class McpTasks {
     upstream: Omit<Parameters<typeof completeTask>[3], 'outcome_basis'>,
   ): Promise<void> {
     // what the task's end will record of its decision
-    await completeTask(this.db, workspaceId, id, { ...upstream, outcome_basis: JSON.stringify(outcomeBasis(decided)) });
+    if (!(await completeTask(this.db, workspaceId, id, { ...upstream, outcome_basis: JSON.stringify(outcomeBasis(decided)) })))
+      throw new Error(`the reservation of task ${id} is gone`);
+  }
+
+  /** Drops a reservation no task came of. */
+  async release(workspaceId: string, id: string): Promise<void> {
+    await releaseTask(this.db, workspaceId, id).catch(() => undefined);
   }
 
   /** A call that created no task: its reservation dropped and, when it opened one, its session terminated. */
@@ -96,29 +102,42 @@ export class McpTasks {
     );
   }
 
+  /** Whether the upstream session speaks 2026-07-28 and offers the tasks extension. */
+  offersTasks(client: Client): boolean {
+    return client instanceof ModernUpstream && client.offersTasks;
+  }
+
   /**
-   * A tools/call sent declaring the tasks extension (revision 2026-07-28), when the upstream
-   * offers it: its result as sent (a task, a tool's result, or input asked first); undefined
-   * when the upstream does not offer the extension.
+   * A tools/call sent declaring the tasks extension (revision 2026-07-28) to an upstream that
+   * offers it (offersTasks): its result as sent (a task, a tool's result, or input asked first).
    */
   offerTask(
     client: Client,
     params: { name: string; arguments: Record<string, unknown> },
     options: { timeout: number; signal: AbortSignal },
   ) {
-    if (!(client instanceof ModernUpstream) || !client.offersTasks) return Promise.resolve(undefined);
-    return client.tasksRequest('tools/call', params, options);
+    return this.modernTaskRequest(client, 'tools/call', params, options.signal, options.timeout);
   }
 
   /** A request of the tasks extension about a 2026-07-28 upstream's task (`tasks/get`, `tasks/update`, `tasks/cancel`). */
-  modernTaskRequest(client: Client, method: string, params: Record<string, unknown>, signal?: AbortSignal) {
+  modernTaskRequest(client: Client, method: string, params: Record<string, unknown>, signal?: AbortSignal, timeout?: number) {
     if (!(client instanceof ModernUpstream)) throw new Error("the task's server no longer speaks 2026-07-28");
-    return client.tasksRequest(method, params, signal ? { signal } : {});
+    return client.tasksRequest(method, params, { ...(signal ? { signal } : {}), ...(timeout ? { timeout } : {}) });
   }
 
-  /** Keeps how the task's input requests were decided (a key decided before keeps its first decision). */
-  decidedInputs(row: GatewayTaskRow, decisions: Record<string, InputDecision>): Promise<unknown> {
-    return addInputDecisions(this.db, row.workspace_id, row.id, decisions);
+  /** Asks a 2026-07-28 upstream to cancel its task, on the agent's pooled session (best effort: the task may have ended). */
+  async cancelUpstream(target: McpTarget, agentId: string, upstreamTaskId: string): Promise<void> {
+    await this.connector
+      .use(target, 'call_failed', { agentId, session: null }, (client) =>
+        this.modernTaskRequest(client, 'tasks/cancel', { taskId: upstreamTaskId }),
+      )
+      .catch(() => undefined);
+  }
+
+  /** Keeps how the task's input requests were decided (a key decided before keeps its first decision): every decision kept. */
+  async decidedInputs(row: GatewayTaskRow, decisions: Record<string, InputDecision>): Promise<Record<string, InputDecision>> {
+    const kept = await addInputDecisions(this.db, row.workspace_id, row.id, decisions);
+    return (kept ?? { ...(row.input_decisions as object), ...decisions }) as Record<string, InputDecision>;
   }
 
   /** Records the end of a task: once, by whoever sees it first, in the transaction that marks it recorded. */
@@ -153,20 +172,23 @@ export class McpTasks {
         return rows;
       });
       await Promise.all(
-        expired.map((row) =>
-          row.upstream_session_id === null || row.protocol_version === null
+        expired.map((row) => {
+          const target = {
+            id: row.server_id,
+            workspace_id: row.workspace_id,
+            slug: row.server_id,
+            transport_url: row.upstream_url,
+            transport: 'streamable_http' as const,
+          };
+          // a 2026-07-28 task has no session to end: the task itself is cancelled, or it would run on ungoverned
+          if (row.upstream_session_id === null)
+            return row.upstream_task_id === null || row.finished_at !== null
+              ? undefined
+              : this.cancelUpstream(target, row.agent_id, row.upstream_task_id);
+          return row.protocol_version === null
             ? undefined
-            : this.connector.terminate(
-                {
-                  id: row.server_id,
-                  workspace_id: row.workspace_id,
-                  slug: row.server_id,
-                  transport_url: row.upstream_url,
-                  transport: 'streamable_http',
-                },
-                { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version },
-              ),
-        ),
+            : this.connector.terminate(target, { sessionId: row.upstream_session_id, protocolVersion: row.protocol_version });
+        }),
       );
       swept += expired.length;
       if (expired.length < SWEEP_BATCH) return swept;

@@ -14,24 +14,77 @@ import { isObject } from '../../shared/objects.ts';
 
 const REVISION = '2026-07-28';
 
-/** A header value as the revision sends it: plain printable ASCII, else the base64 sentinel. */
-const headerValue = (value: string) =>
-  /^[\x20-\x7e]*$/.test(value) && value.trim() === value ? value : `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
+/**
+ * A header value as the revision sends it (as the v2 SDK's `encodeMcpParamValue` does): plain
+ * when it is a safe ASCII field value, else the base64 sentinel — so also when it is empty, has
+ * leading or trailing whitespace, or already looks like a sentinel.
+ */
+function headerValue(value: string): string {
+  const plain =
+    value.length > 0 &&
+    value === value.trim() &&
+    !(value.startsWith('=?base64?') && value.endsWith('?=')) &&
+    /^[\t\x20-\x7e]*$/.test(value);
+  return plain ? value : `=?base64?${Buffer.from(value, 'utf8').toString('base64')}?=`;
+}
 
-/** The JSON-RPC answer with this id, from a JSON body or an event stream. */
-function answerOf(text: string, contentType: string, id: string): Record<string, unknown> | undefined {
-  const messages: unknown[] = [];
-  if (contentType.startsWith('text/event-stream')) {
-    for (const event of text.split(/\r?\n\r?\n/)) {
-      const data = event
-        .split(/\r?\n/)
-        .filter((line) => line.startsWith('data:'))
-        .map((line) => line.slice(5).replace(/^ /, ''))
-        .join('\n');
-      if (data) messages.push(JSON.parse(data));
+/** How much of an answer's stream is read at most, looking for the answer. */
+const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+
+/** A JSON-RPC message's data, or undefined for an event that is not JSON (a server may send others). */
+function parsed(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The JSON-RPC answer with this id: from a JSON body, or from an event stream read as it comes
+ * and left as soon as the answer is there; never more than MAX_ANSWER_BYTES.
+ */
+async function answerOf(answer: Response, id: string): Promise<Record<string, unknown> | undefined> {
+  const isAnswer = (message: unknown): message is Record<string, unknown> => isObject(message) && message.id === id;
+  const reader = answer.body?.getReader();
+  // the egress guard's fetch hands over a bounded JSON answer (or a stream's one message) as text
+  if (!reader) {
+    const message = parsed(await answer.text());
+    return isAnswer(message) ? message : undefined;
+  }
+  const streamed = (answer.headers.get('content-type') ?? '').startsWith('text/event-stream');
+  const decoder = new TextDecoder();
+  let text = '';
+  let read = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (value) {
+        read += value.byteLength;
+        if (read > MAX_ANSWER_BYTES) throw new Error(`the answer is larger than ${MAX_ANSWER_BYTES} bytes`);
+        text += decoder.decode(value, { stream: !done });
+      }
+      if (streamed) {
+        // whole events only: each ends with an empty line (CRLF, LF or CR)
+        const events = text.split(/\r\n\r\n|\n\n|\r\r/);
+        text = done ? '' : (events.pop() ?? '');
+        for (const event of events) {
+          const data = event
+            .split(/\r\n|\r|\n/)
+            .filter((line) => line.startsWith('data:'))
+            .map((line) => line.slice(5).replace(/^ /, ''))
+            .join('\n');
+          const message = data ? parsed(data) : undefined;
+          if (isAnswer(message)) return message;
+        }
+      }
+      if (done) break;
     }
-  } else messages.push(JSON.parse(text));
-  return messages.find((message): message is Record<string, unknown> => isObject(message) && message.id === id);
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  const message = streamed ? undefined : parsed(text);
+  return isAnswer(message) ? message : undefined;
 }
 
 export interface TaskWireOptions {
@@ -70,7 +123,7 @@ export async function taskRequest(
     },
   };
   const timeout = AbortSignal.timeout(options.timeout);
-  const answer = await fetch(url, {
+  const answered = await fetch(url, {
     method: 'POST',
     headers: {
       'content-type': 'application/json',
@@ -81,18 +134,14 @@ export async function taskRequest(
     },
     body: JSON.stringify(body),
     signal: options.signal ? AbortSignal.any([options.signal, timeout]) : timeout,
-  }).catch((error: unknown) => {
-    if (timeout.aborted) throw new McpError(ErrorCode.RequestTimeout, `Request timed out after ${options.timeout} ms`);
-    throw error;
-  });
-  const text = await answer.text();
-  let message: Record<string, unknown> | undefined;
-  try {
-    message = answerOf(text, answer.headers.get('content-type') ?? '', id);
-  } catch {
-    message = undefined;
-  }
-  if (!message) throw new Error(`the server answered ${request.method} with HTTP ${answer.status} and no JSON-RPC answer`);
+  })
+    .then((answer) => answerOf(answer, id).then((message) => ({ answer, message })))
+    .catch((error: unknown) => {
+      if (timeout.aborted) throw new McpError(ErrorCode.RequestTimeout, `Request timed out after ${options.timeout} ms`);
+      throw error;
+    });
+  const { message } = answered;
+  if (!message) throw new Error(`the server answered ${request.method} with HTTP ${answered.answer.status} and no JSON-RPC answer`);
   if (isObject(message.error)) {
     const { code, message: text, data } = message.error;
     throw new McpError(typeof code === 'number' ? code : ErrorCode.InternalError, String(text ?? 'error'), data);

@@ -14,14 +14,15 @@
  * extension has no way to answer a question with an error). The task's end is recorded once,
  * by whoever sees it first.
  */
+import { createHash } from 'node:crypto';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { stableJson } from '../../shared/canonical-json.ts';
 import { TASKS_EXTENSION } from '../../shared/mcp-extensions.ts';
 import { isObject } from '../../shared/objects.ts';
 import { bareMcpMessage } from '../../shared/text.ts';
-import { MCP_METHOD_ACTIONS } from '../acts/act.ts';
 import type { DecisionOutcome } from '../decisions/decisions.ts';
 import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
@@ -34,6 +35,10 @@ import { rpcError } from './rpc-error.ts';
 
 const MISSING_CAPABILITY = -32021;
 const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+/** How long a reserved row waits for its task's call to be answered and kept. */
+const RESERVATION_MS = 2 * MCP_REQUEST_TIMEOUT_MS + 60_000;
+/** Where a task's refusal is kept beside its questions' decisions (an upstream key of that name is refused as reused). */
+const ENDED_BY = 'warden/refused';
 /** What a task of the extension says of itself; anything else the upstream sends is not passed on. */
 const TASK_FIELDS = ['status', 'statusMessage', 'createdAt', 'lastUpdatedAt', 'ttlMs', 'pollIntervalMs'] as const;
 
@@ -45,8 +50,8 @@ const TaskMethods = { get: taskMethod('tasks/get'), update: taskMethod('tasks/up
 /** What the client is shown of an upstream's task: the extension's fields, under Warden's id. */
 function shown(id: string, task: Record<string, unknown>): Record<string, unknown> {
   const fields = Object.fromEntries(TASK_FIELDS.filter((key) => task[key] !== undefined).map((key) => [key, task[key]]));
-  const ttlMs = typeof task.ttlMs === 'number' || task.ttlMs === null ? task.ttlMs : null;
-  return { ...fields, ttlMs, taskId: id };
+  // the TTL Warden keeps the task for, which is what the client can rely on
+  return { ...fields, ttlMs: ttlOf(task), taskId: id };
 }
 
 /** A task ended by a question its agent may not be asked: what the client is shown. */
@@ -69,48 +74,68 @@ export class TaskExtension {
 
   /**
    * A tools/call's work, when its client takes tasks and its upstream offers them: sent declaring
-   * the extension. A task answered is kept under `id` (undefined: the call is run as any other,
-   * and so it is when the upstream asks for input before deciding on a task: the SDK's rounds
-   * relay those questions).
+   * the extension, once a row is reserved under the agent's cap (nothing is sent past it). A task
+   * answered keeps the row, under `id`, for `keep`; anything else lets it go. Undefined: the call
+   * is run as any other — so it is when the upstream asks for input before deciding on a task
+   * (the SDK's rounds relay those questions).
    */
   async offer(client: Client, call: ToolCall, id: string): Promise<Record<string, unknown> | undefined> {
-    if (!call.extra.tasks) return undefined;
-    const answered = await this.tasks.offerTask(
-      client,
-      { name: call.tool, arguments: call.args },
-      { timeout: MCP_REQUEST_TIMEOUT_MS, signal: call.extra.signal },
-    );
-    if (!answered || answered.resultType === 'input_required') return undefined;
-    if (answered.resultType !== 'task' || typeof answered.taskId !== 'string') return answered;
+    if (!call.extra.tasks || !this.tasks.offersTasks(client)) return undefined;
+    const workspaceId = call.caller.ctx.auth.workspaceId;
     const reserved = await this.tasks.reserve(
       {
-        workspace_id: call.caller.ctx.auth.workspaceId,
+        workspace_id: workspaceId,
         id,
         agent_id: call.caller.agent.id,
         server_id: call.target.id,
         upstream_url: call.target.transport_url,
-        expires_at: new Date(Date.now() + ttlOf(answered)),
+        // until keep fills it in; a process that dies meanwhile leaves it to the sweep
+        expires_at: new Date(Date.now() + RESERVATION_MS),
       },
       MAX_LIVE_TASKS_PER_AGENT,
     );
-    if (!reserved) {
-      await this.tasks.modernTaskRequest(client, 'tasks/cancel', { taskId: answered.taskId }).catch(() => undefined);
+    if (!reserved)
       throw rpcError(
         -32600,
         `Agent '${call.caller.agent.slug}' holds ${MAX_LIVE_TASKS_PER_AGENT} live tasks, the most Warden keeps: wait for one to end`,
       );
+    let answered: Record<string, unknown>;
+    try {
+      answered = await this.tasks.offerTask(
+        client,
+        { name: call.tool, arguments: call.args },
+        { timeout: MCP_REQUEST_TIMEOUT_MS, signal: call.extra.signal },
+      );
+      if (answered.resultType === 'task' && (typeof answered.taskId !== 'string' || answered.taskId === ''))
+        throw new Error('the upstream answered a task without a task id');
+    } catch (error) {
+      await this.tasks.release(workspaceId, id);
+      throw error;
     }
-    return answered;
+    if (answered.resultType === 'task') return answered;
+    await this.tasks.release(workspaceId, id);
+    return answered.resultType === 'input_required' ? undefined : answered;
   }
 
-  /** A task the upstream answered, once its call is recorded: its row completed, shown under Warden's id. */
+  /**
+   * A task the upstream answered, once its call is recorded: its row completed, shown under
+   * Warden's id. If that fails, the task is cancelled upstream and its row let go: no task runs
+   * that Warden cannot reach.
+   */
   async keep(call: ToolCall, id: string, decided: DecisionOutcome, task: Record<string, unknown>): Promise<Record<string, unknown>> {
-    await this.tasks.complete(call.caller.ctx.auth.workspaceId, id, decided, {
-      upstream_session_id: null,
-      protocol_version: MODERN_REVISION,
-      upstream_task_id: String(task.taskId),
-      expires_at: new Date(Date.now() + ttlOf(task)),
-    });
+    const workspaceId = call.caller.ctx.auth.workspaceId;
+    try {
+      await this.tasks.complete(workspaceId, id, decided, {
+        upstream_session_id: null,
+        protocol_version: MODERN_REVISION,
+        upstream_task_id: String(task.taskId),
+        expires_at: new Date(Date.now() + ttlOf(task)),
+      });
+    } catch (error) {
+      await this.tasks.cancelUpstream(call.target, call.caller.agent.id, String(task.taskId));
+      await this.tasks.release(workspaceId, id);
+      throw error;
+    }
     return { ...shown(id, task), resultType: 'task' };
   }
 
@@ -137,11 +162,13 @@ export class TaskExtension {
     set(TaskMethods.get, (request, extra) =>
       on(extra, request.params.taskId, async (row, upstream, target) => {
         const task = await upstream('tasks/get', { taskId: row.upstream_task_id });
-        const refused = Object.values(row.input_decisions as Record<string, InputDecision>).find((d) => !d.allowed);
+        // a task a refused question ended stays so, whatever the upstream says of it after
+        const refused = [...decisionsOf(row.input_decisions).values()].find((decision) => !decision.allowed);
         if (refused && !refused.allowed) return refusedTask(row.id, task, refused.message);
         if (task.status === 'input_required' && isObject(task.inputRequests)) {
           const questions = await this.decided(caller, target, row, task.inputRequests);
           if ('refused' in questions) {
+            await this.tasks.decidedInputs(row, { [ENDED_BY]: { allowed: false, message: questions.refused } });
             await upstream('tasks/cancel', { taskId: row.upstream_task_id }).catch(() => undefined);
             await this.tasks.finish(caller.ctx.requestId, row, { task_status: 'failed', refused_question: questions.key });
             return refusedTask(row.id, task, questions.refused);
@@ -165,9 +192,9 @@ export class TaskExtension {
     set(TaskMethods.update, (request, extra) =>
       on(extra, request.params.taskId, async (row, upstream) => {
         const answers = isObject(request.params.inputResponses) ? request.params.inputResponses : {};
-        const decisions = row.input_decisions as Record<string, InputDecision>;
+        const decisions = decisionsOf(row.input_decisions);
         // only answers to questions decided and allowed go upstream: any other key is ignored, as the extension asks
-        const allowed = Object.fromEntries(Object.entries(answers).filter(([key]) => decisions[key]?.allowed === true));
+        const allowed = Object.fromEntries(Object.entries(answers).filter(([key]) => decisions.get(key)?.allowed === true));
         if (Object.keys(allowed).length > 0) await upstream('tasks/update', { taskId: row.upstream_task_id, inputResponses: allowed });
         return {};
       }),
@@ -176,15 +203,20 @@ export class TaskExtension {
     set(TaskMethods.cancel, (request, extra) =>
       on(extra, request.params.taskId, async (row, upstream) => {
         await upstream('tasks/cancel', { taskId: row.upstream_task_id });
-        await this.tasks.finish(caller.ctx.requestId, row, { task_status: 'cancel_requested', cancelled_by: 'client' });
+        // cancelling is cooperative: the task's end is recorded when it is seen, now or at a later tasks/get
+        const after = await upstream('tasks/get', { taskId: row.upstream_task_id }).catch(() => undefined);
+        if (after && TERMINAL.has(String(after.status)))
+          await this.tasks.finish(caller.ctx.requestId, row, { task_status: after.status, cancelled_by: 'client' });
         return {};
       }),
     );
   }
 
   /**
-   * The task's questions, each decided once for the agent (a key decided before keeps its
-   * decision): all of them, to be shown, or the first refused.
+   * The task's questions, each decided once for the agent, by its key and the request it names
+   * (a key asked again with another request is refused: keys are used once): all of them, to be
+   * shown, or the first refused. Decisions are kept with the task; two polls deciding the same
+   * key at once both record a decision, and both answer with the one kept first.
    */
   private async decided(
     caller: GatewayCaller,
@@ -192,25 +224,38 @@ export class TaskExtension {
     row: GatewayTaskRow,
     inputRequests: Record<string, unknown>,
   ): Promise<{ shown: Record<string, unknown> } | { refused: string; key: string }> {
-    const known = row.input_decisions as Record<string, InputDecision>;
+    const asked = Object.entries(inputRequests).map(([key, request]) => ({ key, request, digest: questionDigest(request) }));
+    const known = decisionsOf(row.input_decisions);
     const fresh: Record<string, InputDecision> = {};
-    for (const [key, request] of Object.entries(inputRequests)) {
-      if (known[key]) continue;
+    for (const { key, request, digest } of asked) {
+      if (known.has(key)) continue;
       const method = isObject(request) ? request.method : undefined;
-      fresh[key] =
-        typeof method === 'string' && method in MCP_METHOD_ACTIONS && method !== 'tools/call'
+      const decision =
+        typeof method === 'string' && QUESTION_METHODS.has(method)
           ? await this.decideQuestion(caller, target, request as ClientRequest)
-          : { allowed: false, message: `Warden relays no question '${String(method)}' to a client` };
+          : { allowed: false as const, message: `Warden relays no question '${String(method)}' to a client` };
+      fresh[key] = { ...decision, digest };
     }
-    if (Object.keys(fresh).length > 0) await this.tasks.decidedInputs(row, fresh);
-    const decisions = { ...known, ...fresh };
-    for (const key of Object.keys(inputRequests)) {
-      const decision = decisions[key];
-      if (decision && !decision.allowed) return { refused: decision.message, key };
+    const kept = Object.keys(fresh).length > 0 ? decisionsOf(await this.tasks.decidedInputs(row, fresh)) : known;
+    for (const { key, digest } of asked) {
+      const decision = kept.get(key);
+      if (!decision) return { refused: `the question '${key}' was not decided`, key };
+      if (decision.digest !== digest) return { refused: `the upstream asked another question under the key '${key}', already used`, key };
+      if (!decision.allowed) return { refused: decision.message, key };
     }
     return { shown: inputRequests };
   }
 }
+
+/** The questions an upstream may ask a client: each is decided as an act of its own. */
+const QUESTION_METHODS = new Set(['elicitation/create', 'sampling/createMessage', 'roots/list']);
+
+/** What a question's decision is bound to: its method and params, canonical. */
+const questionDigest = (request: unknown) => createHash('sha256').update(stableJson(request)).digest('hex');
+
+/** A task's kept decisions, by key: own keys only (a key named `constructor` is a key like any other). */
+const decisionsOf = (stored: unknown): Map<string, InputDecision> =>
+  new Map(isObject(stored) ? (Object.entries(stored) as [string, InputDecision][]) : []);
 
 /** How long Warden keeps reaching a task: the TTL the upstream granted, at most MAX_TASK_TTL_MS (null: that long). */
 const ttlOf = (task: Record<string, unknown>): number =>
