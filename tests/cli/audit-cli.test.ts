@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exportSigningKey, generateSigningKey } from '../../apps/server/src/features/audit/checkpoint.ts';
+import { formatCosignerKey } from '../../apps/server/src/features/audit/cosignature.ts';
 import type { ExportLine, OfflineReport } from '../../apps/server/src/features/audit/offline-verify.ts';
 import { freshDatabase } from '../support/database.ts';
 import { request, startTestServer, type TestServer } from '../support/server.ts';
@@ -153,7 +154,7 @@ describe('warden audit verify: usage', () => {
       expect(run.stderr, cases[i]!.join(' ')).toMatch(/^warden: .*\n[\s\S]*warden audit verify --export FILE/);
       expect(run.stdout).toBe('');
     }
-    expect(runs[0]!.stderr).toMatch(/needs --export FILE and --public-key KEY/);
+    expect(runs[0]!.stderr).toMatch(/needs --export FILE \(or --proof FILE\) and --public-key KEY \(or --policy FILE\)/);
     expect(runs[1]!.stderr).toMatch(/--public-key: /);
     expect(runs[2]!.stderr).toMatch(/neither a verifier key nor a file/);
     expect(runs[4]!.stderr).toMatch(/needs --workspace/);
@@ -255,6 +256,18 @@ describe('warden audit export / verify on an embedded data directory', () => {
     expect(human.stdout).toContain(`log ${vkey.split('+')[0]}\nevents: ${size}, root `);
     expect(human.stdout).toMatch(/VALID: every event hashes to its leaf and the tree makes every signed checkpoint, up to size \d+\n$/);
     expect(human.stdout).toContain(`up to size ${size}\n`);
+
+    // The same pinned as a C2SP tlog-policy: the log, no witnesses needed; then one required that never cosigned
+    const policy = join(dir, 'trust.policy');
+    writeFileSync(policy, `# the log alone\nlog ${vkey}\nquorum none\n`);
+    const byPolicy = await warden(['audit', 'verify', '--export', exportFile, '--checkpoint', checkpoints, '--policy', policy], env);
+    expect(byPolicy.code, byPolicy.stderr).toBe(0);
+    expect(byPolicy.stdout).toContain('VALID');
+    const witness = formatCosignerKey('witness.example', generateSigningKey().publicKey);
+    writeFileSync(policy, `log ${vkey}\nwitness w ${witness}\nquorum w\n`);
+    const unwitnessed = await warden(['audit', 'verify', '--export', exportFile, '--checkpoint', checkpoints, '--policy', policy], env);
+    expect(unwitnessed.code).toBe(1);
+    expect(unwitnessed.stdout).toMatch(/quorum/);
 
     // The key from a file: as GET /audit/signing-key answers it.
     const keyFile = join(dir, 'signing-key.json');

@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSigningKey, noteSigner } from '../../apps/server/src/features/audit/checkpoint.ts';
+import { formatCosignerKey } from '../../apps/server/src/features/audit/cosignature.ts';
 import { createWarden, formatTlogProof, verifyTlogProof } from '../../packages/sdk/src/index.ts';
 import { useTestServer } from '../support/server.ts';
 
@@ -86,6 +87,16 @@ describe('tlog-proof', () => {
       expect(JSON.parse(refused.stdout)).toMatchObject({ valid: false });
     }
     expect((await run(['audit', 'verify', '--proof', join(dir, 'missing'), '--public-key', vkey])).code).toBe(2);
+
+    // pinned by a C2SP tlog-policy instead: the log alone passes; a witness the policy requires, never there, does not
+    const policy = join(dir, 'trust.policy');
+    writeFileSync(policy, `log ${vkey}\nquorum none\n`);
+    expect((await run(['audit', 'verify', '--proof', file, '--policy', policy])).stdout).toContain('VALID');
+    writeFileSync(policy, `log ${vkey}\nwitness w ${formatCosignerKey('witness.example', generateSigningKey().publicKey)}\nquorum w\n`);
+    const unwitnessed = await run(['audit', 'verify', '--proof', file, '--policy', policy, '--json']);
+    expect(unwitnessed.code).toBe(1);
+    expect(JSON.parse(unwitnessed.stdout)).toMatchObject({ valid: false, code: 'unwitnessed' });
+    expect((await run(['audit', 'verify', '--proof', file, '--policy', policy, '--public-key', vkey])).code).toBe(2);
   });
 
   it('the SDK makes and verifies the same file, and refuses another key or another event', async () => {

@@ -251,6 +251,20 @@ describe('witness add-checkpoint (C2SP tlog-witness)', () => {
     verifyCosignature(res.text, text, cosigner);
   });
 
+  it('shows monitors the latest checkpoint it cosigned, at GET /<SHA-256 of the origin>/checkpoint', async () => {
+    const origin = `${PREFIX}ws-monitored`;
+    const { text, note } = checkpoint(origin, 3);
+    const res = await add(body(0, [], note));
+    expect(res.status, res.text).toBe(200);
+    const shown = await fetch(`${witness.info.url}/${sha256(Buffer.from(origin)).toString('hex')}/checkpoint`);
+    expect(shown.status).toBe(200);
+    const monitored = await shown.text();
+    // the log's signed checkpoint, then this witness's cosignature over it
+    expect(monitored.startsWith(note)).toBe(true);
+    verifyCosignature(monitored.slice(note.length), text, cosigner);
+    expect((await fetch(`${witness.info.url}/${sha256(Buffer.from('warden/audit/unknown')).toString('hex')}/checkpoint`)).status).toBe(404);
+  });
+
   it('answers 409 for a second root at the cosigned size, and cosigns the same root again', async () => {
     const fork = await add(body(16, [], checkpoint(ORIGIN_A, 16, FORKED).note));
     expect(fork.status).toBe(409);

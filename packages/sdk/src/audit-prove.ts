@@ -9,6 +9,7 @@
 import { type VerifiedCheckpoint, verifyCheckpoint } from './audit-checkpoints.js';
 import { AuditProofError } from './audit-errors.js';
 import { verifyInclusion } from './audit-proofs.js';
+import { type TlogPolicy, verifyCheckpointWithPolicy } from './audit-tlog-policy.js';
 import { WardenError } from './errors.js';
 import type * as T from './generated/types.gen.js';
 
@@ -17,7 +18,12 @@ export interface ProveOptions {
    * The log's verifier key (`GET /audit/signing-key` → `verifier_key`), pinned: kept from
    * before, not fetched with the proof. Several during a key rotation.
    */
-  publicKey: string | readonly string[];
+  publicKey?: string | readonly string[];
+  /**
+   * A C2SP tlog-policy (text or `parseTlogPolicy`'s result) in place of `publicKey`,
+   * `witnesses` and `quorum`: the logs and witnesses trusted, and the quorum over groups.
+   */
+  policy?: string | TlogPolicy;
   /** Rejects (`origin_mismatch`) a checkpoint of another log, e.g. `warden/audit/<workspace id>`. */
   origin?: string;
   /** Witness vkeys (`GET /audit/signing-key` → `witnesses[].verifier_key`), pinned: the checkpoint must carry `quorum` of their cosignatures. */
@@ -55,19 +61,14 @@ const notYet = (error: unknown) => error instanceof WardenError && (error.status
 
 export async function prove(source: ProofSource, eventId: string, options: ProveOptions): Promise<VerifiedInclusion> {
   if (typeof eventId !== 'string' || eventId === '') throw new AuditProofError('invalid_argument', 'prove: an event id is required');
-  if (!options?.publicKey || options.publicKey.length === 0)
-    throw new AuditProofError('invalid_argument', 'prove: `publicKey`, the pinned verifier key, is required');
+  if (!options?.policy && (!options?.publicKey || options.publicKey.length === 0))
+    throw new AuditProofError('invalid_argument', 'prove: `publicKey`, the pinned verifier key, or a `policy` is required');
   const deadline = Date.now() + (options.waitMs ?? DEFAULT_PROVE_WAIT_MS);
   for (;;) {
     try {
       const served = await source.checkpoint();
       // The signature first: nothing of a checkpoint counts before the pinned key verified it.
-      const { origin, witnesses, quorum } = options;
-      const checkpoint = await verifyCheckpoint(served.note, options.publicKey, {
-        ...(origin ? { origin } : {}),
-        ...(witnesses ? { witnesses } : {}),
-        ...(quorum !== undefined ? { quorum } : {}),
-      });
+      const checkpoint = await verifyPinned(served.note, options);
       const proof = await source.inclusionProof({ event_id: eventId, tree_size: checkpoint.size });
       if (proof.event_id !== eventId || proof.tree_size !== checkpoint.size)
         throw new AuditProofError(
@@ -88,6 +89,21 @@ export async function prove(source: ProofSource, eventId: string, options: Prove
       await new Promise((later) => setTimeout(later, POLL_MS));
     }
   }
+}
+
+/** A checkpoint verified as the options pin it: by a policy, or by keys, witnesses and quorum. */
+export function verifyPinned(note: string, options: Omit<ProveOptions, 'waitMs'>): Promise<VerifiedCheckpoint> {
+  const { origin, witnesses, quorum, policy, publicKey } = options;
+  if (policy) {
+    if (publicKey || witnesses || quorum !== undefined)
+      throw new AuditProofError('invalid_argument', 'a policy names the keys: give it instead of publicKey, witnesses and quorum');
+    return verifyCheckpointWithPolicy(note, policy, origin ? { origin } : {});
+  }
+  return verifyCheckpoint(note, publicKey ?? [], {
+    ...(origin ? { origin } : {}),
+    ...(witnesses ? { witnesses } : {}),
+    ...(quorum !== undefined ? { quorum } : {}),
+  });
 }
 
 /** The event id the leaf's bytes name (their second element). */

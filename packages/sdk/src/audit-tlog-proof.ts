@@ -6,11 +6,10 @@
  * file proves the event itself: `extra` is not trusted as such, it is hashed and must reach the
  * signed root.
  */
-import { verifyCheckpoint } from './audit-checkpoints.js';
 import { AuditProofError } from './audit-errors.js';
 import { decodeBase64, encodeBase64, HASH_SIZE } from './audit-format.js';
 import { verifyInclusion } from './audit-proofs.js';
-import type { ProveOptions, VerifiedInclusion } from './audit-prove.js';
+import { type ProveOptions, type VerifiedInclusion, verifyPinned } from './audit-prove.js';
 
 export const TLOG_PROOF_HEADER = 'c2sp.org/tlog-proof@v1';
 /** Larger is not a proof of this log (an event is bounded far below; a proof of 2^63 leaves has 63 hashes). */
@@ -36,7 +35,7 @@ const malformed = (why: string) => new AuditProofError('invalid_proof', `not a t
 
 /**
  * Verifies a tlog-proof offline: the checkpoint with the pinned key (and witnesses, as
- * `prove` does), then the event's bytes (the `extra` line, or `options.leaf`) up the proof to
+ * `prove` does) or a tlog-policy, then the event's bytes (the `extra` line, or `options.leaf`) up the proof to
  * its root. Answers what was proven; throws AuditProofError otherwise.
  */
 export async function verifyTlogProof(
@@ -63,12 +62,7 @@ export async function verifyTlogProof(
   });
   const leaf = options.leaf ?? (extra ? new TextDecoder('utf-8', { fatal: true }).decode(extra) : undefined);
   if (leaf === undefined) throw new AuditProofError('invalid_argument', 'the proof carries no event bytes: give `leaf`');
-  const { origin, witnesses, quorum } = options;
-  const checkpoint = await verifyCheckpoint(note, options.publicKey, {
-    ...(origin ? { origin } : {}),
-    ...(witnesses ? { witnesses } : {}),
-    ...(quorum !== undefined ? { quorum } : {}),
-  });
+  const checkpoint = await verifyPinned(note, options);
   const leafIndex = Number(index[1]);
   await verifyInclusion({ eventBytes: leaf, index: leafIndex, size: checkpoint.size, proof: hashes, rootHash: checkpoint.rootHash });
   const fields = JSON.parse(leaf) as unknown;

@@ -12,6 +12,8 @@ export { AuditProofError, isAuditProofError } from './audit-errors.js';
 export type { HashInput, VerifyConsistencyInput, VerifyInclusionInput } from './audit-proofs.js';
 export { leafHash, verifyConsistency, verifyInclusion } from './audit-proofs.js';
 export type { ProveOptions, VerifiedInclusion } from './audit-prove.js';
+export type { TlogPolicy } from './audit-tlog-policy.js';
+export { parseTlogPolicy, quorumMet, verifyCheckpointWithPolicy } from './audit-tlog-policy.js';
 export { formatTlogProof, TLOG_PROOF_HEADER, verifyTlogProof } from './audit-tlog-proof.js';
 export type { RequestOptions, Warden, WardenOptions } from './client.js';
 export { AGENT_KEY_HEADER, createWarden, DEFAULT_BASE_URL, DEFAULT_TIMEOUT_MS, OPERATION_METHODS } from './client.js';

@@ -8,6 +8,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createWarden, formatTlogProof, isAuditProofError, verifyTlogProof } from '../../../../packages/sdk/src/index.ts';
 import { UsageError } from './cli-errors.ts';
+import { readPolicy, readVerifierKey } from './trust-options.ts';
 
 interface ProofOptions {
   url?: string | undefined;
@@ -16,26 +17,37 @@ interface ProofOptions {
   'public-key'?: string | undefined;
   witness?: string[] | undefined;
   'witness-quorum'?: string | undefined;
+  policy?: string | undefined;
 }
 
-/** The pinned keys: the log's (`--public-key`), its witnesses' and how many must have cosigned. */
-function pinned(values: ProofOptions, readKey: (value: string) => string) {
-  if (!values['public-key']) throw new UsageError('--public-key KEY|FILE (GET /audit/signing-key verifier_key) is required');
+/** The pinned keys: a tlog-policy (`--policy`), or the log's (`--public-key`), its witnesses' and how many must have cosigned. */
+function pinned(values: ProofOptions) {
+  if (values.policy !== undefined) {
+    if (values['public-key'] || values.witness || values['witness-quorum'])
+      throw new UsageError('--policy names the keys: give it instead of --public-key, --witness and --witness-quorum');
+    return { policy: readPolicy(values.policy) };
+  }
+  if (!values['public-key'])
+    throw new UsageError('--public-key KEY|FILE (GET /audit/signing-key verifier_key) or --policy FILE is required');
   const witnesses = values.witness ?? [];
   const quorum = values['witness-quorum'] === undefined ? undefined : Number(values['witness-quorum']);
   if (quorum !== undefined && (!Number.isSafeInteger(quorum) || quorum < 1 || quorum > witnesses.length))
     throw new UsageError('--witness-quorum K: between 1 and the number of --witness keys');
-  return { publicKey: readKey(values['public-key']), ...(witnesses.length > 0 ? { witnesses } : {}), ...(quorum ? { quorum } : {}) };
+  return {
+    publicKey: readVerifierKey(values['public-key']),
+    ...(witnesses.length > 0 ? { witnesses } : {}),
+    ...(quorum ? { quorum } : {}),
+  };
 }
 
-export async function auditProve(eventId: string | undefined, values: ProofOptions, json: boolean, readKey: (value: string) => string) {
+export async function auditProve(eventId: string | undefined, values: ProofOptions, json: boolean) {
   if (!eventId) throw new UsageError('audit prove needs the id of an event');
   if (!values.url) throw new UsageError('audit prove needs --url, the API of a running Warden (http://host:8080/api/v1)');
   const apiKey = process.env.WARDEN_API_KEY;
   if (!apiKey) throw new UsageError('audit prove reads the API key from WARDEN_API_KEY');
   const warden = createWarden({ apiKey, baseUrl: values.url.replace(/\/+$/, '') });
   try {
-    const proven = await warden.audit.prove(eventId, pinned(values, readKey));
+    const proven = await warden.audit.prove(eventId, pinned(values));
     const proof = formatTlogProof(proven);
     if (values.out) writeFileSync(values.out, proof);
     else process.stdout.write(proof);
@@ -57,7 +69,7 @@ export async function auditProve(eventId: string | undefined, values: ProofOptio
 }
 
 /** Verifies a tlog-proof file offline: exit 0 valid, 1 not. */
-export async function auditVerifyProof(values: ProofOptions, json: boolean, readKey: (value: string) => string): Promise<number> {
+export async function auditVerifyProof(values: ProofOptions, json: boolean): Promise<number> {
   const file = values.proof as string;
   let text: string;
   try {
@@ -66,7 +78,7 @@ export async function auditVerifyProof(values: ProofOptions, json: boolean, read
     throw new UsageError(`--proof: no file ${file}`);
   }
   try {
-    const proven = await verifyTlogProof(text, pinned(values, readKey));
+    const proven = await verifyTlogProof(text, pinned(values));
     const report = {
       valid: true,
       event_id: proven.eventId,

@@ -5,51 +5,10 @@
  */
 import { createReadStream, existsSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { AuditProofError, parseVerifierKey } from '../features/audit/checkpoint.ts';
-import { type WitnessPolicy, witnessPolicy } from '../features/audit/cosignature.ts';
 import { type ExportLine, notesIn, type OfflineReport, OfflineVerifier } from '../features/audit/offline-verify.ts';
 import { isObject } from '../shared/objects.ts';
 import { UsageError } from './cli-errors.ts';
-
-/** The verifier key: given as is, or read from a file (the key alone, or GET /audit/signing-key's JSON). */
-export function readVerifierKey(value: string): string {
-  let key = value.trim();
-  if (!/^[^+\s]+\+[0-9a-f]{8}\+/.test(key)) {
-    if (!existsSync(value)) throw new UsageError(`--public-key: neither a verifier key nor a file: ${value}`);
-    key = readFileSync(value, 'utf8').trim();
-    if (key.startsWith('{')) {
-      try {
-        const parsed = JSON.parse(key) as { verifier_key?: unknown; data?: { verifier_key?: unknown } };
-        key = String(parsed.verifier_key ?? parsed.data?.verifier_key ?? '');
-      } catch {
-        throw new UsageError(`--public-key: ${value} is neither a verifier key nor JSON`);
-      }
-    }
-  }
-  try {
-    parseVerifierKey(key);
-  } catch (error) {
-    if (error instanceof AuditProofError) throw new UsageError(`--public-key: ${error.message}`);
-    throw error;
-  }
-  return key;
-}
-
-/** --witness VKEY (repeated) and --witness-quorum K (default: every witness given). */
-function readWitnessPolicy(values: { witness?: string[] | undefined; 'witness-quorum'?: string | undefined }): WitnessPolicy | undefined {
-  const vkeys = values.witness ?? [];
-  if (vkeys.length === 0) {
-    if (values['witness-quorum'] !== undefined) throw new UsageError('--witness-quorum needs --witness VKEY');
-    return undefined;
-  }
-  const quorum = values['witness-quorum'] === undefined ? vkeys.length : Number(values['witness-quorum']);
-  try {
-    return witnessPolicy(vkeys, quorum);
-  } catch (error) {
-    if (error instanceof AuditProofError) throw new UsageError(`--witness: ${error.message}`);
-    throw error;
-  }
-}
+import { exportPolicy, readVerifierKey, readWitnessPolicy } from './trust-options.ts';
 
 /** The lines of a file, one at a time. */
 function linesOf(file: string) {
@@ -96,16 +55,22 @@ export async function auditVerify(
     witness?: string[] | undefined;
     'witness-quorum'?: string | undefined;
     proof?: string | undefined;
+    policy?: string | undefined;
   },
   json: boolean,
 ): Promise<number> {
   if (values.proof !== undefined) {
     if (values.export !== undefined) throw new UsageError('audit verify takes --export FILE or --proof FILE, not both');
-    return (await import('./audit-prove.ts')).auditVerifyProof(values, json, readVerifierKey);
+    return (await import('./audit-prove.ts')).auditVerifyProof(values, json);
   }
-  if (!values.export || !values['public-key'])
-    throw new UsageError('audit verify needs --export FILE (or --proof FILE) and --public-key KEY');
-  const verifier = new OfflineVerifier(readVerifierKey(values['public-key']), readWitnessPolicy(values));
+  if (values.policy !== undefined && (values['public-key'] || values.witness || values['witness-quorum']))
+    throw new UsageError('--policy names the keys: give it instead of --public-key, --witness and --witness-quorum');
+  if (!values.export || !(values['public-key'] || values.policy))
+    throw new UsageError('audit verify needs --export FILE (or --proof FILE) and --public-key KEY (or --policy FILE)');
+  const pinned = values.policy ? exportPolicy(values.policy) : undefined;
+  const verifier = pinned
+    ? new OfflineVerifier(pinned.log, pinned.witnesses)
+    : new OfflineVerifier(readVerifierKey(values['public-key'] as string), readWitnessPolicy(values));
   if (!existsSync(values.export)) throw new UsageError(`--export: no file ${values.export}`);
   const outside = (values.checkpoint ?? []).flatMap((file) => {
     if (!existsSync(file)) throw new UsageError(`--checkpoint: no file ${file}`);

@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import type { AdminCommand } from '../admin/commands.ts';
 import type { Config } from '../config.ts';
 import type { ExportPage } from '../features/audit/audit-export.ts';
-import { auditVerify, readVerifierKey } from './audit-verify.ts';
+import { auditVerify } from './audit-verify.ts';
 import { CliError, describeFailure, isChannelClosed, UsageError } from './cli-errors.ts';
 import { printHuman } from './print-human.ts';
 import { USAGE } from './usage.ts';
@@ -248,6 +248,7 @@ function parse(argv: string[]) {
         export: { type: 'string' },
         checkpoint: { type: 'string', multiple: true },
         proof: { type: 'string' },
+        policy: { type: 'string' },
         'public-key': { type: 'string' },
         witness: { type: 'string', multiple: true },
         'witness-quorum': { type: 'string' },
@@ -286,7 +287,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (command === 'audit.verify') return auditVerify(values, values.json === true);
-  if (command === 'audit.prove') return (await import('./audit-prove.ts')).auditProve(id, values, values.json === true, readVerifierKey);
+  if (command === 'audit.prove') return (await import('./audit-prove.ts')).auditProve(id, values, values.json === true);
   if (command === 'witness') return (await import('./witness-command.ts')).runWitness(values, values.json === true);
   if (command === 'audit.export') return auditExport(values, values.json === true);
   if (command === 'policies.test') return (await import('./policies-command.ts')).policiesTest(id, values, values.json === true);

@@ -31,6 +31,8 @@ export const USAGE = `usage:
       pinned key (and witnesses); the API key in WARDEN_API_KEY (audit:read)
   warden audit verify --proof FILE --public-key KEY|FILE [--witness VKEY ...] [--json]
       verifies a tlog-proof offline; exit 0: valid, 1: not, 2: usage error
+      --policy FILE (C2SP tlog-policy: log, witness, group, quorum lines) in place of
+      --public-key, --witness and --witness-quorum, for audit verify and audit prove
   warden policies test DIR [--junit FILE] [--json]
       runs the test cases of a policy directory (one policy per YAML or JSON file, as POST
       /policies takes it; cases in *.test.yaml) with the server's evaluator, offline;

@@ -8,6 +8,7 @@
  * Logs are trusted by public key and origin prefix: Warden signs every workspace's log with one
  * key, each under its own origin `<log name>/audit/<workspace id>` (the key name is the origin).
  */
+import { createHash } from 'node:crypto';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import {
@@ -46,6 +47,8 @@ interface Cosigned {
   size: number;
   /** base64, as in the checkpoint */
   root: string;
+  /** The checkpoint as the log signed it, with this witness's cosignature line: what monitors are shown. */
+  note?: string;
 }
 
 /** The spec's bound: a consistency proof has at most 63 hashes. */
@@ -81,6 +84,17 @@ export class Witness {
   /** The latest checkpoint cosigned for an origin (size 0 when none). */
   latest(origin: string): Cosigned | undefined {
     return this.state.get(origin);
+  }
+
+  /**
+   * For monitors: the latest checkpoint this witness cosigned for the log whose origin hashes
+   * (SHA-256, hex) to `originHash`, as the log signed it with this witness's cosignature —
+   * what a client was shown, so a monitor sees the same view.
+   */
+  monitored(originHash: string): string | undefined {
+    for (const [origin, cosigned] of this.state)
+      if (cosigned.note && createHash('sha256').update(origin).digest('hex') === originHash) return cosigned.note;
+    return undefined;
   }
 
   addCheckpoint(body: string): Promise<WitnessAnswer> {
@@ -122,14 +136,13 @@ export class Witness {
       return text(422, `the checkpoint of size ${checkpoint.size} does not extend the one cosigned at size ${oldSize}`);
     }
 
-    this.state.set(origin, { size: checkpoint.size, root });
-    this.persist();
     const time = this.options.now?.() ?? new Date();
-    return {
-      status: 200,
-      contentType: 'text/plain; charset=utf-8',
-      body: cosignatureLine(this.options.key, this.options.name, checkpoint.note.text, time),
-    };
+    const cosignature = cosignatureLine(this.options.key, this.options.name, checkpoint.note.text, time);
+    // kept with the log's own signature only: other witnesses' lines in the request are the log's to vouch for
+    const signedByLog = `${checkpoint.note.text}\n${logSignatureLines(note, origin)}`;
+    this.state.set(origin, { size: checkpoint.size, root, note: `${signedByLog}${cosignature}` });
+    this.persist();
+    return { status: 200, contentType: 'text/plain; charset=utf-8', body: cosignature };
   }
 
   /**
@@ -154,6 +167,15 @@ export class Witness {
       closeSync(directory);
     }
   }
+}
+
+/** The signature lines of a note by the log (named as its origin), each ending with a newline. */
+function logSignatureLines(note: string, origin: string): string {
+  const signatures = note.slice(note.indexOf('\n\n') + 2).split('\n');
+  return signatures
+    .filter((line) => line.startsWith(`\u2014 ${origin} `))
+    .map((line) => `${line}\n`)
+    .join('');
 }
 
 /** The request body: `old <size>`, up to 63 base64 hashes, an empty line, then the signed checkpoint. */

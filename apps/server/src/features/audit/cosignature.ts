@@ -64,10 +64,14 @@ export function cosignatureLine(key: SigningKey, name: string, text: string, tim
   return formatSignatureLine(name, keyId(name, key.publicKey, COSIGNATURE_V1), signature);
 }
 
-/** k of n witness keys: a checkpoint is trusted with at least `quorum` of their cosignatures. */
+/**
+ * k of n witness keys: a checkpoint is trusted with at least `quorum` of their cosignatures —
+ * or, from a C2SP tlog-policy, when its quorum over groups is `met` by those that cosigned.
+ */
 export interface WitnessPolicy {
   witnesses: CosignatureVerifier[];
   quorum: number;
+  met?: (cosigners: readonly CosignatureVerifier[]) => boolean;
 }
 
 /** The policy from witness vkeys and k (default: all of them). */
@@ -85,13 +89,17 @@ export function cosignersOf(opened: OpenedNote, policy: WitnessPolicy): Cosignat
   return policy.witnesses.filter((w) => opened.verified.some((s) => s.name === w.name && s.keyId === w.keyId));
 }
 
+/** Whether these cosigners meet the policy: k of its witnesses, and its rule over groups when it has one. */
+export const quorumOf = (policy: WitnessPolicy, cosigners: readonly CosignatureVerifier[]): boolean =>
+  cosigners.length >= policy.quorum && (policy.met === undefined || policy.met(cosigners));
+
 /** Throws `unwitnessed` unless the opened note carries the policy's quorum of cosignatures. */
 export function requireQuorum(opened: OpenedNote, policy: WitnessPolicy): CosignatureVerifier[] {
   const cosigners = cosignersOf(opened, policy);
-  if (cosigners.length < policy.quorum)
+  if (!quorumOf(policy, cosigners))
     throw new AuditProofError(
       'unwitnessed',
-      `the checkpoint has ${cosigners.length} of the ${policy.quorum} witness cosignatures the policy requires`,
+      `the checkpoint's ${cosigners.length} witness cosignatures do not meet the policy's quorum (${policy.met ? 'its groups' : `${policy.quorum} of ${policy.witnesses.length}`})`,
     );
   return cosigners;
 }

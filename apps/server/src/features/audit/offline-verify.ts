@@ -21,7 +21,7 @@
  * edge), never to its events.
  */
 import { AuditProofError, formatVerifierKey, type NoteVerifier, openCheckpoint, parseVerifierKey } from './checkpoint.ts';
-import { cosignersOf, type WitnessPolicy } from './cosignature.ts';
+import { cosignersOf, quorumOf, type WitnessPolicy } from './cosignature.ts';
 import { Frontier, leafHash } from './merkle.ts';
 
 /** One line of an export (NDJSON), as `warden audit export` writes it, `type` first. */
@@ -238,7 +238,7 @@ export class OfflineVerifier {
       );
       return;
     }
-    if (this.#policy && cosignersOf(checkpoint.note, this.#policy).length < this.#policy.quorum) {
+    if (this.#policy && !quorumOf(this.#policy, cosignersOf(checkpoint.note, this.#policy))) {
       this.#unwitnessed++;
       return;
     }
