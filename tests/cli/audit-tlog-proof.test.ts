@@ -46,11 +46,11 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** The proof with one character of line `line` (counted from the top) changed. */
+/** The proof with one character in the middle of line `line` (counted from the top) changed: still canonical base64. */
 function altered(proof: string, line: number): string {
   const lines = proof.split('\n');
   const text = lines[line] as string;
-  const at = text.length - 3;
+  const at = Math.floor(text.length / 2);
   lines[line] = `${text.slice(0, at)}${text[at] === 'A' ? 'B' : 'A'}${text.slice(at + 1)}`;
   return lines.join('\n');
 }
@@ -79,12 +79,19 @@ describe('tlog-proof', () => {
 
     // a flipped byte anywhere that counts: the signature line, a proof hash, the event's bytes
     const signatureLine = proof.split('\n').length - 2;
-    for (const line of [signatureLine, 3, 1]) {
+    // each refused by the check it defeats: the signature, the path to the root, the event's bytes
+    for (const [line, codes] of [
+      [signatureLine, ['bad_signature']],
+      [3, ['root_mismatch']],
+      [1, ['root_mismatch', 'invalid_proof']],
+    ] as const) {
       const bad = join(dir, `bad-${line}.tlog-proof`);
       writeFileSync(bad, altered(proof, line));
       const refused = await run(['audit', 'verify', '--proof', bad, '--public-key', vkey, '--json']);
       expect(refused.code, `line ${line}`).toBe(1);
-      expect(JSON.parse(refused.stdout)).toMatchObject({ valid: false });
+      const report = JSON.parse(refused.stdout) as { valid: boolean; code: string };
+      expect(report.valid).toBe(false);
+      expect(codes as readonly string[], `line ${line}: ${refused.stdout}`).toContain(report.code);
     }
     expect((await run(['audit', 'verify', '--proof', join(dir, 'missing'), '--public-key', vkey])).code).toBe(2);
 

@@ -263,6 +263,13 @@ describe('witness add-checkpoint (C2SP tlog-witness)', () => {
     expect(monitored.startsWith(note)).toBe(true);
     verifyCosignature(monitored.slice(note.length), text, cosigner);
     expect((await fetch(`${witness.info.url}/${sha256(Buffer.from('warden/audit/unknown')).toString('hex')}/checkpoint`)).status).toBe(404);
+    // submitted again with a line under the log's name that is no signature of its key: cosigned, and never shown
+    const junk = `— ${origin} ${Buffer.alloc(68, 7).toString('base64')}\n`;
+    expect((await add(body(3, [], `${note}${junk}`))).status).toBe(200);
+    const again = await (await fetch(`${witness.info.url}/${sha256(Buffer.from(origin)).toString('hex')}/checkpoint`)).text();
+    expect(again.startsWith(note)).toBe(true);
+    expect(again).not.toContain(junk.trim());
+    verifyCosignature(again.slice(note.length), text, cosigner);
   });
 
   it('answers 409 for a second root at the cosigned size, and cosigns the same root again', async () => {

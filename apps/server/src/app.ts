@@ -29,7 +29,7 @@ import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter, type RouterOptions } from './http/router.ts';
 import { StaticAsset } from './http/static-asset.ts';
-import { TLOG_PATH, tlogTilesRouter } from './http/tlog-tiles.ts';
+import { TLOG_PATH, tlogCaching, tlogTilesRouter } from './http/tlog-tiles.ts';
 import { upstreamOAuthCallbackRouter } from './http/upstream-oauth-callback.ts';
 import { contractValidator } from './http/validator.ts';
 import type { Logger } from './logger.ts';
@@ -138,7 +138,7 @@ export function createApp(deps: AppDeps): Express {
   // The audit log as C2SP tlog-tiles: the format's paths, not the contract's operations (http/tlog-tiles.ts).
   app.use(
     `${BASE_PATH}${TLOG_PATH}`,
-    pipeline([authenticate(services.workspaces.findActiveKey, config.rateLimitPerMinute, keys), limit]),
+    pipeline([tlogCaching, authenticate(services.workspaces.findActiveKey, config.rateLimitPerMinute, keys), limit]),
     tlogTilesRouter(services.audit),
   );
   app.use(

@@ -31,11 +31,11 @@ const LIMITS = { logs: 32, witnesses: 32, groups: 32 };
 
 const invalid = (line: number, why: string) => new AuditProofError('invalid_argument', `tlog-policy line ${line}: ${why}`);
 
-/** The bytes a vkey wraps (type and key): two vkeys of one key are the same key, whatever their names. */
+/** The public key a vkey wraps: two vkeys of one key are the same key, whatever their names, ids or types (a log is no witness of itself). */
 function wrappedKey(vkey: string, type: number, line: number): string {
   try {
     const { publicKey } = parseVerifierKeyText(vkey, type);
-    return `${type}:${Array.from(publicKey).join(',')}`;
+    return Array.from(publicKey).join(',');
   } catch (error) {
     throw invalid(line, `not a vkey of type 0x0${type}: ${(error as Error).message}`);
   }
@@ -54,7 +54,8 @@ export function parseTlogPolicy(text: string): TlogPolicy {
   let groups = 0;
   text.split('\n').forEach((raw, at) => {
     const line = at + 1;
-    const words = raw.trim().split(/[ \t]+/);
+    // whitespace is ASCII space and tab only: any other character is part of a word
+    const words = raw.replace(/^[ \t]+|[ \t]+$/g, '').split(/[ \t]+/);
     if (words[0] === '' || words[0]?.startsWith('#')) return;
     const [keyword, ...rest] = words;
     const defined = (name: string) => {

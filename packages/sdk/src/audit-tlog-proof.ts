@@ -60,12 +60,25 @@ export async function verifyTlogProof(
     if (!hash || hash.length !== HASH_SIZE) throw malformed('a proof line is not a base64 SHA-256 hash');
     return hash;
   });
-  const leaf = options.leaf ?? (extra ? new TextDecoder('utf-8', { fatal: true }).decode(extra) : undefined);
+  let leaf = options.leaf;
+  if (leaf === undefined && extra) {
+    try {
+      // the bytes as they are: no BOM taken off, no invalid UTF-8 mended
+      leaf = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(extra);
+    } catch {
+      throw malformed('its extra line is not UTF-8 text');
+    }
+  }
   if (leaf === undefined) throw new AuditProofError('invalid_argument', 'the proof carries no event bytes: give `leaf`');
   const checkpoint = await verifyPinned(note, options);
   const leafIndex = Number(index[1]);
   await verifyInclusion({ eventBytes: leaf, index: leafIndex, size: checkpoint.size, proof: hashes, rootHash: checkpoint.rootHash });
-  const fields = JSON.parse(leaf) as unknown;
+  let fields: unknown;
+  try {
+    fields = JSON.parse(leaf);
+  } catch {
+    throw malformed('the event bytes are not the JSON array of an event');
+  }
   const eventId = Array.isArray(fields) && typeof fields[1] === 'string' ? fields[1] : '';
   return { eventId, leaf, leafIndex, checkpoint, proof: hashes.map(bytesToHex), note };
 }

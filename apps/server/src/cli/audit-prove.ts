@@ -8,7 +8,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { createWarden, formatTlogProof, isAuditProofError, verifyTlogProof } from '../../../../packages/sdk/src/index.ts';
 import { UsageError } from './cli-errors.ts';
-import { readPolicy, readVerifierKey } from './trust-options.ts';
+import { readPolicy, readVerifierKey, readWitnessKeys } from './trust-options.ts';
 
 interface ProofOptions {
   url?: string | undefined;
@@ -29,7 +29,7 @@ function pinned(values: ProofOptions) {
   }
   if (!values['public-key'])
     throw new UsageError('--public-key KEY|FILE (GET /audit/signing-key verifier_key) or --policy FILE is required');
-  const witnesses = values.witness ?? [];
+  const witnesses = readWitnessKeys(values.witness ?? []);
   const quorum = values['witness-quorum'] === undefined ? undefined : Number(values['witness-quorum']);
   if (quorum !== undefined && (!Number.isSafeInteger(quorum) || quorum < 1 || quorum > witnesses.length))
     throw new UsageError('--witness-quorum K: between 1 and the number of --witness keys');

@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { isAuditProofError, parseTlogPolicy, quorumMet, type TlogPolicy } from '../../../../packages/sdk/src/index.ts';
 import { AuditProofError, parseVerifierKey } from '../features/audit/checkpoint.ts';
-import { parseCosignerKey, type WitnessPolicy, witnessPolicy } from '../features/audit/cosignature.ts';
+import { type WitnessPolicy, witnessPolicy } from '../features/audit/cosignature.ts';
 import { UsageError } from './cli-errors.ts';
 
 /** The verifier key: given as is, or read from a file (the key alone, or GET /audit/signing-key's JSON). */
@@ -38,9 +38,24 @@ export function readVerifierKey(value: string): string {
 export function readPolicy(file: string): TlogPolicy {
   if (!existsSync(file)) throw new UsageError(`--policy: no file ${file}`);
   try {
-    return parseTlogPolicy(readFileSync(file, 'utf8'));
+    const policy = parseTlogPolicy(readFileSync(file, 'utf8'));
+    // every key whole (its id is its name's and key's), and no two witnesses one signer: before anything is verified with them
+    for (const log of policy.logs) parseVerifierKey(log);
+    witnessPolicy([...policy.witnesses.values()], 0);
+    return policy;
   } catch (error) {
     if (isAuditProofError(error)) throw new UsageError(`--policy ${file}: ${error.message}`);
+    throw error;
+  }
+}
+
+/** --witness VKEY values, each checked (a usage error names the one that is wrong). */
+export function readWitnessKeys(vkeys: readonly string[]): string[] {
+  try {
+    witnessPolicy(vkeys, 0);
+    return [...vkeys];
+  } catch (error) {
+    if (error instanceof AuditProofError) throw new UsageError(`--witness: ${error.message}`);
     throw error;
   }
 }
@@ -49,10 +64,10 @@ export function readPolicy(file: string): TlogPolicy {
 export function exportPolicy(file: string): { log: string; witnesses: WitnessPolicy } {
   const policy = readPolicy(file);
   if (policy.logs.length !== 1) throw new UsageError(`--policy ${file}: an export is one log's, so the policy names exactly one log`);
-  const witnesses = [...policy.witnesses.values()].map(parseCosignerKey);
+  const witnesses = witnessPolicy([...policy.witnesses.values()], 0);
   return {
     log: policy.logs[0] as string,
-    witnesses: { witnesses, quorum: 0, met: (cosigners) => quorumMet(policy, new Set(cosigners.map((c) => c.vkey))) },
+    witnesses: { ...witnesses, met: (cosigners) => quorumMet(policy, new Set(cosigners.map((c) => c.vkey))) },
   };
 }
 

@@ -6,7 +6,7 @@
  * the contract validator, after the same identity and rate limit; a key needs `audit:read`.
  * Tiles never change once served: they are cached for a year; the checkpoint is not cached.
  */
-import { type Request, type Response, Router } from 'express';
+import { type Request, type RequestHandler, type Response, Router } from 'express';
 import type { AuditService } from '../features/audit/audit.service.ts';
 import { parseTilePath } from '../features/audit/tlog-tiles.ts';
 import { ApiError } from '../shared/errors.ts';
@@ -22,13 +22,17 @@ function readerOf(req: Request): string {
   return auth.workspaceId;
 }
 
+/**
+ * First of the log's pipeline, before the key is checked: one URL is one log per key's
+ * workspace, so a cache keys on the credential, and keeps no refusal (401, 403, 404, 429).
+ */
+export const tlogCaching: RequestHandler = (_req, res, next) => {
+  res.set('Vary', 'Authorization').set('Cache-Control', 'no-store');
+  next();
+};
+
 export function tlogTilesRouter(audit: AuditService): Router {
   const router = Router({ caseSensitive: true, strict: true });
-  // one URL, one log per key's workspace: a cache keys on the credential, and keeps no refusal
-  router.use((_req, res, next) => {
-    res.set('Vary', 'Authorization').set('Cache-Control', 'no-store');
-    next();
-  });
   router.get('/checkpoint', async (req: Request, res: Response) => {
     const { note } = await audit.checkpoint(readerOf(req));
     res.type('text/plain; charset=utf-8').send(note);

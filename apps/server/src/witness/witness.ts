@@ -14,9 +14,11 @@ import { dirname, join } from 'node:path';
 import {
   AuditProofError,
   decodeBase64,
+  formatSignatureLine,
   formatVerifierKey,
   isConsistent,
   isValidKeyName,
+  type NoteSignature,
   openCheckpoint,
   type SigningKey,
 } from '../features/audit/checkpoint.ts';
@@ -92,10 +94,17 @@ export class Witness {
    * what a client was shown, so a monitor sees the same view.
    */
   monitored(originHash: string): string | undefined {
-    for (const [origin, cosigned] of this.state)
-      if (cosigned.note && createHash('sha256').update(origin).digest('hex') === originHash) return cosigned.note;
-    return undefined;
+    const origin = this.originsByHash.get(originHash);
+    return origin === undefined ? undefined : this.state.get(origin)?.note;
   }
+
+  /** The logs' origins by the hex SHA-256 monitors name them with. */
+  private get originsByHash(): Map<string, string> {
+    if (this.hashedOrigins.size !== this.state.size)
+      for (const origin of this.state.keys()) this.hashedOrigins.set(createHash('sha256').update(origin).digest('hex'), origin);
+    return this.hashedOrigins;
+  }
+  private readonly hashedOrigins = new Map<string, string>();
 
   addCheckpoint(body: string): Promise<WitnessAnswer> {
     const answer = this.queue.then(() => this.add(body));
@@ -138,8 +147,9 @@ export class Witness {
 
     const time = this.options.now?.() ?? new Date();
     const cosignature = cosignatureLine(this.options.key, this.options.name, checkpoint.note.text, time);
-    // kept with the log's own signature only: other witnesses' lines in the request are the log's to vouch for
-    const signedByLog = `${checkpoint.note.text}\n${logSignatureLines(note, origin)}`;
+    // kept with the log's signature that verified, and nothing else the request carried
+    const logSignature = checkpoint.note.verified.find((signature) => signature.name === origin) as NoteSignature;
+    const signedByLog = `${checkpoint.note.text}\n${formatSignatureLine(logSignature.name, logSignature.keyId, logSignature.signature)}`;
     this.state.set(origin, { size: checkpoint.size, root, note: `${signedByLog}${cosignature}` });
     this.persist();
     return { status: 200, contentType: 'text/plain; charset=utf-8', body: cosignature };
@@ -167,15 +177,6 @@ export class Witness {
       closeSync(directory);
     }
   }
-}
-
-/** The signature lines of a note by the log (named as its origin), each ending with a newline. */
-function logSignatureLines(note: string, origin: string): string {
-  const signatures = note.slice(note.indexOf('\n\n') + 2).split('\n');
-  return signatures
-    .filter((line) => line.startsWith(`\u2014 ${origin} `))
-    .map((line) => `${line}\n`)
-    .join('');
 }
 
 /** The request body: `old <size>`, up to 63 base64 hashes, an empty line, then the signed checkpoint. */

@@ -72,6 +72,19 @@ export const addInputDecisions = async (db: Kysely<DB>, workspaceId: string, id:
       .executeTakeFirst()
   )?.input_decisions;
 
+/**
+ * Notes on a reservation the upstream task its call created, before the call is recorded: a
+ * row that is never completed still names what the sweep must cancel. Not reachable until
+ * completed (findTask wants the outcome's basis).
+ */
+export const noteUpstreamTask = (db: Kysely<DB>, workspaceId: string, id: string, upstreamTaskId: string, protocolVersion: string) =>
+  db
+    .updateTable('mcp_gateway_tasks')
+    .set({ upstream_task_id: upstreamTaskId, protocol_version: protocolVersion })
+    .where('workspace_id', '=', workspaceId)
+    .where('id', '=', id)
+    .execute();
+
 /** Drops a reservation whose call did not create a task. */
 export const releaseTask = (db: Kysely<DB>, workspaceId: string, id: string) =>
   db.deleteFrom('mcp_gateway_tasks').where('workspace_id', '=', workspaceId).where('id', '=', id).execute();
@@ -86,6 +99,7 @@ export const findTask = async (db: Kysely<DB>, workspaceId: string, agentId: str
     .where('id', '=', id)
     .where('expires_at', '>', new Date())
     .where('upstream_task_id', 'is not', null)
+    .where('outcome_basis', 'is not', null)
     .executeTakeFirst()) as GatewayTaskRow | undefined;
 
 /**

@@ -20,6 +20,7 @@ import {
   findTask,
   type GatewayTaskRow,
   markTaskFinished,
+  noteUpstreamTask,
   releaseTask,
   reserveTask,
 } from './mcp-tasks.repository.ts';
@@ -70,6 +71,11 @@ export class McpTasks {
     // what the task's end will record of its decision
     if (!(await completeTask(this.db, workspaceId, id, { ...upstream, outcome_basis: JSON.stringify(outcomeBasis(decided)) })))
       throw new Error(`the reservation of task ${id} is gone`);
+  }
+
+  /** Notes the upstream task a reserved call created (so that one never kept is still cancelled by the sweep). */
+  async noteUpstream(workspaceId: string, id: string, upstreamTaskId: string, protocolVersion: string): Promise<void> {
+    await noteUpstreamTask(this.db, workspaceId, id, upstreamTaskId, protocolVersion);
   }
 
   /** Drops a reservation no task came of. */

@@ -255,24 +255,34 @@ export class GatewayMethods {
   async callTool(call: ToolCall): Promise<CallToolResult> {
     const { tool, args, extra } = call;
     const taskId = extra.tasks ? randomUUID() : undefined;
+    // a task the upstream made, until it is kept: one the call cannot keep is cancelled, not left running
+    let offered: Record<string, unknown> | undefined;
     try {
       const called = await this.heldCall(call, (onProgress) => ({
-        work: async (client): Promise<CallToolResult> =>
-          ((taskId && (await this.taskExtension.offer(client, call, taskId))) as CallToolResult | undefined) ??
-          relayed(client, this.relayTo(call), () =>
-            callUpstreamTool(
-              client,
-              { name: tool, arguments: args },
-              { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal, resetTimeoutOnProgress: true, onprogress: onProgress },
-            ),
-          ),
+        work: async (client): Promise<CallToolResult> => {
+          offered = taskId ? await this.taskExtension.offer(client, call, taskId) : undefined;
+          return (
+            (offered as CallToolResult | undefined) ??
+            relayed(client, this.relayTo(call), () =>
+              callUpstreamTool(
+                client,
+                { name: tool, arguments: args },
+                { timeout: MCP_REQUEST_TIMEOUT_MS, signal: extra.signal, resetTimeoutOnProgress: true, onprogress: onProgress },
+              ),
+            )
+          );
+        },
         describe: (r) => (r.resultType === 'task' ? { task_id: taskId, task_status: r.status } : { tool_error: r.isError === true }),
       }));
-      if ('value' in called && taskId && called.value.resultType === 'task')
-        return (await this.taskExtension.keep(call, taskId, called.decided, called.value)) as CallToolResult;
+      if ('value' in called && taskId && called.value.resultType === 'task') {
+        const task = called.value;
+        offered = undefined;
+        return (await this.taskExtension.keep(call, taskId, called.decided, task)) as CallToolResult;
+      }
       if ('value' in called) return called.value;
       return (called.refused.inputRequired as CallToolResult | undefined) ?? text(called.refused.message, called.refused.meta);
     } catch (error) {
+      if (taskId && offered?.resultType === 'task') await this.taskExtension.drop(call, taskId, offered);
       const result = asToolError(error);
       if (result) return result;
       throw asProtocolError(error);

@@ -89,7 +89,7 @@ export class TaskExtension {
         agent_id: call.caller.agent.id,
         server_id: call.target.id,
         upstream_url: call.target.transport_url,
-        // until keep fills it in; a process that dies meanwhile leaves it to the sweep
+        // until keep fills it in; a row never kept expires and the sweep cancels the task it names
         expires_at: new Date(Date.now() + RESERVATION_MS),
       },
       MAX_LIVE_TASKS_PER_AGENT,
@@ -106,8 +106,11 @@ export class TaskExtension {
         { name: call.tool, arguments: call.args },
         { timeout: MCP_REQUEST_TIMEOUT_MS, signal: call.extra.signal },
       );
-      if (answered.resultType === 'task' && (typeof answered.taskId !== 'string' || answered.taskId === ''))
-        throw new Error('the upstream answered a task without a task id');
+      if (answered.resultType === 'task') {
+        if (typeof answered.taskId !== 'string' || answered.taskId === '')
+          throw new Error('the upstream answered a task without a task id');
+        await this.tasks.noteUpstream(workspaceId, id, answered.taskId, MODERN_REVISION);
+      }
     } catch (error) {
       await this.tasks.release(workspaceId, id);
       throw error;
@@ -120,23 +123,28 @@ export class TaskExtension {
   /**
    * A task the upstream answered, once its call is recorded: its row completed, shown under
    * Warden's id. If that fails, the task is cancelled upstream and its row let go: no task runs
-   * that Warden cannot reach.
+   * that Warden cannot reach (and if the process ends first, the sweep cancels it by the id
+   * offer noted).
    */
   async keep(call: ToolCall, id: string, decided: DecisionOutcome, task: Record<string, unknown>): Promise<Record<string, unknown>> {
-    const workspaceId = call.caller.ctx.auth.workspaceId;
     try {
-      await this.tasks.complete(workspaceId, id, decided, {
+      await this.tasks.complete(call.caller.ctx.auth.workspaceId, id, decided, {
         upstream_session_id: null,
         protocol_version: MODERN_REVISION,
         upstream_task_id: String(task.taskId),
         expires_at: new Date(Date.now() + ttlOf(task)),
       });
     } catch (error) {
-      await this.tasks.cancelUpstream(call.target, call.caller.agent.id, String(task.taskId));
-      await this.tasks.release(workspaceId, id);
+      await this.drop(call, id, task);
       throw error;
     }
     return { ...shown(id, task), resultType: 'task' };
+  }
+
+  /** A task that will not be kept: cancelled upstream, its reservation let go. */
+  async drop(call: ToolCall, id: string, task: Record<string, unknown>): Promise<void> {
+    await this.tasks.cancelUpstream(call.target, call.caller.agent.id, String(task.taskId));
+    await this.tasks.release(call.caller.ctx.auth.workspaceId, id);
   }
 
   /** Registers tasks/get, tasks/update and tasks/cancel on a 2026-07-28 request's method table. */
@@ -206,7 +214,10 @@ export class TaskExtension {
         // cancelling is cooperative: the task's end is recorded when it is seen, now or at a later tasks/get
         const after = await upstream('tasks/get', { taskId: row.upstream_task_id }).catch(() => undefined);
         if (after && TERMINAL.has(String(after.status)))
-          await this.tasks.finish(caller.ctx.requestId, row, { task_status: after.status, cancelled_by: 'client' });
+          await this.tasks.finish(caller.ctx.requestId, row, {
+            task_status: after.status,
+            ...(after.status === 'cancelled' ? { cancelled_by: 'client' } : {}),
+          });
         return {};
       }),
     );
