@@ -98,6 +98,17 @@ async function rpc(agent: string, method: string, params: Record<string, unknown
   return JSON.parse(data) as { result?: Record<string, unknown>; error?: { code: number; message: string } };
 }
 
+/** Polls tasks/get for the agent's task until `done` holds for what it answers (bounded). */
+const taskWhen = (what: string, taskId: unknown, done: (task: Record<string, unknown>) => boolean) =>
+  until(
+    what,
+    async () => {
+      const got = (await rpc('tasker', 'tasks/get', { taskId })).result as Record<string, unknown>;
+      return done(got) ? got : undefined;
+    },
+    10_000,
+  );
+
 const auditOf = async (taskId: string) =>
   (await server.api('GET', '/audit-logs', { query: { limit: 100 } })).body.data.filter((event) =>
     JSON.stringify(event.context).includes(taskId),
@@ -112,14 +123,7 @@ describe('a task through the gateway', () => {
     const made = upstream.tasks().filter((t) => !before.has(t.taskId));
     expect(made).toHaveLength(1);
     expect(made[0]?.taskId).not.toBe(task.taskId);
-    const ended = await until(
-      'the task to end',
-      async () => {
-        const got = (await rpc('tasker', 'tasks/get', { taskId: task.taskId })).result as Record<string, unknown>;
-        return got.status === 'completed' ? got : undefined;
-      },
-      10_000,
-    );
+    const ended = await taskWhen('the task to end', task.taskId, (got) => got.status === 'completed');
     expect(ended.result).toMatchObject({ content: [{ type: 'text' }] });
     // the upstream is asked for its own task, named in Mcp-Name as the extension routes
     expect(upstream.requests().some((r) => r.method === 'tasks/get' && r.mcpName === made[0]?.taskId)).toBe(true);
@@ -140,25 +144,13 @@ describe('a task through the gateway', () => {
 
   it('refuses a second question under a key already answered: a decision binds the question, not its key', async () => {
     const task = (await rpc('tasker', 'tools/call', { name: 'reuse_key', arguments: {} })).result as Record<string, unknown>;
-    const poll = () =>
-      until(
-        'the task to ask or end',
-        async () => {
-          const got = (await rpc('tasker', 'tasks/get', { taskId: task.taskId })).result as Record<string, unknown>;
-          return got.status === 'working' ? undefined : got;
-        },
-        10_000,
-      );
-    const first = await poll();
+    const first = await taskWhen('the task to ask or end', task.taskId, (got) => got.status !== 'working');
     expect(Object.keys(first.inputRequests as object)).toEqual(['q']);
     await rpc('tasker', 'tasks/update', { taskId: task.taskId, inputResponses: { q: { action: 'accept', content: { confirm: true } } } });
-    const second = await until(
+    const second = await taskWhen(
       'the second question',
-      async () => {
-        const got = (await rpc('tasker', 'tasks/get', { taskId: task.taskId })).result as Record<string, unknown>;
-        return got.status === 'failed' || JSON.stringify(got.inputRequests ?? {}).includes('send mail') ? got : undefined;
-      },
-      10_000,
+      task.taskId,
+      (got) => got.status === 'failed' || JSON.stringify(got.inputRequests ?? {}).includes('send mail'),
     );
     expect(second).toMatchObject({ status: 'failed', statusMessage: expect.stringContaining("key 'q'") });
     expect(JSON.stringify(second)).not.toContain('send mail');
@@ -167,14 +159,7 @@ describe('a task through the gateway', () => {
   it('shows a question only once it is decided, and a refused question ends the task', async () => {
     const ask = async (name = 'confirm_delete') => {
       const task = (await rpc('tasker', 'tools/call', { name, arguments: { path: '/tmp/x' } })).result as Record<string, unknown>;
-      return until(
-        'the task to ask or end',
-        async () => {
-          const got = (await rpc('tasker', 'tasks/get', { taskId: task.taskId })).result as Record<string, unknown>;
-          return got.status === 'working' ? undefined : got;
-        },
-        10_000,
-      );
+      return taskWhen('the task to ask or end', task.taskId, (got) => got.status !== 'working');
     };
     const questions = async () =>
       (await server.api('GET', '/audit-logs', { query: { action: 'mcp.elicitation', view: 'acts', limit: 100 } })).body.data as {
@@ -197,14 +182,7 @@ describe('a task through the gateway', () => {
     // only the answer to the question asked went upstream
     const updates = upstream.requests().filter((r) => r.method === 'tasks/update' && r.params.taskId === upstreamId);
     expect(updates.map((r) => Object.keys(r.params.inputResponses as object))).toEqual([[key]]);
-    const done = await until(
-      'the answered task to end',
-      async () => {
-        const got = (await rpc('tasker', 'tasks/get', { taskId: asked.taskId })).result as Record<string, unknown>;
-        return got.status === 'completed' ? got : undefined;
-      },
-      10_000,
-    );
+    const done = await taskWhen('the answered task to end', asked.taskId, (got) => got.status === 'completed');
     expect(JSON.stringify(done.result)).toContain('deleted /tmp/x');
     // the question was decided once, however often the task was polled meanwhile
     expect((await questions()).filter((e) => e.result === 'allowed')).toHaveLength(allowedBefore + 1);

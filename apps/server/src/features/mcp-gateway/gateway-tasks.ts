@@ -39,10 +39,11 @@ export const MAX_LIVE_TASKS_PER_AGENT = 100;
 /** How long Warden keeps a task reachable at most, whatever TTL was asked or granted. */
 export const MAX_TASK_TTL_MS = 24 * 3600_000;
 /** How long a task-augmented call's reservation may wait for its approval and the upstream, beyond the approval wait. */
-const RESERVATION_MARGIN_MS = 2 * MCP_REQUEST_TIMEOUT_MS + 60_000;
+export const RESERVATION_MARGIN_MS = 2 * MCP_REQUEST_TIMEOUT_MS + 60_000;
 /** How long a tasks/result waits for the task to end, at most (the client may ask again). */
 const TASK_RESULT_WAIT_MS = 10 * 60_000;
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
+/** A task's statuses that are its end, in both revisions. */
+export const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**

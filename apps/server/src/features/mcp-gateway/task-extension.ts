@@ -28,15 +28,12 @@ import { MCP_REQUEST_TIMEOUT_MS } from '../execution/execution.service.ts';
 import type { McpTarget } from '../execution/mcp-dialer.ts';
 import type { GatewayTaskRow, InputDecision, McpTasks } from '../execution/mcp-tasks.ts';
 import { type Extra, type GatewayCaller, INVALID_PARAMS, POLICY_REFUSED, type ToolCall } from './gateway-answers.ts';
-import { type GatewayTasks, MAX_LIVE_TASKS_PER_AGENT, MAX_TASK_TTL_MS } from './gateway-tasks.ts';
+import { type GatewayTasks, MAX_LIVE_TASKS_PER_AGENT, MAX_TASK_TTL_MS, RESERVATION_MARGIN_MS, TERMINAL } from './gateway-tasks.ts';
 import { MODERN_REVISION } from './modern.ts';
 import type { ClientRequest } from './relay.ts';
 import { rpcError } from './rpc-error.ts';
 
 const MISSING_CAPABILITY = -32021;
-const TERMINAL = new Set(['completed', 'failed', 'cancelled']);
-/** How long a reserved row waits for its task's call to be answered and kept. */
-const RESERVATION_MS = 2 * MCP_REQUEST_TIMEOUT_MS + 60_000;
 /** Where a task's refusal is kept beside its questions' decisions (an upstream key of that name is refused as reused). */
 const ENDED_BY = 'warden/refused';
 /** What a task of the extension says of itself; anything else the upstream sends is not passed on. */
@@ -90,7 +87,7 @@ export class TaskExtension {
         server_id: call.target.id,
         upstream_url: call.target.transport_url,
         // until keep fills it in; a row never kept expires and the sweep cancels the task it names
-        expires_at: new Date(Date.now() + RESERVATION_MS),
+        expires_at: new Date(Date.now() + RESERVATION_MARGIN_MS),
       },
       MAX_LIVE_TASKS_PER_AGENT,
     );
