@@ -22,6 +22,8 @@ const CLI = join(ROOT, 'tools/warden.mjs');
 const server = useTestServer({ auditSealIntervalMs: 50, auditCheckpointIntervalMs: 100 });
 const dir = mkdtempSync(join(tmpdir(), 'warden-proof-'));
 let vkey: string;
+/** The log's ML-DSA-44 vkey: every checkpoint carries its signature line too. */
+let mlDsaVkey: string;
 let eventId: string;
 
 function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -36,7 +38,9 @@ function run(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 }
 
 beforeAll(async () => {
-  vkey = (await server.api('GET', '/audit/signing-key')).body.data.verifier_key;
+  const keys = (await server.api('GET', '/audit/signing-key')).body.data;
+  vkey = keys.verifier_key;
+  mlDsaVkey = keys.ml_dsa_44!.verifier_key;
   for (let i = 0; i < 5; i++) {
     const res = await server.api('POST', '/audit', {
       body: { agent: 'proof-bot', action: `refund.${i}`, resource: `orders/${i}`, result: 'blocked', severity: 'high' },
@@ -71,17 +75,32 @@ describe('tlog-proof', () => {
     expect(lines[2]).toMatch(/^index (0|[1-9]\d*)$/);
     for (const hash of lines.slice(3)) expect(Buffer.from(hash, 'base64')).toHaveLength(32);
     expect(note).toMatch(/^warden\/audit\/[0-9a-f-]+\n\d+\n[A-Za-z0-9+/]+=*\n/);
-    expect(note).toMatch(/\n\n— \S+ [A-Za-z0-9+/]+=*\n$/);
+    // the log's two signature lines: Ed25519, then ML-DSA-44
+    expect(note).toMatch(/\n\n— \S+ [A-Za-z0-9+/]+=*\n— \S+ [A-Za-z0-9+/]+=*\n$/);
 
     const verified = await run(['audit', 'verify', '--proof', file, '--public-key', vkey]);
     expect(verified.stdout).toContain(`VALID: event ${eventId} is entry`);
     expect(verified.code).toBe(0);
 
-    // a flipped byte anywhere that counts: the signature line, a proof hash, the event's bytes
-    const signatureLine = proof.split('\n').length - 2;
+    // with the ML-DSA-44 key alone, too
+    const byMlDsa = await run(['audit', 'verify', '--proof', file, '--public-key', mlDsaVkey]);
+    expect(byMlDsa.stdout, byMlDsa.stderr).toContain(`VALID: event ${eventId} is entry`);
+
+    // a flipped byte anywhere that counts: each signature line (under its key), a proof hash, the event's bytes
+    const signatureLine = proof.split('\n').length - 3;
+    for (const [line, key] of [
+      [signatureLine, vkey],
+      [signatureLine + 1, mlDsaVkey],
+    ] as const) {
+      const bad = join(dir, `bad-signature-${line}.tlog-proof`);
+      writeFileSync(bad, altered(proof, line));
+      const refused = await run(['audit', 'verify', '--proof', bad, '--public-key', key, '--json']);
+      expect(JSON.parse(refused.stdout), `line ${line}`).toMatchObject({ valid: false, code: 'bad_signature' });
+      // the other key's verifier ignores a line it has no key for, as signed-note requires
+      expect((await run(['audit', 'verify', '--proof', bad, '--public-key', key === vkey ? mlDsaVkey : vkey])).code).toBe(0);
+    }
     // each refused by the check it defeats: the signature, the path to the root, the event's bytes
     for (const [line, codes] of [
-      [signatureLine, ['bad_signature']],
       [3, ['root_mismatch']],
       [1, ['root_mismatch', 'invalid_proof']],
     ] as const) {

@@ -11,6 +11,8 @@
  * from the environment, so nothing reads or writes ~/.npmrc or ~/.npm. Installs run no scripts.
  * The SDK is published from a copy of packages/sdk (all but dist and node_modules) beside a copy
  * of tsconfig.base.json, so its build does not race pack.test.ts's build of packages/sdk/dist.
+ * Its runtime dependencies (@noble/post-quantum and what it needs) are published first, as this
+ * checkout installed them, so that installing the SDK by name resolves them as npmjs.org would.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { cpSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -146,11 +148,34 @@ beforeAll(async () => {
   });
   cpSync(join(ROOT, 'tsconfig.base.json'), join(checkout, 'tsconfig.base.json'));
   symlinkSync(join(ROOT, 'node_modules'), join(checkout, 'node_modules'), 'dir'); // for typescript
+  const sdkManifest = JSON.parse(readFileSync(join(SDK, 'package.json'), 'utf8')) as { dependencies?: object };
+  const dependencies = Object.keys(sdkManifest.dependencies ?? {}).flatMap((name) => installedTree(name));
+  await step('publish dependencies', async () => {
+    for (const name of new Set(dependencies)) await publishInstalled(name);
+  });
   const publish = await step('build+publish', () => run('npm', ['publish', '--json', ...npmArgs], join(checkout, 'packages/sdk')));
   // npm 11 keys the report by package name; earlier versions answer the report itself.
   const report = JSON.parse(publish.stdout);
   published = report['@agentwarden/sdk'] ?? report;
 }, 180_000);
+
+/** A package as installed here and every runtime dependency under it, each once. */
+function installedTree(name: string, seen = new Set<string>()): string[] {
+  if (seen.has(name)) return [];
+  seen.add(name);
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { dependencies?: object };
+  return [name, ...Object.keys(manifest.dependencies ?? {}).flatMap((dependency) => installedTree(dependency, seen))];
+}
+
+/** Publishes a copy of an installed package to the local registry (its scripts dropped: nothing is built or run). */
+async function publishInstalled(name: string): Promise<void> {
+  const copy = join(work, 'dependencies', name);
+  cpSync(join(ROOT, 'node_modules', name), copy, { recursive: true, filter: (source) => !/[\\/]node_modules$/.test(source) });
+  const manifest = JSON.parse(readFileSync(join(copy, 'package.json'), 'utf8'));
+  delete manifest.scripts;
+  writeFileSync(join(copy, 'package.json'), JSON.stringify(manifest));
+  await run('npm', ['publish', '--ignore-scripts', ...npmArgs], copy);
+}
 
 afterAll(async () => {
   await stopRegistry();

@@ -65,7 +65,7 @@ describe('tlog-policy', () => {
       [base, /no quorum line/],
       [`${base}quorum x1\u0007\n`, /line 3: a control character/],
       [`${base}trust x1\nquorum x1\n`, /line 3: 'trust' is not/],
-      [`log ${vkeyOf('x1')}\nquorum none\n`, /line 1: not a vkey of type 0x01/],
+      [`log ${vkeyOf('x1')}\nquorum none\n`, /line 1: the vkey is not an Ed25519 note key \(0x01\) or ML-DSA-44/],
       // the log's own key as a witness: a log may not cosign itself
       [`log ${logSigner.vkey}\nwitness self ${formatCosignerKey(ORIGIN, log.publicKey)}\nquorum self\n`, /line 2: a key listed twice/],
       // whitespace is space and tab only

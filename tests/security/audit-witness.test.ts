@@ -9,7 +9,6 @@
  * verifier, not the server's.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash, createPublicKey, verify as ed25519Verify } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -27,6 +26,7 @@ import { createLogger } from '../../apps/server/src/logger.ts';
 import { isAuditProofError, verifyCheckpoint } from '../../packages/sdk/src/index.ts';
 import { asAttacker, resealEverything, rewriteAsAllowed } from '../support/audit-forgery.ts';
 import { keyFor, startTestServer, type TestServer } from '../support/server.ts';
+import { cosignatureTime, parseCosignerVkey } from '../support/tlog-cosignature.ts';
 import { until as untilWithin } from '../support/until.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
@@ -73,29 +73,12 @@ function warden(args: string[]): Promise<{ code: number | null; stdout: string; 
   });
 }
 
-/** The witness's cosignature on a note, checked from the C2SP specs alone; its time when it verifies. */
+/** The witness's cosignature on a note, checked from the C2SP specs alone (either type); its time when it verifies. */
 function testCosignature(note: string, name: string, vkey: string): Date | undefined {
-  const [vName, vId, material] = [vkey.slice(0, vkey.indexOf('+')), ...vkey.slice(vkey.indexOf('+') + 1).split(/\+(.*)/s)];
-  const bytes = Buffer.from(material!, 'base64');
-  expect(vName).toBe(name);
-  expect(bytes[0]).toBe(0x04);
-  const publicKey = bytes.subarray(1);
-  const keyId = createHash('sha256')
-    .update(name)
-    .update(Buffer.from([0x0a, 0x04]))
-    .update(publicKey)
-    .digest()
-    .subarray(0, 4);
-  expect(keyId.toString('hex')).toBe(vId);
-  const text = note.slice(0, note.lastIndexOf('\n\n') + 1);
-  const line = note.split('\n').find((l) => l.startsWith(`\u2014 ${name} `));
-  if (!line) return undefined;
-  const signature = Buffer.from(line.slice(`\u2014 ${name} `.length), 'base64');
-  if (signature.length !== 4 + 8 + 64 || !signature.subarray(0, 4).equals(keyId)) return undefined;
-  const seconds = signature.readBigUInt64BE(4);
-  const key = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: publicKey.toString('base64url') }, format: 'jwk' });
-  const message = Buffer.from(`cosignature/v1\ntime ${seconds}\n${text}`, 'utf8');
-  return ed25519Verify(null, message, key, signature.subarray(12)) ? new Date(Number(seconds) * 1000) : undefined;
+  const cosigner = parseCosignerVkey(vkey);
+  expect(cosigner.name).toBe(name);
+  const seconds = cosignatureTime(note, cosigner);
+  return seconds === undefined ? undefined : new Date(Number(seconds) * 1000);
 }
 
 /** Polls for what the sealer, the checkpointer and the witness do, up to 20 s on a busy machine. */

@@ -1,16 +1,27 @@
 /**
  * The witness (`warden witness`) against C2SP tlog-witness and tlog-cosignature, as a separate
- * process over HTTP. Everything is checked with the test's own code from the specs (node:crypto):
- * the log's signed notes, an RFC 9162 Merkle tree with its consistency proofs, and the
- * cosignature/v1 verifier; nothing of the server's audit code is used.
+ * process over HTTP, with each kind of witness key: ML-DSA-44 (the default, type 0x06, the
+ * `subtree/v1` message) and Ed25519 (`--key-algorithm ed25519`, type 0x04, `cosignature/v1`).
+ * Everything is checked with the test's own code from the specs (node:crypto): the log's signed
+ * notes (Ed25519, and ML-DSA-44 for a log that signs with it), an RFC 9162 Merkle tree with its
+ * consistency proofs, and both cosignature verifiers (tests/support/tlog-cosignature.ts); nothing of
+ * the server's audit code is used.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { createHash, createPublicKey, generateKeyPairSync, type KeyObject, sign, verify } from 'node:crypto';
+import { createHash, generateKeyPairSync, type KeyObject, sign, verify } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type Cosigner,
+  cosignedMessage,
+  ED25519_SPKI_PREFIX,
+  ML_DSA_44_SPKI_PREFIX,
+  parseCosignerVkey as parseVkey,
+  subtreeMessage,
+} from '../support/tlog-cosignature.ts';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** What `npx tsx` runs, without npx's start-up cost. */
@@ -22,7 +33,7 @@ const PREFIX = 'warden/audit/';
 const WITNESS = 'witness.example/w1';
 const ORIGIN_A = `${PREFIX}ws-a`;
 const ORIGIN_B = `${PREFIX}ws-b`;
-const ED25519_SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+type Algorithm = 'ml-dsa-44' | 'ed25519';
 
 // ---- RFC 9162 Merkle tree (§2.1.1, §2.1.4.1) ----------------------------------------------------
 
@@ -56,9 +67,19 @@ interface Ed25519 {
   raw: Buffer;
 }
 
-function newKey(): Ed25519 {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  return { privateKey, raw: publicKey.export({ format: 'der', type: 'spki' }).subarray(-32) };
+function newKey(algorithm: Algorithm = 'ed25519'): Ed25519 {
+  const { privateKey, publicKey } = algorithm === 'ed25519' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ml-dsa-44');
+  const spki = publicKey.export({ format: 'der', type: 'spki' });
+  return { privateKey, raw: spki.subarray(algorithm === 'ed25519' ? ED25519_SPKI_PREFIX.length : ML_DSA_44_SPKI_PREFIX.length) };
+}
+
+/** A log's ML-DSA-44 signature line (type 0x06) of a checkpoint text, timestamped with its time line (0 without). */
+function mlDsaNoteSignature(text: string, name: string, key: Ed25519): string {
+  const time = BigInt(/\ntime (\d+)\n/.exec(text)?.[1] ?? 0);
+  const signature = sign(null, subtreeMessage(name, time, text), key.privateKey);
+  const stamp = Buffer.alloc(8);
+  stamp.writeBigUInt64BE(time);
+  return `— ${name} ${Buffer.concat([keyId(name, 0x06, key.raw), stamp, signature]).toString('base64')}\n`;
 }
 
 const keyId = (name: string, type: number, raw: Buffer) => sha256(Buffer.from(`${name}\n`), Buffer.from([type]), raw).subarray(0, 4);
@@ -74,6 +95,8 @@ function noteSignature(text: string, name: string, key: Ed25519): string {
 }
 
 const logKey = newKey();
+/** A second key of the log, ML-DSA-44: the witness trusts both (GET /audit/signing-key's two). */
+const logMlDsaKey = newKey('ml-dsa-44');
 
 /** A checkpoint of the first `size` leaves of `leaves`, signed by the log (or `key`) under its origin. */
 function checkpoint(origin: string, size: number, leaves = LEAVES, key = logKey): { text: string; note: string } {
@@ -86,29 +109,6 @@ const body = (old: number, proof: Buffer[], note: string) =>
 
 // ---- the cosignature/v1 verifier (C2SP tlog-cosignature) -----------------------------------------
 
-interface Cosigner {
-  name: string;
-  id: Buffer;
-  key: KeyObject;
-}
-
-/** Parses `<name>+<hex keyid>+<base64(0x04‖pubkey)>` and checks the key id against the key. */
-function parseVkey(vkey: string): Cosigner {
-  // Names have no '+', but base64 may: only the first two '+' separate the fields.
-  const [name, hex] = vkey.split('+', 2) as [string, string];
-  const material = vkey.slice(name.length + hex.length + 2);
-  const bytes = Buffer.from(material, 'base64');
-  expect(bytes.length).toBe(33);
-  expect(bytes[0]).toBe(0x04);
-  const raw = bytes.subarray(1);
-  expect(keyId(name, 0x04, raw).toString('hex')).toBe(hex);
-  return {
-    name,
-    id: Buffer.from(hex, 'hex'),
-    key: createPublicKey({ key: Buffer.concat([ED25519_SPKI_PREFIX, raw]), format: 'der', type: 'spki' }),
-  };
-}
-
 /** Verifies the witness's answer over `text`; returns the cosigned timestamp. */
 function verifyCosignature(answer: string, text: string, cosigner: Cosigner): number {
   expect(answer.endsWith('\n')).toBe(true);
@@ -116,13 +116,14 @@ function verifyCosignature(answer: string, text: string, cosigner: Cosigner): nu
   const ours = lines.filter((line) => line.startsWith(`— ${cosigner.name} `));
   expect(ours).toHaveLength(1);
   const bytes = Buffer.from((ours[0] as string).slice(`— ${cosigner.name} `.length), 'base64');
-  expect(bytes.length).toBe(4 + 8 + 64);
+  expect(bytes.length).toBe(4 + 8 + (cosigner.type === 0x04 ? 64 : 2420));
   expect(bytes.subarray(0, 4).equals(cosigner.id)).toBe(true);
   const timestamp = bytes.readBigUInt64BE(4);
-  const message = Buffer.from(`cosignature/v1\ntime ${timestamp}\n${text}`);
-  expect(verify(null, message, cosigner.key, bytes.subarray(12))).toBe(true);
-  // A cosignature over any other text must not verify: the whole checkpoint is signed.
-  expect(verify(null, Buffer.from(`cosignature/v1\ntime ${timestamp}\n${text}x`), cosigner.key, bytes.subarray(12))).toBe(false);
+  expect(verify(null, cosignedMessage(cosigner, timestamp, text), cosigner.key, bytes.subarray(12))).toBe(true);
+  // A cosignature of any other tree must not verify: origin, size and root are signed.
+  const [origin, size, ...rest] = text.split('\n');
+  const other = [origin, Number(size) + 1, ...rest].join('\n');
+  expect(verify(null, cosignedMessage(cosigner, timestamp, other), cosigner.key, bytes.subarray(12))).toBe(false);
   return Number(timestamp);
 }
 
@@ -134,9 +135,11 @@ interface Running {
 }
 
 const children: ChildProcess[] = [];
+const dataDirs: string[] = [];
 let dataDir: string;
 let witness: Running;
 let cosigner: Cosigner;
+let algorithm: Algorithm;
 
 /** Signals a child's whole process group (tsx runs the script in a node process of its own). */
 function signalGroup(child: ChildProcess, signal: NodeJS.Signals): void {
@@ -158,6 +161,9 @@ function startWitness(): Promise<Running> {
     '127.0.0.1:0',
     '--log-key',
     logKey.raw.toString('base64'),
+    '--log-key',
+    logMlDsaKey.raw.toString('base64'),
+    ...(algorithm === 'ed25519' ? ['--key-algorithm', 'ed25519'] : []),
     '--json',
   ];
   const child = spawn(process.execPath, [CLI, ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
@@ -198,18 +204,39 @@ async function add(requestBody: string): Promise<{ status: number; type: string;
   return { status: res.status, type: res.headers.get('content-type') ?? '', text: await res.text() };
 }
 
-beforeAll(async () => {
-  dataDir = mkdtempSync(join(tmpdir(), 'warden-witness-'));
-  witness = await startWitness();
-  cosigner = parseVkey(witness.info.vkey);
-}, START_TIMEOUT + 10_000);
-
 afterAll(async () => {
   for (const child of children) signalGroup(child, 'SIGKILL');
-  rmSync(dataDir, { recursive: true, force: true });
+  for (const dir of dataDirs) rmSync(dir, { recursive: true, force: true });
 });
 
-describe('witness add-checkpoint (C2SP tlog-witness)', () => {
+describe.each(['ml-dsa-44', 'ed25519'] as const)('witness add-checkpoint (C2SP tlog-witness), %s key', (keyAlgorithm) => {
+  beforeAll(async () => {
+    algorithm = keyAlgorithm;
+    dataDir = mkdtempSync(join(tmpdir(), 'warden-witness-'));
+    dataDirs.push(dataDir);
+    witness = await startWitness();
+    cosigner = parseVkey(witness.info.vkey);
+  }, START_TIMEOUT + 10_000);
+
+  it('makes its key of the algorithm asked for (ML-DSA-44 unless told otherwise)', () => {
+    expect(cosigner.type).toBe(keyAlgorithm === 'ml-dsa-44' ? 0x06 : 0x04);
+  });
+
+  it("cosigns a checkpoint signed only with the log's ML-DSA-44 key, and refuses one whose signature or time line is off", async () => {
+    const origin = `${PREFIX}ws-ml-dsa`;
+    const text = checkpointText(origin, 7, mth(LEAVES.slice(0, 7)), 1_767_323_045);
+    const line = mlDsaNoteSignature(text, origin, logMlDsaKey);
+    const res = await add(body(0, [], `${text}\n${line}`));
+    expect(res.status, res.text).toBe(200);
+    verifyCosignature(res.text, text, cosigner);
+    const bytes = Buffer.from(line.slice(`— ${origin} `.length, -1), 'base64');
+    bytes[100] = (bytes[100] as number) ^ 0x01; // one bit of the ML-DSA-44 signature
+    const flipped = `${text}\n— ${origin} ${bytes.toString('base64')}\n`;
+    expect((await add(body(7, [], flipped))).status).toBe(403);
+    // the time line is not what the signature states: a line the signature does not cover is refused
+    const retimed = text.replace('time 1767323045', 'time 1767323046');
+    expect((await add(body(7, [], `${retimed}\n${line}`))).status).toBe(403);
+  });
   it('prints its name, vkey, URL and prefix, and GET / answers the same vkey as JSON', async () => {
     expect(witness.info).toMatchObject({ name: WITNESS, origin_prefix: PREFIX });
     expect(witness.info.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);

@@ -42,6 +42,8 @@ export interface Config {
   auditCheckpointIntervalMs: number;
   /** WARDEN_AUDIT_SIGNING_KEY: the Ed25519 key that signs checkpoints (else `audit-signing.key` in the data directory). */
   auditSigningKey: string | undefined;
+  /** WARDEN_AUDIT_ML_DSA_SIGNING_KEY: the ML-DSA-44 key that signs checkpoints beside it (else `audit-signing-ml-dsa-44.key`). */
+  auditMlDsaSigningKey: string | undefined;
   /** WARDEN_AUDIT_CHECKPOINT_FILE: where every checkpoint is appended (default `audit-checkpoints.ndjson` in the data directory; none in memory). */
   auditCheckpointFile: string | undefined;
   /** WARDEN_AUDIT_LOG_NAME: the first part of each log's origin, `<name>/audit/<workspace id>` (default `warden`). */
@@ -211,6 +213,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     auditSealerThread: env.WARDEN_AUDIT_SEALER_THREAD !== 'false',
     auditCheckpointIntervalMs: integer(env, 'WARDEN_AUDIT_CHECKPOINT_INTERVAL_MS', 1000),
     auditSigningKey: env.WARDEN_AUDIT_SIGNING_KEY || undefined,
+    auditMlDsaSigningKey: env.WARDEN_AUDIT_ML_DSA_SIGNING_KEY || undefined,
     auditCheckpointFile: env.WARDEN_AUDIT_CHECKPOINT_FILE || undefined,
     auditLogName: env.WARDEN_AUDIT_LOG_NAME || 'warden',
     auditSearchScanRows: integer(env, 'WARDEN_AUDIT_SEARCH_SCAN_ROWS', 20_000),

@@ -6,16 +6,30 @@
  *
  * - C2SP signed-note (https://c2sp.org/signed-note): the text, a blank line, signature lines
  *   `— <key name> base64(key id ‖ signature)`; verifier keys `<name>+<hex key id>+<base64(type ‖ key)>`
- *   with key id SHA-256(name ‖ 0x0A ‖ type ‖ key)[:4]. Types: 0x01 Ed25519, 0x04 cosignature/v1.
+ *   with key id SHA-256(name ‖ 0x0A ‖ type ‖ key)[:4]. Types: 0x01 Ed25519, 0x04 cosignature/v1
+ *   (timestamped Ed25519), 0x06 timestamped ML-DSA-44 subtree/v1 (a witness's, or a log's own).
  * - C2SP tlog-checkpoint (https://c2sp.org/tlog-checkpoint): origin, size, base64 root hash, then
  *   extension lines; Warden's first is `time <POSIX seconds>`.
  * - C2SP tlog-cosignature (https://c2sp.org/tlog-cosignature): the signed message
  *   `cosignature/v1\ntime <t>\n` and the checkpoint text; the signature `uint64 t ‖ Ed25519`.
+ *   ML-DSA-44 (type 0x06) signs a binary `subtree/v1` message instead (subtreeMessage), which
+ *   names the signer but not the checkpoint's extension lines.
  */
 import { AuditProofError } from './audit-errors.js';
 
 export const ED25519 = 0x01;
 export const COSIGNATURE_V1 = 0x04;
+export const ML_DSA_44 = 0x06;
+export type SignatureType = typeof ED25519 | typeof COSIGNATURE_V1 | typeof ML_DSA_44;
+/** Public key bytes per signature type. */
+const KEY_SIZE: Record<SignatureType, number> = { [ED25519]: 32, [COSIGNATURE_V1]: 32, [ML_DSA_44]: 1312 };
+const TYPE_NAME: Record<SignatureType, string> = {
+  [ED25519]: 'Ed25519 note key (0x01)',
+  [COSIGNATURE_V1]: 'Ed25519 cosignature/v1 key (0x04)',
+  [ML_DSA_44]: 'ML-DSA-44 subtree/v1 key (0x06)',
+};
+/** Signature bytes after the key id: timestamp and signature for the timestamped types. */
+export const SIGNATURE_SIZE: Record<SignatureType, number> = { [ED25519]: 64, [COSIGNATURE_V1]: 8 + 64, [ML_DSA_44]: 8 + 2420 };
 export const HASH_SIZE = 32;
 /** More than a log and its witnesses ever attach, and a bound on the work one note can cause. */
 export const MAX_SIGNATURES = 100;
@@ -84,32 +98,31 @@ export const keyIdOf = (digest: Uint8Array) => new DataView(digest.buffer, diges
 export interface VerifierKeyParts {
   name: string;
   keyId: number;
+  type: SignatureType;
   publicKey: Uint8Array<ArrayBuffer>;
 }
 
-/** Parses `<name>+<hex key id>+<base64(type ‖ 32-byte Ed25519 key)>` for one signature type. */
-export function parseVerifierKeyText(vkey: string, type: number): VerifierKeyParts {
-  const what = type === ED25519 ? 'vkey' : 'witness vkey';
+/** Parses `<name>+<hex key id>+<base64(type ‖ public key)>` of one of the signature types given. */
+export function parseVerifierKeyText(vkey: string, types: SignatureType | readonly SignatureType[]): VerifierKeyParts {
+  const allowed: readonly SignatureType[] = typeof types === 'number' ? [types] : types;
+  const what = allowed.map((type) => TYPE_NAME[type]).join(' or ');
   // split at the first two '+': the base64 may contain '+' itself
   const first = vkey.indexOf('+');
   const second = vkey.indexOf('+', first + 1);
   const name = vkey.slice(0, first);
   const id = vkey.slice(first + 1, second);
   if (first < 0 || second < 0 || !isValidKeyName(name) || !/^[0-9a-f]{8}$/.test(id))
-    fail('invalid_argument', `a ${what} is <name>+<8 hex digits>+<base64 key>`);
+    fail('invalid_argument', `a vkey is <name>+<8 hex digits>+<base64 key>, here an ${what}`);
   const material = decodeBase64(vkey.slice(second + 1));
-  if (material?.length !== 33 || material[0] !== type)
-    fail(
-      'invalid_argument',
-      `the ${what} is not a 32-byte Ed25519 key of type 0x0${type} (${type === ED25519 ? 'note' : 'cosignature/v1'})`,
-    );
-  return { name, keyId: Number.parseInt(id, 16), publicKey: material!.slice(1) };
+  const type = allowed.find((t) => material?.[0] === t);
+  if (type === undefined || material!.length !== 1 + KEY_SIZE[type]) fail('invalid_argument', `the vkey is not an ${what}`);
+  return { name, keyId: Number.parseInt(id, 16), type: type!, publicKey: material!.slice(1) };
 }
 
-export function formatVerifierKeyText(name: string, keyId: number, type: number, publicKey: Uint8Array): string {
+export function formatVerifierKeyText(name: string, keyId: number, type: SignatureType, publicKey: Uint8Array): string {
   if (!isValidKeyName(name)) fail('invalid_argument', `invalid key name ${JSON.stringify(name)}`);
-  if (publicKey.length !== 32) fail('invalid_argument', 'an Ed25519 public key is 32 bytes');
-  const material = new Uint8Array(33);
+  if (publicKey.length !== KEY_SIZE[type]) fail('invalid_argument', `an ${TYPE_NAME[type]} is ${KEY_SIZE[type]} bytes`);
+  const material = new Uint8Array(1 + publicKey.length);
   material[0] = type;
   material.set(publicKey, 1);
   return `${name}+${hex32(keyId)}+${encodeBase64(material)}`;
@@ -230,8 +243,63 @@ export function formatCheckpointText(checkpoint: {
 /** What a witness signs for a cosignature at `seconds`: the header, the time line and the checkpoint text. */
 export const cosignedMessage = (text: string, seconds: bigint): string => `cosignature/v1\ntime ${seconds}\n${text}`;
 
-/** A cosignature's parts: the timestamp it states and the Ed25519 signature; undefined when it is not 72 bytes. */
-export function cosignatureParts(signature: Uint8Array): { seconds: bigint; ed25519: Uint8Array } | undefined {
-  if (signature.length !== 8 + 64) return undefined;
-  return { seconds: new DataView(signature.buffer, signature.byteOffset, 8).getBigUint64(0), ed25519: signature.subarray(8) };
+/**
+ * A timestamped signature's parts (tlog-cosignature: `uint64 timestamp ‖ signature`); undefined
+ * when it is not the size its type gives.
+ */
+export function timestampedParts(signature: Uint8Array, type: typeof COSIGNATURE_V1 | typeof ML_DSA_44) {
+  if (signature.length !== SIGNATURE_SIZE[type]) return undefined;
+  return { seconds: new DataView(signature.buffer, signature.byteOffset, 8).getBigUint64(0), signature: signature.subarray(8) };
+}
+
+const SUBTREE_LABEL = new TextEncoder().encode('subtree/v1\n\0');
+
+/**
+ * What ML-DSA-44 signs (tlog-cosignature's `cosigned_message`): the label `subtree/v1\n\0`, the
+ * signer's name and the log's origin (each with a one-byte length), and as uint64 big-endian the
+ * timestamp, the first leaf and the end of the range; then the range's root hash. For a
+ * checkpoint the range is the whole tree: start 0, end its size.
+ */
+export function subtreeMessage(
+  signerName: string,
+  seconds: bigint,
+  checkpoint: { origin: string; size: number; rootHash: Uint8Array },
+): Uint8Array<ArrayBuffer> {
+  const name = new TextEncoder().encode(signerName);
+  const origin = new TextEncoder().encode(checkpoint.origin);
+  if (name.length === 0 || name.length > 255 || origin.length === 0 || origin.length > 255)
+    fail('invalid_argument', 'an ML-DSA-44 signature names a signer and an origin of 1 to 255 bytes');
+  if (checkpoint.rootHash.length !== HASH_SIZE) fail('invalid_argument', `the root hash must be ${HASH_SIZE} bytes`);
+  const out = new Uint8Array(SUBTREE_LABEL.length + 1 + name.length + 8 + 1 + origin.length + 16 + HASH_SIZE);
+  const view = new DataView(out.buffer);
+  let at = 0;
+  const put = (bytes: Uint8Array) => {
+    out.set(bytes, at);
+    at += bytes.length;
+  };
+  const putUint64 = (value: bigint) => {
+    view.setBigUint64(at, value);
+    at += 8;
+  };
+  put(SUBTREE_LABEL);
+  put(Uint8Array.of(name.length));
+  put(name);
+  putUint64(seconds);
+  put(Uint8Array.of(origin.length));
+  put(origin);
+  putUint64(0n);
+  putUint64(BigInt(checkpoint.size));
+  put(checkpoint.rootHash);
+  return out;
+}
+
+/**
+ * A log's own ML-DSA-44 signature covers origin, size, root and its timestamp, not the text's
+ * extension lines: so the text may carry none but the time line, and that only as the signed
+ * timestamp (none when it is zero). Returns why not, or undefined.
+ */
+export function unsignedLines(text: CheckpointText, seconds: bigint): string | undefined {
+  if (text.extensions.length > 0) return 'extension lines an ML-DSA-44 signature does not cover';
+  const written = text.time === undefined ? 0n : BigInt(text.time.getTime() / 1000);
+  return written === seconds ? undefined : 'a time line other than the time its ML-DSA-44 signature states';
 }

@@ -5,14 +5,18 @@
  * `prove(id, { policy })`, and the CLI's `--policy FILE`.
  *
  *     log warden/audit/<workspace>+1a2b3c4d+AQ…
- *     witness w1 witness-1.example+…+BA…
- *     witness w2 witness-2.example+…+BA…
+ *     witness w1 witness-1.example+…+Bg…   (ML-DSA-44, type 0x06)
+ *     witness w2 witness-2.example+…+BA…   (Ed25519, type 0x04)
  *     group both all w1 w2
  *     quorum both
  */
 import { type VerifiedCheckpoint, type VerifyCheckpointOptions, verifyCheckpoint } from './audit-checkpoints.js';
 import { AuditProofError } from './audit-errors.js';
-import { COSIGNATURE_V1, ED25519, parseVerifierKeyText } from './audit-format.js';
+import { COSIGNATURE_V1, ED25519, ML_DSA_44, parseVerifierKeyText, type SignatureType } from './audit-format.js';
+
+/** A log signs with Ed25519 or ML-DSA-44; a witness cosigns with Ed25519 cosignature/v1 or ML-DSA-44. */
+const LOG_TYPES = [ED25519, ML_DSA_44] as const;
+const WITNESS_TYPES = [COSIGNATURE_V1, ML_DSA_44] as const;
 
 /** A member of the quorum: a witness (by its key) or a group of members, at least `threshold` of which must have witnessed. */
 type Rule = { witness: string } | { threshold: number; members: Rule[] } | { none: true };
@@ -32,12 +36,12 @@ const LIMITS = { logs: 32, witnesses: 32, groups: 32 };
 const invalid = (line: number, why: string) => new AuditProofError('invalid_argument', `tlog-policy line ${line}: ${why}`);
 
 /** The public key a vkey wraps: two vkeys of one key are the same key, whatever their names, ids or types (a log is no witness of itself). */
-function wrappedKey(vkey: string, type: number, line: number): string {
+function wrappedKey(vkey: string, types: readonly SignatureType[], line: number): string {
   try {
-    const { publicKey } = parseVerifierKeyText(vkey, type);
+    const { publicKey } = parseVerifierKeyText(vkey, types);
     return Array.from(publicKey).join(',');
   } catch (error) {
-    throw invalid(line, `not a vkey of type 0x0${type}: ${(error as Error).message}`);
+    throw invalid(line, (error as Error).message);
   }
 }
 
@@ -69,7 +73,7 @@ export function parseTlogPolicy(text: string): TlogPolicy {
     switch (keyword) {
       case 'log': {
         if (rest.length < 1 || rest.length > 2) throw invalid(line, 'log <vkey> [<url>]');
-        const key = wrappedKey(rest[0] as string, ED25519, line);
+        const key = wrappedKey(rest[0] as string, LOG_TYPES, line);
         if (keys.has(key)) throw invalid(line, 'a key listed twice');
         keys.add(key);
         logs.push(rest[0] as string);
@@ -80,7 +84,7 @@ export function parseTlogPolicy(text: string): TlogPolicy {
         if (rest.length < 2 || rest.length > 3) throw invalid(line, 'witness <name> <vkey> [<url>]');
         const [name, vkey] = rest as [string, string];
         defined(name);
-        const key = wrappedKey(vkey, COSIGNATURE_V1, line);
+        const key = wrappedKey(vkey, WITNESS_TYPES, line);
         if (keys.has(key)) throw invalid(line, 'a key listed twice');
         keys.add(key);
         witnesses.set(name, vkey);
@@ -147,7 +151,7 @@ export async function verifyCheckpointWithPolicy(
   // the cosignatures that verified, as the policy names their keys
   const cosigned = new Set(
     vkeys.filter((vkey) => {
-      const { name, keyId } = parseVerifierKeyText(vkey, COSIGNATURE_V1);
+      const { name, keyId } = parseVerifierKeyText(vkey, WITNESS_TYPES);
       return checkpoint.cosignatures.some((c) => c.name === name && c.keyId === keyId);
     }),
   );

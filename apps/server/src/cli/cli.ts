@@ -256,6 +256,7 @@ function parse(argv: string[]) {
         listen: { type: 'string' },
         'log-key': { type: 'string', multiple: true },
         'origin-prefix': { type: 'string' },
+        'key-algorithm': { type: 'string' },
         junit: { type: 'string' },
         prune: { type: 'boolean' },
         force: { type: 'boolean' },

@@ -81,7 +81,7 @@ export function readWitnessPolicy(values: {
     if (values['witness-quorum'] !== undefined) throw new UsageError('--witness-quorum needs --witness VKEY');
     return undefined;
   }
-  const quorum = values['witness-quorum'] === undefined ? vkeys.length : Number(values['witness-quorum']);
+  const quorum = values['witness-quorum'] === undefined ? undefined : Number(values['witness-quorum']);
   try {
     return witnessPolicy(vkeys, quorum);
   } catch (error) {

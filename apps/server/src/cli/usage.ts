@@ -57,10 +57,11 @@ export const USAGE = `usage:
       recorded (key: audit:read, agents:read, policies:read); the cases assume the
       directory's defaults.yaml; exit 0: written, 1: refused by the API, 2: usage error
   warden witness --name NAME --data-dir DIR --log-key KEY [--log-key KEY ...] [--listen HOST:PORT]
-                 [--origin-prefix P] [--json]
+                 [--origin-prefix P] [--key-algorithm ml-dsa-44|ed25519] [--json]
       runs a C2SP tlog-witness on HOST:PORT (default 127.0.0.1:7380) until stopped: it cosigns a
       checkpoint of a log under P (default warden/audit/) signed by KEY (GET /audit/signing-key
-      public_key, or a file holding it) only when it extends the last one it cosigned; its key
-      and state stay in DIR; prints its vkey for WARDEN_AUDIT_WITNESSES
+      public_key or ml_dsa_44.public_key, or a file holding it or that JSON) only when it
+      extends the last one it cosigned; its key (made ML-DSA-44 unless --key-algorithm says
+      ed25519) and state stay in DIR; prints its vkey for WARDEN_AUDIT_WITNESSES
 --json prints one JSON document on stdout; through npm, run \`npm run -s warden -- …\` (or \`npx warden …\`)
 so that npm's banner does not come first`;

@@ -1,12 +1,14 @@
 /**
  * `warden witness`: runs a witness (src/witness/) until SIGINT or SIGTERM. Its key and state live
  * in --data-dir (created, mode 0700; the key file 0600), never in Warden's database or data
- * directory. It prints its vkey, which Warden takes in WARDEN_AUDIT_WITNESSES.
+ * directory. A new witness's key is ML-DSA-44 (what C2SP tlog-cosignature says new deployments
+ * SHOULD use) unless --key-algorithm ed25519 asks for the older kind; an existing key file is kept
+ * whatever its algorithm. It prints its vkey, which Warden takes in WARDEN_AUDIT_WITNESSES.
  */
 import { once } from 'node:events';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { decodeBase64, exportSigningKey, generateSigningKey, loadSigningKey } from '../features/audit/checkpoint.ts';
+import { decodeBase64, exportSigningKey, generateSigningKey, type KeyAlgorithm, loadSigningKey } from '../features/audit/checkpoint.ts';
 import { Witness } from '../witness/witness.ts';
 import { witnessServer } from '../witness/witness-http.ts';
 import { UsageError } from './cli-errors.ts';
@@ -17,21 +19,40 @@ export interface WitnessArgs {
   listen?: string | undefined;
   'log-key'?: string[] | undefined;
   'origin-prefix'?: string | undefined;
+  'key-algorithm'?: string | undefined;
 }
 
-/** A log's public key: base64 Ed25519, or a file holding it or GET /audit/signing-key's JSON. */
-function logKey(value: string): Buffer {
-  let text = value.trim();
-  if (decodeBase64(text)?.length !== 32 && existsSync(value)) {
-    text = readFileSync(value, 'utf8').trim();
+/** Raw public key sizes of a log's keys: Ed25519, ML-DSA-44. */
+const LOG_KEY_BYTES = [32, 1312];
+const isLogKey = (text: string) => LOG_KEY_BYTES.includes(decodeBase64(text)?.length ?? 0);
+
+interface SigningKeyJson {
+  public_key?: unknown;
+  ml_dsa_44?: { public_key?: unknown } | null;
+}
+
+/**
+ * A log's public keys: base64 Ed25519 or ML-DSA-44, or a file holding one or GET
+ * /audit/signing-key's JSON (both its keys: a checkpoint then verifies with either).
+ */
+function logKeys(value: string): Buffer[] {
+  let texts = [value.trim()];
+  if (!isLogKey(value.trim()) && existsSync(value)) {
+    const text = readFileSync(value, 'utf8').trim();
     if (text.startsWith('{')) {
-      const parsed = JSON.parse(text) as { public_key?: unknown; data?: { public_key?: unknown } };
-      text = String(parsed.public_key ?? parsed.data?.public_key ?? '');
-    }
+      const parsed = JSON.parse(text) as SigningKeyJson & { data?: SigningKeyJson };
+      const keys = parsed.data ?? parsed;
+      texts = [keys.public_key, keys.ml_dsa_44?.public_key].filter((key) => key !== undefined).map(String);
+    } else texts = [text];
   }
-  const key = decodeBase64(text);
-  if (key?.length !== 32) throw new UsageError(`--log-key: not a base64 Ed25519 public key nor a file holding one: ${value}`);
-  return Buffer.from(key);
+  if (texts.length === 0 || !texts.every(isLogKey))
+    throw new UsageError(`--log-key: not a base64 Ed25519 or ML-DSA-44 public key nor a file holding one: ${value}`);
+  return texts.map((text) => Buffer.from(decodeBase64(text)!));
+}
+
+function keyAlgorithm(value = 'ml-dsa-44'): KeyAlgorithm {
+  if (value !== 'ml-dsa-44' && value !== 'ed25519') throw new UsageError(`--key-algorithm: ml-dsa-44 or ed25519, not ${value}`);
+  return value;
 }
 
 function listenAddress(value = '127.0.0.1:7380'): { host: string; port: number } {
@@ -48,7 +69,8 @@ export async function runWitness(values: WitnessArgs, json: boolean): Promise<nu
   const dataDir = values['data-dir'];
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const keyFile = join(dataDir, 'witness.key');
-  if (!existsSync(keyFile)) writeFileSync(keyFile, exportSigningKey(generateSigningKey()), { mode: 0o600, flag: 'wx' });
+  const algorithm = keyAlgorithm(values['key-algorithm']);
+  if (!existsSync(keyFile)) writeFileSync(keyFile, exportSigningKey(generateSigningKey(algorithm)), { mode: 0o600, flag: 'wx' });
   const originPrefix = values['origin-prefix'] ?? 'warden/audit/';
   let witness: Witness;
   try {
@@ -56,7 +78,7 @@ export async function runWitness(values: WitnessArgs, json: boolean): Promise<nu
       name: values.name,
       key: loadSigningKey(readFileSync(keyFile, 'utf8')),
       dataDir,
-      logs: keys.map((key) => ({ originPrefix, publicKey: logKey(key) })),
+      logs: keys.flatMap(logKeys).map((publicKey) => ({ originPrefix, publicKey })),
     });
   } catch (error) {
     if (error instanceof UsageError) throw error;

@@ -110,6 +110,20 @@ export interface AuditEvents {
   workspace_id: string;
 }
 
+export interface AuditLateCosignatures {
+  cosigned_at: Generated<Timestamp>;
+  /**
+   * Its signature line on the checkpoint, `— <name> <base64>` and a newline, verified with its key before it was stored.
+   */
+  line: string;
+  tree_size: number;
+  /**
+   * The witness key that cosigned, `<name>+<hex key id>`.
+   */
+  witness: string;
+  workspace_id: string;
+}
+
 export interface AuditSeals {
   event_id: string;
   event_timestamp: Timestamp;
@@ -612,6 +626,7 @@ export interface DB {
   approvals: Approvals;
   audit_checkpoints: AuditCheckpoints;
   audit_events: AuditEvents;
+  audit_late_cosignatures: AuditLateCosignatures;
   audit_seals: AuditSeals;
   audit_signing_refusals: AuditSigningRefusals;
   audit_tree_heads: AuditTreeHeads;

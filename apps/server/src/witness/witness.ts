@@ -55,8 +55,8 @@ interface Cosigned {
 
 /** The spec's bound: a consistency proof has at most 63 hashes. */
 const MAX_PROOF_LINES = 63;
-/** A request larger than any checkpoint with its proof and a few dozen signatures. */
-export const MAX_REQUEST_BYTES = 64 * 1024;
+/** A request larger than any checkpoint with its proof and a few dozen signatures (an ML-DSA-44 line is ~3.3 KB). */
+export const MAX_REQUEST_BYTES = 256 * 1024;
 
 const text = (status: WitnessAnswer['status'], body: string): WitnessAnswer => ({
   status,

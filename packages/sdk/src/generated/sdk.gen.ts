@@ -458,13 +458,16 @@ export const getAuditCheckpoint = <ThrowOnError extends boolean = false>(options
 });
 
 /**
- * The public key that signs audit checkpoints
+ * The public keys that sign audit checkpoints
  *
- * Ed25519, published so that checkpoints, and through them inclusion and consistency
- * proofs, can be verified with nothing but this key (the SDK's `verifyCheckpoint`,
- * `verifyInclusion`, `verifyConsistency`; `warden audit verify --public-key`). The private
- * key lives outside the database (`WARDEN_AUDIT_SIGNING_KEY`, or `audit-signing.key` in the
- * data directory). Pin the key once; a different key later means the operator replaced it.
+ * Ed25519 and ML-DSA-44 (`ml_dsa_44`), published so that checkpoints, and through them
+ * inclusion and consistency proofs, can be verified with nothing but one of these keys (the
+ * SDK's `verifyCheckpoint`, `verifyInclusion`, `verifyConsistency`; `warden audit verify
+ * --public-key`). Every checkpoint carries a signature by each. The private keys live outside
+ * the database (`WARDEN_AUDIT_SIGNING_KEY` and `WARDEN_AUDIT_ML_DSA_SIGNING_KEY`, or
+ * `audit-signing.key` and `audit-signing-ml-dsa-44.key` in the data directory). Pin the keys
+ * once; a different key later means the operator replaced it (README, "Rotating the audit
+ * signing keys").
  *
  */
 export const getAuditSigningKey = <ThrowOnError extends boolean = false>(options?: Options<GetAuditSigningKeyData, ThrowOnError>): RequestResult<GetAuditSigningKeyResponses, GetAuditSigningKeyErrors, ThrowOnError> => (options?.client ?? client).get<GetAuditSigningKeyResponses, GetAuditSigningKeyErrors, ThrowOnError>({

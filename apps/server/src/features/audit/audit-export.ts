@@ -35,11 +35,16 @@ export interface AuditLogKeys {
  * The log's name and its signing key, only if the key exists: the export names the key (a hint
  * for the verifier) and must never create one, which would name a key that signed nothing.
  */
-export function auditLogKeys(config: { auditSigningKey: string | undefined; dataDir: string; auditLogName: string }): AuditLogKeys {
+export function auditLogKeys(config: {
+  auditSigningKey: string | undefined;
+  auditMlDsaSigningKey?: string | undefined;
+  dataDir: string;
+  auditLogName: string;
+}): AuditLogKeys {
   const stored =
     config.auditSigningKey !== undefined ||
     (!config.dataDir.startsWith('memory://') && existsSync(join(config.dataDir, 'audit-signing.key')));
-  return { logName: config.auditLogName, signer: stored ? loadAuditSigner(config) : undefined };
+  return { logName: config.auditLogName, signer: stored ? loadAuditSigner(config, { create: false }) : undefined };
 }
 
 /** Where the next page starts. */

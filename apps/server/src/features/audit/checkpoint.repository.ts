@@ -6,21 +6,38 @@ import { subscribedSql } from '../events/outbox.repository.ts';
 /** A signed checkpoint as stored. */
 export type CheckpointRow = Selectable<AuditCheckpoints>;
 
+/**
+ * A checkpoint's note as every reader gets it: the stored note (immutable), then the witness
+ * cosignatures that came after it was stored (audit_late_cosignatures), in witness order.
+ */
+const servedNote = sql<string>`c.note || coalesce((SELECT string_agg(l.line, '' ORDER BY l.witness) FROM audit_late_cosignatures l WHERE l.workspace_id = c.workspace_id AND l.tree_size = c.tree_size), '')`;
+
 /** The workspace's checkpoint of exactly `size` events, or its latest when no size is given. */
-export const findCheckpoint = (db: Kysely<DB>, workspaceId: string, size?: number) => {
-  let q = db.selectFrom('audit_checkpoints').selectAll().where('workspace_id', '=', workspaceId);
-  q = size === undefined ? q.orderBy('tree_size', 'desc').limit(1) : q.where('tree_size', '=', size);
+export const findCheckpoint = (db: Kysely<DB>, workspaceId: string, size?: number): Promise<CheckpointRow | undefined> => {
+  let q = db
+    .selectFrom('audit_checkpoints as c')
+    .select(['c.workspace_id', 'c.tree_size', 'c.root_hash', 'c.checkpoint_timestamp', 'c.key_id', servedNote.as('note')])
+    .where('c.workspace_id', '=', workspaceId);
+  q = size === undefined ? q.orderBy('c.tree_size', 'desc').limit(1) : q.where('c.tree_size', '=', size);
   return q.executeTakeFirst();
 };
 
 /** The workspace's checkpoints larger than `size`, smallest first (a verification checks the tree against each). */
 export const checkpointsAfter = (db: Kysely<DB>, workspaceId: string, size: number) =>
   db
-    .selectFrom('audit_checkpoints')
-    .select(['tree_size', 'root_hash', 'note'])
-    .where('workspace_id', '=', workspaceId)
-    .where('tree_size', '>', size)
-    .orderBy('tree_size')
+    .selectFrom('audit_checkpoints as c')
+    .select(['c.tree_size', 'c.root_hash', servedNote.as('note')])
+    .where('c.workspace_id', '=', workspaceId)
+    .where('c.tree_size', '>', size)
+    .orderBy('c.tree_size')
+    .execute();
+
+/** A witness's cosignature of a stored checkpoint, come later; one per witness key and checkpoint. */
+export const insertLateCosignature = (db: Kysely<DB>, row: { workspace_id: string; tree_size: number; witness: string; line: string }) =>
+  db
+    .insertInto('audit_late_cosignatures')
+    .values(row)
+    .onConflict((oc) => oc.doNothing())
     .execute();
 
 /** Trees that grew since their last checkpoint (each head probes its checkpoints' primary key once). */
@@ -84,12 +101,12 @@ export const largestCheckpointSize = async (db: Kysely<DB>, workspaceId: string)
 /** Up to `limit` of a workspace's stored checkpoints of a size in (afterSize, maxSize], by size (its primary key). */
 export const checkpointsBySize = (db: Kysely<DB>, workspaceId: string, afterSize: number, maxSize: number, limit: number) =>
   db
-    .selectFrom('audit_checkpoints')
-    .select(['tree_size', 'note'])
-    .where('workspace_id', '=', workspaceId)
-    .where('tree_size', '>', afterSize)
-    .where('tree_size', '<=', maxSize)
-    .orderBy('tree_size')
+    .selectFrom('audit_checkpoints as c')
+    .select(['c.tree_size', servedNote.as('note')])
+    .where('c.workspace_id', '=', workspaceId)
+    .where('c.tree_size', '>', afterSize)
+    .where('c.tree_size', '<=', maxSize)
+    .orderBy('c.tree_size')
     .limit(limit)
     .execute();
 

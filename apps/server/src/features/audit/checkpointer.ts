@@ -1,7 +1,9 @@
 /**
- * Signed checkpoints of the audit trees, and the key that signs them. The key lives outside the
- * database (WARDEN_AUDIT_SIGNING_KEY, or `audit-signing.key` beside `master.key`), so a database
- * writer cannot sign a tree it rewrote. Each checkpoint leaves the database twice as it is made:
+ * Signed checkpoints of the audit trees, and the keys that sign them: Ed25519 and, beside it,
+ * ML-DSA-44 (docs/decisions/0034-ml-dsa-44-signatures.md). The keys live outside the database
+ * (WARDEN_AUDIT_SIGNING_KEY and WARDEN_AUDIT_ML_DSA_SIGNING_KEY, or `audit-signing.key` and
+ * `audit-signing-ml-dsa-44.key` beside `master.key`), so a database writer cannot sign a tree it
+ * rewrote. Each checkpoint leaves the database twice as it is made:
  * as an `audit.checkpoint` webhook (its outbox row is written with it) and as a line appended to
  * the checkpoint file. Every process checkpoints; a size already checkpointed by another one is
  * skipped by the table's primary key.
@@ -20,12 +22,13 @@ import type { Kysely } from 'kysely';
 import { readOrCreateSecretFile } from '../../db/data-dir-lock.ts';
 import type { DB } from '../../db/schema.ts';
 import type { Logger } from '../../logger.ts';
-import { anyCheckpoint, findCheckpoint, insertCheckpoint, treesDueForCheckpoint } from './checkpoint.repository.ts';
+import { anyCheckpoint, findCheckpoint, insertCheckpoint, insertLateCosignature, treesDueForCheckpoint } from './checkpoint.repository.ts';
 import {
   exportSigningKey,
   formatVerifierKey,
   generateSigningKey,
   isConsistent,
+  type KeyAlgorithm,
   keyId,
   loadSigningKey,
   noteSigner,
@@ -37,50 +40,85 @@ import {
 import { consistencyProof, nodesForConsistency } from './merkle.ts';
 import { clearSigningRefusal, findSigningRefusal, recordSigningRefusal } from './signing-refusals.repository.ts';
 import { readNodeHashes } from './tree.repository.ts';
-import { parseWitnessSet, WitnessClient, type WitnessSet } from './witnesses.ts';
+import { parseWitnessSet, WitnessClient, type WitnessEndpoint, type WitnessSet } from './witnesses.ts';
 
-/** What checks a log's checkpoints: the public key and the logs' name. */
+/** What checks a log's checkpoints: the public keys and the logs' name. */
 export interface AuditLogKey {
   key: Pick<SigningKey, 'publicKey'>;
+  /** The ML-DSA-44 key that signs beside the Ed25519 one (absent where the exporting side has none). */
+  mlDsaKey?: Pick<SigningKey, 'publicKey'> | undefined;
   logName: string;
 }
 
 /** Signs the checkpoints of every workspace's log, each named by its origin `<log name>/audit/<workspace id>`. */
 export interface AuditSigner extends AuditLogKey {
   key: SigningKey;
+  mlDsaKey?: SigningKey | undefined;
   /** The witnesses each checkpoint is sent to (none: the log is unwitnessed). */
   witnesses: WitnessSet;
 }
 
-export function loadAuditSigner(config: {
-  auditSigningKey: string | undefined;
-  dataDir: string;
-  auditLogName: string;
-  auditWitnesses?: string | undefined;
-  auditWitnessQuorum?: number | undefined;
-  auditWitnessTimeoutMs?: number;
-}): AuditSigner {
-  const stored =
-    config.auditSigningKey ?? readOrCreateSecretFile(config.dataDir, 'audit-signing.key', () => exportSigningKey(generateSigningKey()));
+const KEY_FILES: Record<KeyAlgorithm, string> = { ed25519: 'audit-signing.key', 'ml-dsa-44': 'audit-signing-ml-dsa-44.key' };
+
+/**
+ * A signing key: as configured, else the data directory's file (created unless `create` is
+ * false: then undefined when there is none), else — an in-memory database — a throw-away key, as
+ * it gets a throw-away master key.
+ */
+function signingKey(configured: string | undefined, dataDir: string, algorithm: KeyAlgorithm, create: boolean): SigningKey | undefined {
+  if (configured !== undefined) return loadSigningKey(configured, algorithm);
+  if (!create && (dataDir.startsWith('memory://') || !existsSync(join(dataDir, KEY_FILES[algorithm])))) return undefined;
+  const stored = readOrCreateSecretFile(dataDir, KEY_FILES[algorithm], () => exportSigningKey(generateSigningKey(algorithm)));
+  return stored === undefined ? generateSigningKey(algorithm) : loadSigningKey(stored, algorithm);
+}
+
+/** The signer of every log; with `create: false` (an export, which must name no key that signed nothing) it makes no key. */
+export function loadAuditSigner(
+  config: {
+    auditSigningKey: string | undefined;
+    auditMlDsaSigningKey?: string | undefined;
+    dataDir: string;
+    auditLogName: string;
+    auditWitnesses?: string | undefined;
+    auditWitnessQuorum?: number | undefined;
+    auditWitnessTimeoutMs?: number;
+  },
+  { create = true } = {},
+): AuditSigner {
   return {
-    // An in-memory database gets a throw-away key, as it gets a throw-away master key.
-    key: stored === undefined ? generateSigningKey() : loadSigningKey(stored),
+    key: signingKey(config.auditSigningKey, config.dataDir, 'ed25519', true)!,
+    mlDsaKey: signingKey(config.auditMlDsaSigningKey, config.dataDir, 'ml-dsa-44', create),
     logName: config.auditLogName,
     witnesses: parseWitnessSet(config.auditWitnesses, config.auditWitnessQuorum, config.auditWitnessTimeoutMs ?? 3000),
   };
 }
 
+/** The log's verifier keys: Ed25519's, then ML-DSA-44's when it has one. */
+export const verifierKeysOf = (signer: AuditLogKey, origin: string): string[] => [
+  formatVerifierKey(origin, signer.key.publicKey),
+  ...(signer.mlDsaKey ? [formatVerifierKey(origin, signer.mlDsaKey.publicKey)] : []),
+];
+
 export const originOf = (signer: AuditLogKey, workspaceId: string) => `${signer.logName}/audit/${workspaceId}`;
 
-/** The public key as GET /audit/signing-key shows it for a workspace's log, with the witnesses that cosign it. */
+/** The public keys as GET /audit/signing-key shows them for a workspace's log, with the witnesses that cosign it. */
 export function signingKeyOf(signer: AuditLogKey & Partial<Pick<AuditSigner, 'witnesses'>>, workspaceId: string) {
   const name = originOf(signer, workspaceId);
+  const mlDsa = signer.mlDsaKey?.publicKey;
   return {
     algorithm: 'ed25519' as const,
     key_name: name,
     key_id: keyId(name, signer.key.publicKey).toString(16).padStart(8, '0'),
     public_key: Buffer.from(signer.key.publicKey).toString('base64'),
     verifier_key: formatVerifierKey(name, signer.key.publicKey),
+    ml_dsa_44:
+      mlDsa === undefined
+        ? null
+        : {
+            key_id: keyId(name, mlDsa).toString(16).padStart(8, '0'),
+            public_key: Buffer.from(mlDsa).toString('base64'),
+            verifier_key: formatVerifierKey(name, mlDsa),
+          },
     witnesses: (signer.witnesses?.witnesses ?? []).map((w) => ({
       name: w.verifier.name,
       key_id: w.verifier.keyId.toString(16).padStart(8, '0'),
@@ -90,10 +128,10 @@ export function signingKeyOf(signer: AuditLogKey & Partial<Pick<AuditSigner, 'wi
   };
 }
 
-/** A stored note opened with the signer's own public key; undefined when it does not verify. */
+/** A stored note opened with the signer's own public keys (either may have signed it); undefined when it does not verify. */
 export function openSignedCheckpoint(signer: AuditLogKey, note: string): ParsedCheckpoint | undefined {
   try {
-    return openCheckpoint(note, formatVerifierKey(parseOrigin(note), signer.key.publicKey));
+    return openCheckpoint(note, verifierKeysOf(signer, parseOrigin(note)));
   } catch {
     return undefined;
   }
@@ -150,6 +188,17 @@ type Refusal = string | undefined;
 
 /** How often a refusal that goes on is logged again (it is checked every round). */
 const REFUSAL_LOG_EVERY_MS = 60_000;
+/** How often a witness that could not be reached is asked again for a log's latest checkpoint. */
+const CATCH_UP_EVERY_MS = 5_000;
+
+/** A log's latest checkpoint, and the witnesses that could not be reached when it was signed. */
+interface Uncosigned {
+  size: number;
+  note: string;
+  witnesses: WitnessEndpoint[];
+  /** When to ask them again. */
+  next: number;
+}
 /** The key of unrecorded()'s log line when the signer's whole record is missing. */
 const ALL_LOGS = '*';
 
@@ -182,6 +231,8 @@ export class Checkpointer {
   /** Per workspace refused: when the refusal was last logged. */
   private readonly refused = new Map<string, number>();
   private readonly witnesses: WitnessClient;
+  /** Per workspace: its latest checkpoint, while witnesses that were down have not cosigned it. */
+  private readonly uncosigned = new Map<string, Uncosigned>();
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -216,6 +267,55 @@ export class Checkpointer {
         await this.checkpoint(tree.workspace_id, Number(tree.tree_size), tree.root_hash, new Date(now));
       } catch (cause) {
         this.logger.error('audit checkpoint failed', { workspaceId: tree.workspace_id, cause });
+      }
+    }
+    if (this.uncosigned.size > 0) await this.catchUp(now);
+  }
+
+  /**
+   * Asks witnesses that were down when a log's latest checkpoint was signed to cosign it now,
+   * without waiting for the log to grow; their lines join the note as served. A witness still
+   * unreachable is asked for no other log this round, so one down witness costs a round at most
+   * one timeout. A log that grew since is left to its new checkpoint, which goes to every witness.
+   */
+  private async catchUp(now: number): Promise<void> {
+    const down = new Set<WitnessEndpoint>();
+    for (const [workspaceId, pending] of this.uncosigned) {
+      if (this.signed.get(workspaceId)?.size !== pending.size) {
+        this.uncosigned.delete(workspaceId);
+        continue;
+      }
+      const asked = pending.witnesses.filter((witness) => !down.has(witness));
+      if (now < pending.next || asked.length === 0) continue;
+      pending.next = now + CATCH_UP_EVERY_MS;
+      try {
+        const { cosigned, unreached } = await this.witnesses.cosign(
+          workspaceId,
+          pending.note,
+          pending.size,
+          (from, to) => this.proof(workspaceId, from, to),
+          asked,
+        );
+        for (const { witness, line } of cosigned) {
+          const id = witness.verifier.keyId.toString(16).padStart(8, '0');
+          await insertLateCosignature(this.db, {
+            workspace_id: workspaceId,
+            tree_size: pending.size,
+            witness: `${witness.verifier.name}+${id}`,
+            line,
+          });
+          this.logger.info('audit witness cosigned a checkpoint it had missed', {
+            witness: witness.verifier.name,
+            workspaceId,
+            size: pending.size,
+          });
+        }
+        for (const witness of unreached) down.add(witness);
+        // left: those not asked this round, and those still unreachable (a refusal is an answer)
+        pending.witnesses = pending.witnesses.filter((witness) => !asked.includes(witness) || unreached.includes(witness));
+        if (pending.witnesses.length === 0) this.uncosigned.delete(workspaceId);
+      } catch (cause) {
+        this.logger.error('audit witness catch-up failed', { workspaceId, cause });
       }
     }
   }
@@ -315,11 +415,16 @@ export class Checkpointer {
   private async sign(workspaceId: string, size: number, rootHash: string, time: Date): Promise<void> {
     const origin = originOf(this.signer, workspaceId);
     const signer = noteSigner(this.signer.key, origin);
+    const signers = this.signer.mlDsaKey ? [signer, noteSigner(this.signer.mlDsaKey, origin)] : [signer];
     // The note carries whole seconds; the row keeps the same instant, so both say one time.
     const timestamp = new Date(Math.floor(time.getTime() / 1000) * 1000);
-    let note = signCheckpoint({ origin, size, rootHash: Buffer.from(rootHash, 'hex'), time: timestamp }, signer);
-    if (this.witnesses.configured)
-      note += await this.witnesses.cosign(workspaceId, note, size, (from, to) => this.proof(workspaceId, from, to));
+    let note = signCheckpoint({ origin, size, rootHash: Buffer.from(rootHash, 'hex'), time: timestamp }, ...signers);
+    let unreached: WitnessEndpoint[] = [];
+    if (this.witnesses.configured) {
+      const answers = await this.witnesses.cosign(workspaceId, note, size, (from, to) => this.proof(workspaceId, from, to));
+      note += answers.cosigned.map(({ line }) => line).join('');
+      unreached = answers.unreached;
+    }
     const row = {
       workspace_id: workspaceId,
       tree_size: size,
@@ -330,6 +435,8 @@ export class Checkpointer {
     };
     const view = checkpointView(row);
     if (!(await insertCheckpoint(this.db, row, { checkpoint: view }))) return;
+    if (unreached.length > 0) this.uncosigned.set(workspaceId, { size, note, witnesses: unreached, next: Date.now() + CATCH_UP_EVERY_MS });
+    else this.uncosigned.delete(workspaceId);
     if (this.file) appendFileSync(this.file, `${JSON.stringify({ workspace_id: workspaceId, ...view })}\n`, { mode: 0o600 });
   }
 }

@@ -1,10 +1,13 @@
 /**
- * Witness cosignatures of checkpoints, C2SP tlog-cosignature (https://c2sp.org/tlog-cosignature)
- * with Ed25519, signature type 0x04 (`cosignature/v1`):
+ * Witness cosignatures of checkpoints, C2SP tlog-cosignature (https://c2sp.org/tlog-cosignature),
+ * of either type, by the witness key's algorithm:
  *
- * - key id: SHA-256(name ‖ 0x0A ‖ 0x04 ‖ public key)[:4]; vkey `<name>+<hex id>+<base64(0x04 ‖ key)>`;
- * - signature line `— <name> base64(key id ‖ uint64 big-endian timestamp ‖ Ed25519 signature)`;
- * - the signed message: `cosignature/v1\ntime <timestamp>\n` and the whole checkpoint text.
+ * - Ed25519, type 0x04 (`cosignature/v1`): the signed message is `cosignature/v1\ntime <timestamp>\n`
+ *   and the whole checkpoint text;
+ * - ML-DSA-44, type 0x06 (what the spec says new deployments SHOULD use): the binary `subtree/v1`
+ *   message, which names the witness, the origin, the size and the root (not extension lines);
+ * - key id: SHA-256(name ‖ 0x0A ‖ type ‖ public key)[:4]; vkey `<name>+<hex id>+<base64(type ‖ key)>`;
+ * - signature line `— <name> base64(key id ‖ uint64 big-endian timestamp ‖ signature)`.
  *
  * A cosignature says: as of that time, this is the largest consistent tree the witness saw for
  * the origin. A witness policy (k of n witness keys) is what a verifier needs to rule out a split
@@ -15,21 +18,27 @@ import {
   AuditProofError,
   COSIGNATURE_V1,
   checkKeyName,
-  cosignatureParts,
   cosignedMessage,
   formatSignatureLine,
   formatVerifierKeyText,
   keyId,
+  ML_DSA_44,
   type NoteVerifier,
   type OpenedNote,
   parseKeyOfType,
   type SigningKey,
+  signSubtree,
+  timestamped,
+  timestampedParts,
+  verifiesSubtree,
+  witnessKeyType,
 } from './checkpoint.ts';
 
-/** `<name>+<hex key id>+<base64(0x04 ‖ public key)>`: what a log and a verifier are configured with. */
+/** `<name>+<hex key id>+<base64(type ‖ public key)>`: what a log and a verifier are configured with. */
 export function formatCosignerKey(name: string, publicKey: Uint8Array): string {
   checkKeyName(name);
-  return formatVerifierKeyText(name, keyId(name, publicKey, COSIGNATURE_V1), COSIGNATURE_V1, publicKey);
+  const type = witnessKeyType(publicKey);
+  return formatVerifierKeyText(name, keyId(name, publicKey, type), type, publicKey);
 }
 
 export interface CosignatureVerifier extends NoteVerifier {
@@ -37,31 +46,33 @@ export interface CosignatureVerifier extends NoteVerifier {
   vkey: string;
 }
 
-/** Parses a witness vkey (type 0x04), checking its key id against its name and key. */
+/** Parses a witness vkey (type 0x04 or 0x06), checking its key id against its name and key. */
 export function parseCosignerKey(vkey: string): CosignatureVerifier {
-  const { name, keyId: id, publicKey, key } = parseKeyOfType(vkey, COSIGNATURE_V1);
+  const { name, keyId: id, type, publicKey, key } = parseKeyOfType(vkey, [COSIGNATURE_V1, ML_DSA_44]);
   return {
     name,
     keyId: id,
     publicKey,
     vkey: vkey.trim(),
     verify(text, signature) {
-      const parts = cosignatureParts(signature);
+      if (type === ML_DSA_44) return verifiesSubtree(key, name, text, signature, 'witness');
+      const parts = timestampedParts(signature, COSIGNATURE_V1);
       // the spec forbids omitting the time on a checkpoint cosignature
       return (
-        parts !== undefined && parts.seconds > 0n && verify(null, Buffer.from(cosignedMessage(text, parts.seconds)), key, parts.ed25519)
+        parts !== undefined && parts.seconds > 0n && verify(null, Buffer.from(cosignedMessage(text, parts.seconds)), key, parts.signature)
       );
     },
   };
 }
 
-/** One cosignature line (`— <name> <base64>\n`) on the checkpoint text, timestamped `time`. */
+/** One cosignature line (`— <name> <base64>\n`) on the checkpoint text, timestamped `time`, of the key's type. */
 export function cosignatureLine(key: SigningKey, name: string, text: string, time: Date): string {
   const seconds = BigInt(Math.floor(time.getTime() / 1000));
-  const signature = Buffer.alloc(8 + 64);
-  signature.writeBigUInt64BE(seconds, 0);
-  sign(null, Buffer.from(cosignedMessage(text, seconds), 'utf8'), key.privateKey).copy(signature, 8);
-  return formatSignatureLine(name, keyId(name, key.publicKey, COSIGNATURE_V1), signature);
+  const signature =
+    key.algorithm === 'ml-dsa-44'
+      ? signSubtree(key, name, text, seconds)
+      : timestamped(seconds, sign(null, Buffer.from(cosignedMessage(text, seconds), 'utf8'), key.privateKey));
+  return formatSignatureLine(name, keyId(name, key.publicKey, witnessKeyType(key.publicKey)), signature);
 }
 
 /**
@@ -74,13 +85,14 @@ export interface WitnessPolicy {
   met?: (cosigners: readonly CosignatureVerifier[]) => boolean;
 }
 
-/** The policy from witness vkeys and k (default: all of them). */
-export function witnessPolicy(vkeys: readonly string[], quorum = vkeys.length): WitnessPolicy {
+/** The policy from witness vkeys and k (default: all the witnesses they name). */
+export function witnessPolicy(vkeys: readonly string[], quorum?: number): WitnessPolicy {
   const witnesses = vkeys.map(parseCosignerKey);
+  quorum ??= distinct(witnesses);
   if (new Set(witnesses.map((w) => `${w.name}+${w.keyId}`)).size !== witnesses.length)
     throw new AuditProofError('invalid_argument', 'the same witness key is given twice');
-  if (!Number.isSafeInteger(quorum) || quorum < 0 || quorum > witnesses.length)
-    throw new AuditProofError('invalid_argument', `a witness quorum is between 0 and the ${witnesses.length} witness keys given`);
+  if (!Number.isSafeInteger(quorum) || quorum < 0 || quorum > distinct(witnesses))
+    throw new AuditProofError('invalid_argument', `a witness quorum is between 0 and the ${distinct(witnesses)} witnesses given`);
   return { witnesses, quorum };
 }
 
@@ -89,9 +101,12 @@ export function cosignersOf(opened: OpenedNote, policy: WitnessPolicy): Cosignat
   return policy.witnesses.filter((w) => opened.verified.some((s) => s.name === w.name && s.keyId === w.keyId));
 }
 
+/** How many witnesses cosigned: one witness's keys (Ed25519 and ML-DSA-44, while it moves) count once. */
+const distinct = (cosigners: readonly CosignatureVerifier[]) => new Set(cosigners.map((c) => c.name)).size;
+
 /** Whether these cosigners meet the policy: k of its witnesses, and its rule over groups when it has one. */
 export const quorumOf = (policy: WitnessPolicy, cosigners: readonly CosignatureVerifier[]): boolean =>
-  cosigners.length >= policy.quorum && (policy.met === undefined || policy.met(cosigners));
+  distinct(cosigners) >= policy.quorum && (policy.met === undefined || policy.met(cosigners));
 
 /** Throws `unwitnessed` unless the opened note carries the policy's quorum of cosignatures. */
 export function requireQuorum(opened: OpenedNote, policy: WitnessPolicy): CosignatureVerifier[] {
@@ -99,7 +114,7 @@ export function requireQuorum(opened: OpenedNote, policy: WitnessPolicy): Cosign
   if (!quorumOf(policy, cosigners))
     throw new AuditProofError(
       'unwitnessed',
-      `the checkpoint's ${cosigners.length} witness cosignatures do not meet the policy's quorum (${policy.met ? 'its groups' : `${policy.quorum} of ${policy.witnesses.length}`})`,
+      `the checkpoint's ${distinct(cosigners)} witness cosignatures do not meet the policy's quorum (${policy.met ? 'its groups' : `${policy.quorum} of ${policy.witnesses.length}`})`,
     );
   return cosigners;
 }

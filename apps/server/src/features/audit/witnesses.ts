@@ -8,8 +8,9 @@
  * WARDEN_AUDIT_WITNESS_QUORUM is the k of n a verifier should ask for (default n). A witness that
  * is down, slow (WARDEN_AUDIT_WITNESS_TIMEOUT_MS) or refuses does not stop signing: the checkpoint
  * is published with the cosignatures it got, and one short of the quorum is not trusted by a
- * verifier with that policy. A refusal on consistency (409 with another root, 422) is logged as
- * an error: the witness saw a history this one does not extend.
+ * verifier with that policy. A witness that could not be reached is asked again (the
+ * checkpointer's catch-up) until it cosigns or the log grows. A refusal on consistency (409 with
+ * another root, 422) is logged as an error: the witness saw a history this one does not extend.
  */
 import type { Logger } from '../../logger.ts';
 import { AuditProofError, openNote } from './checkpoint.ts';
@@ -58,6 +59,9 @@ export function parseWitnessSet(list: string | undefined, quorum: number | undef
 /** Reads the consistency proof between two sizes of a workspace's tree. */
 export type ProofReader = (from: number, to: number) => Promise<Buffer[]>;
 
+/** A witness answered, and did not cosign (asking again would get the same answer). */
+class WitnessRefusal extends Error {}
+
 export class WitnessClient {
   /** Per witness and workspace: the size it last cosigned, as far as this process knows. */
   private readonly cosigned = new Map<string, number>();
@@ -71,17 +75,33 @@ export class WitnessClient {
     return this.set.witnesses.length > 0;
   }
 
-  /** The cosignature lines of every witness that cosigned the signed `note` (size `size`), in the set's order. */
-  async cosign(workspaceId: string, note: string, size: number, proof: ProofReader): Promise<string> {
-    const lines = await Promise.all(
-      this.set.witnesses.map((witness) =>
-        this.submit(witness, workspaceId, note, size, proof).catch((error: unknown) => {
-          this.logger.warn?.('audit witness did not cosign', { witness: witness.verifier.name, workspaceId, size, cause: error });
-          return '';
-        }),
+  /**
+   * Sends the signed `note` (size `size`) to `witnesses` (default: all); returns the cosignature
+   * line of each that cosigned, in the set's order, and those it could not reach (to ask again:
+   * a refusal is an answer, and is not asked again).
+   */
+  async cosign(
+    workspaceId: string,
+    note: string,
+    size: number,
+    proof: ProofReader,
+    witnesses: readonly WitnessEndpoint[] = this.set.witnesses,
+  ): Promise<{ cosigned: { witness: WitnessEndpoint; line: string }[]; unreached: WitnessEndpoint[] }> {
+    const answers = await Promise.all(
+      witnesses.map((witness) =>
+        this.submit(witness, workspaceId, note, size, proof).then(
+          (line) => ({ witness, line }),
+          (error: unknown) => {
+            this.logger.warn?.('audit witness did not cosign', { witness: witness.verifier.name, workspaceId, size, cause: error });
+            return { witness, line: undefined, refused: error instanceof WitnessRefusal };
+          },
+        ),
       ),
     );
-    return lines.join('');
+    return {
+      cosigned: answers.flatMap(({ witness, line }) => (line === undefined ? [] : [{ witness, line }])),
+      unreached: answers.filter((answer) => answer.line === undefined && !('refused' in answer && answer.refused)).map((a) => a.witness),
+    };
   }
 
   private async submit(witness: WitnessEndpoint, workspaceId: string, note: string, size: number, proof: ProofReader): Promise<string> {
@@ -97,7 +117,8 @@ export class WitnessClient {
         body,
         signal: AbortSignal.timeout(this.set.timeoutMs),
       });
-      const text = (await response.text()).slice(0, 4096);
+      // room for a few cosignature lines of either kind (an ML-DSA-44 one is ~3.3 KB)
+      const text = (await response.text()).slice(0, 16_384);
       if (response.status === 200) {
         this.cosigned.set(key, size);
         return this.verified(witness, note, text);
@@ -117,9 +138,11 @@ export class WitnessClient {
           status: response.status,
           answer: text.trim(),
         });
-      throw new Error(`witness answered ${response.status}: ${text.trim()}`);
+      const error = `witness answered ${response.status}: ${text.trim()}`;
+      // a 4xx is the witness's answer about this checkpoint; a 5xx, like no answer, is asked again
+      throw response.status < 500 ? new WitnessRefusal(error) : new Error(error);
     }
-    throw new Error('witness kept naming another size');
+    throw new WitnessRefusal('witness kept naming another size');
   }
 
   /** The witness's answer, kept only as signature lines that verify with its key on this note. */
@@ -134,7 +157,7 @@ export class WitnessClient {
         throw error;
       }
     });
-    if (good.length === 0) throw new Error('the witness answered no cosignature that verifies with its key');
+    if (good.length === 0) throw new WitnessRefusal('the witness answered no cosignature that verifies with its key');
     return `${good[0]}\n`;
   }
 }

@@ -1109,7 +1109,7 @@ export type AuditCheckpoint = {
      */
     key_id: string;
     /**
-     * The checkpoint as a C2SP `tlog-checkpoint` signed note (text, ends with a newline); the signature covers origin, size, root and time. With witnesses configured, their cosignature lines follow the log's signature line (see `GET /audit/signing-key`).
+     * The checkpoint as a C2SP `tlog-checkpoint` signed note (text, ends with a newline), signed by the log twice under its name, Ed25519 then ML-DSA-44; each signature covers origin, size, root and time. With witnesses configured, their cosignature lines follow the log's (see `GET /audit/signing-key`); an ML-DSA-44 line is about 3.3 KB, hence the bound.
      */
     note: string;
 };
@@ -1138,21 +1138,44 @@ export type AuditSigningKeyResponse = {
          */
         verifier_key: string;
         /**
+         * The ML-DSA-44 key that signs every checkpoint beside the Ed25519 one (C2SP tlog-checkpoint's
+         * SHOULD): a second signature line under the same name, a timestamped `subtree/v1` signature
+         * (C2SP tlog-cosignature, type 0x06) over origin, size, root hash and the checkpoint's time.
+         * Pin either key or both: a verifier ignores the line of a key it was not given. Null where the
+         * server has no such key (an export made without one).
+         *
+         */
+        ml_dsa_44: null | {
+            /**
+             * First four bytes of SHA-256(key name ‖ 0x0A ‖ 0x06 ‖ public key), hex.
+             */
+            key_id: string;
+            /**
+             * The raw 1,312-byte ML-DSA-44 public key (FIPS 204), base64.
+             */
+            public_key: string;
+            /**
+             * `<name>+<key id>+<base64(0x06 ‖ public key)>`: what `verifyCheckpoint` and `warden audit verify --public-key` take, alone or with the Ed25519 one.
+             */
+            verifier_key: string;
+        };
+        /**
          * The witnesses (C2SP tlog-witness) every checkpoint is sent to, from `WARDEN_AUDIT_WITNESSES`.
          * Each cosigns a checkpoint only when it extends the last one it cosigned for this log; their
-         * cosignatures (C2SP tlog-cosignature, Ed25519 `cosignature/v1`) follow the log's signature in
-         * the checkpoint's `note`. Empty: the log is unwitnessed, and a split view (two histories shown
+         * cosignatures (C2SP tlog-cosignature: ML-DSA-44 `subtree/v1`, type 0x06, or Ed25519
+         * `cosignature/v1`, type 0x04, by the witness's key) follow the log's signatures in the
+         * checkpoint's `note`. Empty: the log is unwitnessed, and a split view (two histories shown
          * to two parties) needs only the log's key.
          *
          */
         witnesses: Array<{
             name: string;
             /**
-             * First four bytes of SHA-256(name ‖ 0x0A ‖ 0x04 ‖ public key), hex.
+             * First four bytes of SHA-256(name ‖ 0x0A ‖ type ‖ public key), hex (type 0x06 ML-DSA-44, 0x04 Ed25519).
              */
             key_id: string;
             /**
-             * `<name>+<key id>+<base64(0x04 ‖ public key)>`: what `verifyCheckpoint`'s `witnesses` and `warden audit verify --witness` take.
+             * `<name>+<key id>+<base64(type ‖ public key)>`: what `verifyCheckpoint`'s `witnesses` and `warden audit verify --witness` take.
              */
             verifier_key: string;
         }>;
