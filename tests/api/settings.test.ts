@@ -98,7 +98,9 @@ describe('GET /settings (getSettings)', () => {
     const { key } = await freshWorkspace();
     const res = await getSettings(key);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false, audit_mcp_arguments: 'redacted' } });
+    expect(res.body).toEqual({
+      data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false, audit_mcp_arguments: 'redacted', audit_log_public: false },
+    });
   });
 
   it('answers with policies:read alone; 403 insufficient_permission without it, 401 without a key', async () => {
@@ -120,21 +122,25 @@ describe('PATCH /settings (updateSettings)', () => {
       default_decision: { development: 'allow', staging: 'allow', production: 'block' },
       agents_hold_no_credentials: false,
       audit_mcp_arguments: 'redacted',
+      audit_log_public: false,
     });
     expect(await setDefaults(key, { staging: 'block' })).toEqual({
       default_decision: { development: 'allow', staging: 'block', production: 'block' },
       agents_hold_no_credentials: false,
       audit_mcp_arguments: 'redacted',
+      audit_log_public: false,
     });
     expect(await setDefaults(key, { development: 'block', staging: 'allow', production: 'allow' })).toEqual({
       default_decision: { development: 'block', staging: 'allow', production: 'allow' },
       agents_hold_no_credentials: false,
       audit_mcp_arguments: 'redacted',
+      audit_log_public: false,
     });
     expect((await getSettings(key)).body.data).toEqual({
       default_decision: { development: 'block', staging: 'allow', production: 'allow' },
       agents_hold_no_credentials: false,
       audit_mcp_arguments: 'redacted',
+      audit_log_public: false,
     });
   });
 
@@ -358,7 +364,7 @@ describe('dashboard API /dashboard/api/settings (getDashboardSettings, updateDas
     const read = await session.call('GET', '/settings');
     expect(read.status).toBe(200);
     expect(read.body).toEqual({
-      data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false, audit_mcp_arguments: 'redacted' },
+      data: { default_decision: ALLOW_ALL, agents_hold_no_credentials: false, audit_mcp_arguments: 'redacted', audit_log_public: false },
     });
 
     const changed = await session.call('PATCH', '/settings', { default_decision: { production: 'block' } });

@@ -29,7 +29,15 @@ import { type RateLimitStore, rateLimit } from './http/rate-limit.ts';
 import { requestContext } from './http/request-context.ts';
 import { createRouter, type RouterOptions } from './http/router.ts';
 import { StaticAsset } from './http/static-asset.ts';
-import { TLOG_PATH, tlogCaching, tlogTilesRouter } from './http/tlog-tiles.ts';
+import {
+  keyHoldersLog,
+  PUBLIC_TLOG_PATH,
+  publicTlogCaching,
+  publishedLog,
+  TLOG_PATH,
+  tlogCaching,
+  tlogTilesRouter,
+} from './http/tlog-tiles.ts';
 import { upstreamOAuthCallbackRouter } from './http/upstream-oauth-callback.ts';
 import { contractValidator } from './http/validator.ts';
 import type { Logger } from './logger.ts';
@@ -139,7 +147,13 @@ export function createApp(deps: AppDeps): Express {
   app.use(
     `${BASE_PATH}${TLOG_PATH}`,
     pipeline([tlogCaching, authenticate(services.workspaces.findActiveKey, config.rateLimitPerMinute, keys), limit]),
-    tlogTilesRouter(services.audit),
+    tlogTilesRouter(services.audit, keyHoldersLog, 'private'),
+  );
+  // The same for a workspace that publishes its log: no key, rate-limited per address.
+  app.use(
+    `${BASE_PATH}${PUBLIC_TLOG_PATH}`,
+    pipeline([publicTlogCaching, limit]),
+    tlogTilesRouter(services.audit, publishedLog(services.settings.isAuditLogPublic), 'public'),
   );
   app.use(
     BASE_PATH,

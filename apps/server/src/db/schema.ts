@@ -610,6 +610,10 @@ export interface WorkspaceSettings {
    */
   agents_hold_no_credentials: Generated<boolean>;
   /**
+   * Whether the audit log is served as tlog-tiles without a key, at /api/v1/audit/logs/<workspace id>/.
+   */
+  audit_log_public: Generated<boolean>;
+  /**
    * 'redacted': audit events keep MCP arguments with secret-looking values redacted (up to 8 KiB); 'digest': their SHA-256 only.
    */
   audit_mcp_arguments: Generated<string>;

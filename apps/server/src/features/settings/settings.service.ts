@@ -62,6 +62,7 @@ const toSettings = (row: repo.SettingsRow | undefined): Settings => ({
   default_decision: toDefaults(row),
   agents_hold_no_credentials: row?.agents_hold_no_credentials ?? false,
   audit_mcp_arguments: auditMcpArguments(row),
+  audit_log_public: row?.audit_log_public ?? false,
 });
 
 export const getSettings = async (db: Kysely<DB>, workspaceId: string): Promise<Settings> =>
@@ -91,6 +92,7 @@ export async function updateSettings(db: Kysely<DB>, workspaceId: string, input:
     Record<(typeof COLUMN)[AgentEnvironment], DefaultDecision> & {
       agents_hold_no_credentials: boolean;
       audit_mcp_arguments: AuditMcpArguments;
+      audit_log_public: boolean;
     }
   > = {};
   const set: Partial<Record<AgentEnvironment, DefaultDecision>> = {};
@@ -110,6 +112,10 @@ export async function updateSettings(db: Kysely<DB>, workspaceId: string, input:
     changes.audit_mcp_arguments = input.audit_mcp_arguments;
     fields.push('audit_mcp_arguments');
   }
+  if (input.audit_log_public !== undefined) {
+    changes.audit_log_public = input.audit_log_public;
+    fields.push('audit_log_public');
+  }
   if (Object.keys(changes).length === 0) return getSettings(db, workspaceId);
   return inTransaction(db, async (trx) => {
     await recordChange(trx, workspaceId, actor, {
@@ -120,6 +126,7 @@ export async function updateSettings(db: Kysely<DB>, workspaceId: string, input:
         ...(Object.keys(set).length ? { default_decision: set } : {}),
         ...(input.agents_hold_no_credentials !== undefined ? { agents_hold_no_credentials: input.agents_hold_no_credentials } : {}),
         ...(input.audit_mcp_arguments !== undefined ? { audit_mcp_arguments: input.audit_mcp_arguments } : {}),
+        ...(input.audit_log_public !== undefined ? { audit_log_public: input.audit_log_public } : {}),
       },
     });
     return toSettings(await repo.upsertSettings(trx, workspaceId, changes));
@@ -130,6 +137,8 @@ export function settingsService(db: Kysely<DB>) {
   return {
     get: (workspaceId: string) => getSettings(db, workspaceId),
     update: (workspaceId: string, input: SettingsUpdate, actor: Actor) => updateSettings(db, workspaceId, input, actor),
+    /** Whether the workspace publishes its audit log (tlog-tiles without a key); false for one that does not exist. */
+    isAuditLogPublic: (workspaceId: string) => repo.findAuditLogPublic(db, workspaceId),
   };
 }
 

@@ -632,6 +632,7 @@ export type Settings = {
     default_decision: DefaultDecisions;
     agents_hold_no_credentials: AgentsHoldNoCredentials;
     audit_mcp_arguments: AuditMcpArguments;
+    audit_log_public: AuditLogPublic;
 };
 
 /**
@@ -641,6 +642,7 @@ export type SettingsUpdate = {
     default_decision?: DefaultDecisionsChange;
     agents_hold_no_credentials?: AgentsHoldNoCredentials;
     audit_mcp_arguments?: AuditMcpArguments;
+    audit_log_public?: AuditLogPublic;
 };
 
 /**
@@ -675,6 +677,20 @@ export type AgentsHoldNoCredentials = boolean;
  *
  */
 export type AuditMcpArguments = 'redacted' | 'digest';
+
+/**
+ * Whether anyone may follow the workspace's audit log without a key, as C2SP tlog-tiles at
+ * `/api/v1/audit/logs/<workspace id>/` (`checkpoint`, `tile/<L>/<N>[.p/<W>]`,
+ * `tile/entries/<N>[.p/<W>]`): monitors, mirrors and witnesses of the public's choosing. The
+ * entry bundles hold the events' canonical bytes (agents, actions, resources, results and
+ * what `audit_mcp_arguments` keeps), so publish only a log whose contents may be public.
+ * Default false: the log is read with a key holding `audit:read` at `/api/v1/audit/log/`, and
+ * the public URL answers 404 as for a workspace that does not exist. Public tiles are cached
+ * by shared caches (`public, immutable`); turning it off stops serving them, not copies
+ * already taken.
+ *
+ */
+export type AuditLogPublic = boolean;
 
 export type SettingsResponse = {
     data: Settings;
