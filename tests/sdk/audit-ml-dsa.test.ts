@@ -7,16 +7,25 @@
  * not cover are refused. The lines' layout is checked by the tests' own C2SP verifier
  * (tests/support/tlog-cosignature.ts), so the server and the SDK do not only agree with each other.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { type Browser, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { generateSigningKey, noteSigner, signCheckpoint } from '../../apps/server/src/features/audit/checkpoint.ts';
+import {
+  exportSigningKey,
+  generateSigningKey,
+  noteSigner,
+  signCheckpoint,
+  signNote,
+} from '../../apps/server/src/features/audit/checkpoint.ts';
+import { loadAuditSigner } from '../../apps/server/src/features/audit/checkpointer.ts';
 import { cosignatureLine, formatCosignerKey } from '../../apps/server/src/features/audit/cosignature.ts';
-import { isAuditProofError, verifyCheckpoint } from '../../packages/sdk/src/index.ts';
+import { isAuditProofError, parseTlogPolicy, verifyCheckpoint } from '../../packages/sdk/src/index.ts';
 import { cosignatureTime, noteKeyId, parseCosignerVkey } from '../support/tlog-cosignature.ts';
 
 const ORIGIN = 'warden.example/audit/0b6f2f4e-5d1c-4a55-9d0e-6f2b8c1e7a10';
@@ -120,6 +129,28 @@ describe('ML-DSA-44 checkpoints and cosignatures', () => {
     if (expected === 'ok') expect(result).toMatchObject({ size: 10_000, time: TIME.toISOString() });
   });
 
+  it('never counts the log’s own ML-DSA-44 line as a witness’s, however it is pinned', async () => {
+    // its line reads like a subtree/v1 cosignature by a key named as the origin
+    expect((await outcome(NOTE, [edVkey], { witnesses: [mlVkey.replace(/^([^+]+)\+[0-9a-f]{8}\+B/, '$1+00000000+B')] })).code).toBe(
+      'invalid_argument',
+    );
+    const asWitness = parseCosignerVkey(mlVkey); // the log's 0x06 key, offered as a witness's
+    expect(asWitness.name).toBe(ORIGIN);
+    expect((await outcome(NOTE, [edVkey], { witnesses: [mlVkey], quorum: 1 })).code).toBe('invalid_argument');
+    const policy = `log ${edVkey}\nwitness self ${mlVkey}\nquorum self\n`;
+    expect(() => parseTlogPolicy(policy)).toThrow(/cannot witness itself/);
+  });
+
+  it('refuses a time line past what a date can hold as a proof error (no signature can be over it), never a crash', async () => {
+    const line = lineOf(NOTE, ORIGIN, 1);
+    const bytes = Buffer.from(line.split(' ')[2] as string, 'base64').fill(0, 4); // the key id kept, the rest zero
+    const forged = NOTE.replace(/\ntime \d+\n/, '\ntime 9000000000000\n').replace(line, `— ${ORIGIN} ${bytes.toString('base64')}`);
+    expect((await outcome(forged, [mlVkey], {})).code).toBe('bad_signature');
+    // signed by the log's Ed25519 key, the same line is a checkpoint the format does not allow
+    const text = `${ORIGIN}\n1\n${Buffer.alloc(32).toString('base64')}\ntime 9000000000000\n`;
+    expect((await outcome(signNote(text, noteSigner(ed, ORIGIN)), [edVkey], {})).code).toBe('malformed_checkpoint');
+  });
+
   it('refuses, with the ML-DSA-44 key alone, extension lines its signature does not cover', async () => {
     // were the log to add a line, only its Ed25519 signature would cover it: no ML-DSA-44 signer may vouch for it
     const withLine = signCheckpoint(
@@ -132,6 +163,37 @@ describe('ML-DSA-44 checkpoints and cosignatures', () => {
       signCheckpoint({ origin: ORIGIN, size: 1, rootHash: Buffer.alloc(32, 1), extensions: ['x'] }, noteSigner(ml, ORIGIN)),
     ).toThrow(/extension lines/);
     expect((await outcome(cosigned(['x']), [edVkey], { witnesses: [witnessMlVkey] })).code).toBe('ok');
+  });
+});
+
+describe('the log’s ML-DSA-44 key', () => {
+  it('is made in the data directory with the Ed25519 one, and never per machine beside a configured Ed25519 key', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'warden-keys-'));
+    try {
+      const first = loadAuditSigner({ auditSigningKey: undefined, dataDir: dir, auditLogName: 'warden' });
+      expect(first.mlDsaKey?.algorithm).toBe('ml-dsa-44');
+      expect(existsSync(join(dir, 'audit-signing-ml-dsa-44.key'))).toBe(true);
+      const again = loadAuditSigner({ auditSigningKey: undefined, dataDir: dir, auditLogName: 'warden' });
+      expect(again.mlDsaKey?.publicKey.equals(first.mlDsaKey!.publicKey)).toBe(true);
+
+      const shared = join(dir, 'replica');
+      const configured = loadAuditSigner({ auditSigningKey: exportSigningKey(ed), dataDir: shared, auditLogName: 'warden' });
+      expect(configured.mlDsaKey).toBeUndefined();
+      expect(existsSync(join(shared, 'audit-signing-ml-dsa-44.key'))).toBe(false);
+      const both = loadAuditSigner({
+        auditSigningKey: exportSigningKey(ed),
+        auditMlDsaSigningKey: exportSigningKey(ml),
+        dataDir: shared,
+        auditLogName: 'warden',
+      });
+      expect(both.mlDsaKey?.publicKey.equals(ml.publicKey)).toBe(true);
+      // a key of the other algorithm where ML-DSA-44 is expected is refused
+      expect(() =>
+        loadAuditSigner({ auditSigningKey: undefined, auditMlDsaSigningKey: exportSigningKey(ed), dataDir: shared, auditLogName: 'w' }),
+      ).toThrow(/ML-DSA-44/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -96,6 +96,10 @@ export function compose({
   const inline = inlineRounds(db, logger);
   const rounds = config.databaseUrl && config.auditSealerThread ? new SealerThread(config.databaseUrl, logger, inline) : inline;
   const signer = loadAuditSigner(config);
+  if (!signer.mlDsaKey)
+    logger.warn?.(
+      'audit checkpoints are signed with Ed25519 only: WARDEN_AUDIT_SIGNING_KEY is set but WARDEN_AUDIT_ML_DSA_SIGNING_KEY is not (set both on every machine to sign with ML-DSA-44 too)',
+    );
   const checkpointer = new Checkpointer(db, signer, logger, config.auditCheckpointIntervalMs, Checkpointer.fileFor(config));
   const approvalExpiry = new ApprovalExpiry(db);
   // after each sealing round: sign what was sealed, then expire approvals (their events are sealed next round)

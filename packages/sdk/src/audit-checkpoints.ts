@@ -175,6 +175,9 @@ export async function verifyCheckpoint(
   const witnessKeys = await Promise.all((options.witnesses ?? []).map((k) => parseVerifierKey(k, 'witness')));
   if (new Set(witnessKeys.map((w) => `${w.name}+${w.keyId}`)).size !== witnessKeys.length)
     fail('invalid_argument', 'the same witness key is given twice');
+  // the log's own ML-DSA-44 line is a subtree/v1 signature like a witness's: never count it as one
+  if (witnessKeys.some((w) => logKeys.some((log) => log.name === w.name)))
+    fail('invalid_argument', 'a witness key is named as the log: the log cannot witness itself');
   const witnesses = new Set(witnessKeys.map((w) => w.name)).size;
   const quorum = options.quorum ?? witnesses;
   if (!Number.isSafeInteger(quorum) || quorum < 0 || quorum > witnesses)
@@ -183,13 +186,13 @@ export async function verifyCheckpoint(
   const { text, verified } = await openNote(note, [...logKeys, ...witnessKeys]);
   const signer = logKeys.find((key) => verified.some((v) => v.verifier === key));
   if (signer === undefined) fail('unknown_key', 'the note has no signature by the given key');
+  const { origin, size, rootHash, time, extensions } = parseCheckpointText(text);
   const cosignatures = verified
-    .filter((v) => v.verifier.role === 'witness')
+    .filter((v) => v.verifier.role === 'witness' && v.verifier.name !== origin)
     .map((v) => ({ name: v.verifier.name, keyId: v.verifier.keyId, time: v.time! }));
   const witnessed = new Set(cosignatures.map((c) => c.name)).size;
   if (witnessed < quorum) fail('unwitnessed', `the checkpoint has ${witnessed} of the ${quorum} witness cosignatures required`);
 
-  const { origin, size, rootHash, time, extensions } = parseCheckpointText(text);
   if (options.origin !== undefined && origin !== options.origin)
     fail('origin_mismatch', `the checkpoint is from ${JSON.stringify(origin)}`);
   return { origin, size, rootHash, time, extensions, text, keyName: signer!.name, keyId: signer!.keyId, cosignatures };

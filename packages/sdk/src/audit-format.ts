@@ -34,6 +34,7 @@ export const HASH_SIZE = 32;
 /** More than a log and its witnesses ever attach, and a bound on the work one note can cause. */
 export const MAX_SIGNATURES = 100;
 const TIME_LINE = /^time (0|[1-9][0-9]*)$/;
+const MAX_SECONDS = 8.64e12;
 const EM_DASH = '\u2014 ';
 
 const fail = (code: 'invalid_argument' | 'malformed_note' | 'malformed_checkpoint', message: string): never => {
@@ -203,7 +204,8 @@ export function parseCheckpointText(text: string): CheckpointText {
     }
     if (time !== undefined) fail('malformed_checkpoint', 'more than one time line');
     const seconds = Number(match[1]);
-    if (!Number.isSafeInteger(seconds * 1000)) fail('malformed_checkpoint', 'the time is out of range');
+    // a Date holds ±8.64e15 ms: beyond it the time would be no time at all
+    if (seconds > MAX_SECONDS) fail('malformed_checkpoint', 'the time is out of range');
     time = new Date(seconds * 1000);
   }
   return { origin: origin!, size: Number(sizeLine), rootHash: rootHash!, time, extensions };

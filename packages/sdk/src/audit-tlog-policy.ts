@@ -85,6 +85,8 @@ export function parseTlogPolicy(text: string): TlogPolicy {
         const [name, vkey] = rest as [string, string];
         defined(name);
         const key = wrappedKey(vkey, WITNESS_TYPES, line);
+        if (logs.some((log) => log.split('+')[0] === vkey.split('+')[0]))
+          throw invalid(line, 'a witness key named as a log: the log cannot witness itself');
         if (keys.has(key)) throw invalid(line, 'a key listed twice');
         keys.add(key);
         witnesses.set(name, vkey);

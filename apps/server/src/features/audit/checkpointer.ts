@@ -87,7 +87,9 @@ export function loadAuditSigner(
 ): AuditSigner {
   return {
     key: signingKey(config.auditSigningKey, config.dataDir, 'ed25519', true)!,
-    mlDsaKey: signingKey(config.auditMlDsaSigningKey, config.dataDir, 'ml-dsa-44', create),
+    // with the Ed25519 key configured (shared by every machine), an ML-DSA-44 key made per data
+    // directory would differ between replicas: then only a configured one signs (composition warns)
+    mlDsaKey: signingKey(config.auditMlDsaSigningKey, config.dataDir, 'ml-dsa-44', create && config.auditSigningKey === undefined),
     logName: config.auditLogName,
     witnesses: parseWitnessSet(config.auditWitnesses, config.auditWitnessQuorum, config.auditWitnessTimeoutMs ?? 3000),
   };
@@ -233,6 +235,8 @@ export class Checkpointer {
   private readonly witnesses: WitnessClient;
   /** Per workspace: its latest checkpoint, while witnesses that were down have not cosigned it. */
   private readonly uncosigned = new Map<string, Uncosigned>();
+  /** The catch-up under way: one at a time. */
+  private catchingUp: Promise<void> | undefined;
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -269,7 +273,16 @@ export class Checkpointer {
         this.logger.error('audit checkpoint failed', { workspaceId: tree.workspace_id, cause });
       }
     }
-    if (this.uncosigned.size > 0) await this.catchUp(now);
+    // off the sealer's path: a witness slow to come back must not hold up sealing and signing
+    if (this.uncosigned.size > 0 && this.catchingUp === undefined)
+      this.catchingUp = this.catchUp(now).finally(() => {
+        this.catchingUp = undefined;
+      });
+  }
+
+  /** Resolves once a catch-up under way (if any) has ended: for shutdown and tests. */
+  async settled(): Promise<void> {
+    await this.catchingUp;
   }
 
   /**

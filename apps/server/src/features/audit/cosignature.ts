@@ -98,7 +98,9 @@ export function witnessPolicy(vkeys: readonly string[], quorum?: number): Witnes
 
 /** The witnesses of the policy whose cosignatures verified on an opened note (see openNote). */
 export function cosignersOf(opened: OpenedNote, policy: WitnessPolicy): CosignatureVerifier[] {
-  return policy.witnesses.filter((w) => opened.verified.some((s) => s.name === w.name && s.keyId === w.keyId));
+  // a line under the checkpoint's origin is the log's own (its ML-DSA-44 one reads like a cosignature): never a witness's
+  const origin = opened.text.slice(0, opened.text.indexOf('\n'));
+  return policy.witnesses.filter((w) => w.name !== origin && opened.verified.some((s) => s.name === w.name && s.keyId === w.keyId));
 }
 
 /** How many witnesses cosigned: one witness's keys (Ed25519 and ML-DSA-44, while it moves) count once. */

@@ -9,7 +9,9 @@
  * is down, slow (WARDEN_AUDIT_WITNESS_TIMEOUT_MS) or refuses does not stop signing: the checkpoint
  * is published with the cosignatures it got, and one short of the quorum is not trusted by a
  * verifier with that policy. A witness that could not be reached is asked again (the
- * checkpointer's catch-up) until it cosigns or the log grows. A refusal on consistency (409 with
+ * checkpointer's catch-up, in memory: a restart forgets it) until it cosigns or the log grows;
+ * its late line is served after the stored note (GET /audit/checkpoint, tiles, proofs), not
+ * sent again as a webhook nor written to the checkpoint file, which keep the note as signed. A refusal on consistency (409 with
  * another root, 422) is logged as an error: the witness saw a history this one does not extend.
  */
 import type { Logger } from '../../logger.ts';
@@ -50,9 +52,11 @@ export function parseWitnessSet(list: string | undefined, quorum: number | undef
         throw new Error(`WARDEN_AUDIT_WITNESSES: ${(error as Error).message} in '${entry}'`);
       }
     });
-  const k = quorum ?? witnesses.length;
-  if (!Number.isSafeInteger(k) || k < 0 || k > witnesses.length)
-    throw new Error(`WARDEN_AUDIT_WITNESS_QUORUM must be between 0 and the ${witnesses.length} witnesses listed, got ${quorum}`);
+  // one witness listed with two keys (while it moves to ML-DSA-44) is one witness
+  const distinct = new Set(witnesses.map((w) => w.verifier.name)).size;
+  const k = quorum ?? distinct;
+  if (!Number.isSafeInteger(k) || k < 0 || k > distinct)
+    throw new Error(`WARDEN_AUDIT_WITNESS_QUORUM must be between 0 and the ${distinct} witnesses listed, got ${quorum}`);
   return { witnesses, quorum: k, timeoutMs };
 }
 
@@ -139,8 +143,9 @@ export class WitnessClient {
           answer: text.trim(),
         });
       const error = `witness answered ${response.status}: ${text.trim()}`;
-      // a 4xx is the witness's answer about this checkpoint; a 5xx, like no answer, is asked again
-      throw response.status < 500 ? new WitnessRefusal(error) : new Error(error);
+      // a 4xx is the witness's answer about this checkpoint; a 5xx, 408 or 429, like no answer, is asked again
+      const later = response.status >= 500 || response.status === 408 || response.status === 429;
+      throw later ? new Error(error) : new WitnessRefusal(error);
     }
     throw new WitnessRefusal('witness kept naming another size');
   }
