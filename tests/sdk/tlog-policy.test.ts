@@ -67,7 +67,10 @@ describe('tlog-policy', () => {
       [`${base}trust x1\nquorum x1\n`, /line 3: 'trust' is not/],
       [`log ${vkeyOf('x1')}\nquorum none\n`, /line 1: the vkey is not an Ed25519 note key \(0x01\) or ML-DSA-44/],
       // the log's own key as a witness: a log may not cosign itself
-      [`log ${logSigner.vkey}\nwitness self ${formatCosignerKey(ORIGIN, log.publicKey)}\nquorum self\n`, /line 2: a witness key named as a log/],
+      [
+        `log ${logSigner.vkey}\nwitness self ${formatCosignerKey(ORIGIN, log.publicKey)}\nquorum self\n`,
+        /line 2: a witness key named as a log/,
+      ],
       // whitespace is space and tab only
       [`${base}\u00a0quorum x1\n`, /line 3: '\u00a0quorum' is not/],
     ];
