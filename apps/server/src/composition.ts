@@ -66,6 +66,7 @@ export interface Composition {
   rateLimitStore: RateLimitStore;
   /** Background work the server starts and stops. */
   sealer: AuditSealer;
+  checkpointer: Checkpointer;
   delivery: DeliveryWorker;
   /** The group-commit writer (readiness asks whether it commits). */
   auditWriter: AuditWriter;
@@ -184,5 +185,17 @@ export function compose({
     ),
     authorizationServer,
   };
-  return { services, keys: new KeyCache(), rateLimitStore, sealer, delivery, auditWriter, mcp, clientSessions, egress, simulations };
+  return {
+    services,
+    keys: new KeyCache(),
+    rateLimitStore,
+    sealer,
+    checkpointer,
+    delivery,
+    auditWriter,
+    mcp,
+    clientSessions,
+    egress,
+    simulations,
+  };
 }

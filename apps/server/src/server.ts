@@ -62,13 +62,15 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
     : undefined;
   redis?.on('error', (error) => logger.error('redis', { cause: error }));
   const metrics = config.metricsPort !== undefined ? createMetrics({ db: database.db, pool: database.pool }) : undefined;
-  const { services, keys, rateLimitStore, sealer, delivery, auditWriter, mcp, clientSessions, egress, simulations } = compose({
-    config,
-    database,
-    logger,
-    redis,
-    telemetry: metrics,
-  });
+  const { services, keys, rateLimitStore, sealer, checkpointer, delivery, auditWriter, mcp, clientSessions, egress, simulations } = compose(
+    {
+      config,
+      database,
+      logger,
+      redis,
+      telemetry: metrics,
+    },
+  );
   if (config.bootstrapKey) await services.workspaces.ensureBootstrapKey(config.bootstrapKey);
   await sealer.start();
   delivery.start();
@@ -141,6 +143,7 @@ export async function startServer(overrides: Partial<Config> = {}, logger: Logge
       await mcp.close();
       await egress.close();
       await sealer.stop();
+      await checkpointer.stop();
       const t3 = performance.now();
       await simulations.close();
       await services.audit.close();

@@ -237,6 +237,7 @@ export class Checkpointer {
   private readonly uncosigned = new Map<string, Uncosigned>();
   /** The catch-up under way: one at a time. */
   private catchingUp: Promise<void> | undefined;
+  private stopped = false;
 
   constructor(
     private readonly db: Kysely<DB>,
@@ -274,14 +275,15 @@ export class Checkpointer {
       }
     }
     // off the sealer's path: a witness slow to come back must not hold up sealing and signing
-    if (this.uncosigned.size > 0 && this.catchingUp === undefined)
+    if (this.uncosigned.size > 0 && this.catchingUp === undefined && !this.stopped)
       this.catchingUp = this.catchUp(now).finally(() => {
         this.catchingUp = undefined;
       });
   }
 
-  /** Resolves once a catch-up under way (if any) has ended: for shutdown and tests. */
-  async settled(): Promise<void> {
+  /** On shutdown: starts no further catch-up, and waits for the one under way (it stops after its current log). */
+  async stop(): Promise<void> {
+    this.stopped = true;
     await this.catchingUp;
   }
 
@@ -294,6 +296,7 @@ export class Checkpointer {
   private async catchUp(now: number): Promise<void> {
     const down = new Set<WitnessEndpoint>();
     for (const [workspaceId, pending] of this.uncosigned) {
+      if (this.stopped) return;
       if (this.signed.get(workspaceId)?.size !== pending.size) {
         this.uncosigned.delete(workspaceId);
         continue;
